@@ -1,0 +1,34 @@
+package cmd
+
+import (
+	"log/slog"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
+)
+
+// loadConfig reads the configuration directory and -D, and reports
+// warnings (lines flink-conf.yaml skipped) to the log.
+func loadConfig(f *Factory, g *globalOptions, log *slog.Logger) (*config.Configuration, error) {
+	l, err := config.Load(config.Sources{ConfigDir: g.ConfigDir, Getenv: f.Getenv, WorkingDir: f.WorkingDir,
+		ExecutableDir: f.ExecutableDir, Dynamic: g.Dynamic})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range l.Warnings {
+		log.Warn(w)
+	}
+	return l.Config, nil
+}
+
+// validateConfig checks every honoured option, so that a bad value stops
+// the command before anything starts, and warns about deprecated keys.
+func validateConfig(c *config.Configuration, log *slog.Logger) error {
+	if err := config.Validate(c, engine.Options()); err != nil {
+		return err
+	}
+	for _, w := range config.DeprecationWarnings(c, engine.Options()) {
+		log.Warn(w)
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes. They are stable: scripts depend on them.
+const (
+	ExitOK       = 0
+	ExitFailure  = 1 // the command was understood and failed
+	ExitUsage    = 2 // the command line was wrong
+	ExitCanceled = 130
+)
+
+// UsageError is a mistake on the command line: it is printed to stdout
+// with Flink's hint about -h, and exits 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// SilentError means the command has already said everything; it only
+// carries the exit code.
+type SilentError struct{ Code int }
+
+func (e *SilentError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
+
+// exitCode decides a command's exit code from its error, in one place.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var s *SilentError
+	if errors.As(err, &s) {
+		return s.Code
+	}
+	var u *UsageError
+	if errors.As(err, &u) {
+		return ExitUsage
+	}
+	return ExitFailure
+}

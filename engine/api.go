@@ -1,0 +1,257 @@
+// Package engine is gflink's in-process stream processor: a DataStream-style
+// API to build jobs, and the runtime that runs them with Flink's
+// fault-tolerance model — tasks as goroutines with mailboxes, operator
+// chaining, batched bounded channels, key groups, checkpoint barriers with
+// alignment, asynchronous snapshots, restart strategies and restore.
+package engine
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gflink/gflink/engine/state"
+)
+
+// Collector receives records.
+type Collector[T any] interface {
+	Collect(v T)
+}
+
+// Environment is where a job is assembled, like Flink's
+// StreamExecutionEnvironment. A job function adds sources, transformations
+// and sinks to it.
+type Environment struct {
+	nodes          []*node
+	parallelism    int
+	maxParallelism int // 0: derived per operator
+	maxParExplicit bool
+	name           string
+	stdout         io.Writer
+	errs           []error
+}
+
+// EnvironmentOptions configure a new Environment.
+type EnvironmentOptions struct {
+	// Parallelism is the default parallelism of operators (parallelism.default).
+	Parallelism int
+	// MaxParallelism is pipeline.max-parallelism; <= 0 derives it per
+	// operator from its parallelism, as Flink does.
+	MaxParallelism int
+	// JobName is pipeline.name.
+	JobName string
+	// Stdout receives the output of Print sinks.
+	Stdout io.Writer
+}
+
+// NewEnvironment returns an empty environment.
+func NewEnvironment(o EnvironmentOptions) *Environment {
+	env := &Environment{parallelism: o.Parallelism, name: o.JobName, stdout: o.Stdout}
+	if env.parallelism <= 0 {
+		env.parallelism = 1
+	}
+	if o.MaxParallelism > 0 {
+		env.maxParallelism, env.maxParExplicit = o.MaxParallelism, true
+	}
+	if env.stdout == nil {
+		env.stdout = os.Stdout
+	}
+	return env
+}
+
+// Parallelism returns the environment's default parallelism.
+func (env *Environment) Parallelism() int { return env.parallelism }
+
+// SetJobName sets the job's name unless pipeline.name already did.
+func (env *Environment) SetJobName(name string) {
+	if env.name == "" {
+		env.name = name
+	}
+}
+
+// JobName returns the job's name: pipeline.name, else the name the job set,
+// else Flink's default.
+func (env *Environment) JobName() string {
+	if env.name == "" {
+		return "Flink Streaming Job"
+	}
+	return env.name
+}
+
+// Stdout is where Print sinks write.
+func (env *Environment) Stdout() io.Writer { return env.stdout }
+
+func (env *Environment) addError(err error) { env.errs = append(env.errs, err) }
+
+// DataStream is a stream of records of type T.
+type DataStream[T any] struct {
+	env *Environment
+	n   *node
+}
+
+// UID sets the operator's uid, the name its state has in snapshots. Set it
+// on every stateful operator: a derived uid changes when the job's structure
+// does, and state that cannot be matched to an operator cannot be restored.
+func (s DataStream[T]) UID(uid string) DataStream[T] {
+	if uid == "" {
+		s.env.addError(fmt.Errorf("operator %q: the uid must not be empty", s.n.name))
+	}
+	s.n.uid, s.n.uidExplicit = uid, true
+	return s
+}
+
+// Name sets the operator's name, shown in task names and logs.
+func (s DataStream[T]) Name(name string) DataStream[T] {
+	s.n.name = name
+	return s
+}
+
+// Parallelism sets the operator's parallelism.
+func (s DataStream[T]) Parallelism(p int) DataStream[T] {
+	if p <= 0 {
+		s.env.addError(fmt.Errorf("operator %q: The parallelism must be a positive number: %d", s.n.name, p))
+	}
+	s.n.parallelism = p
+	return s
+}
+
+// MaxParallelism sets the operator's max parallelism: the number of key
+// groups of a keyed operator, which bounds how far it can be rescaled.
+func (s DataStream[T]) MaxParallelism(p int) DataStream[T] {
+	if p <= 0 || p > state.UpperBoundMaxParallelism {
+		s.env.addError(fmt.Errorf("operator %q: max parallelism must be between 1 and %d, got %d", s.n.name, state.UpperBoundMaxParallelism, p))
+	}
+	s.n.maxParallelism = p
+	return s
+}
+
+// FromSource adds a source.
+func FromSource[T any](env *Environment, src Source[T], name string) DataStream[T] {
+	n := env.newNode(kindSource, name, newTypeOps[T]())
+	n.source = src
+	n.enumerate = src.Splits
+	n.stateful = true // sources keep their splits and positions
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &sourceOperator[T]{src: src, out: out.(Collector[T])}
+		return nil, op
+	}
+	return DataStream[T]{env: env, n: n}
+}
+
+// Map applies f to every record.
+func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
+	n := s.env.newNode(kindOperator, "Map", newTypeOps[OUT]())
+	s.env.connect(s.n, n, partitionForward, nil)
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &mapOperator[IN, OUT]{f: f, out: out.(Collector[OUT])}
+		return Collector[IN](op), op
+	}
+	return DataStream[OUT]{env: s.env, n: n}
+}
+
+// FlatMap calls f for every record; f emits any number of records.
+func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT])) DataStream[OUT] {
+	n := s.env.newNode(kindOperator, "Flat Map", newTypeOps[OUT]())
+	s.env.connect(s.n, n, partitionForward, nil)
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &flatMapOperator[IN, OUT]{f: f, out: out.(Collector[OUT])}
+		return Collector[IN](op), op
+	}
+	return DataStream[OUT]{env: s.env, n: n}
+}
+
+// Filter keeps the records for which f returns true.
+func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
+	n := s.env.newNode(kindOperator, "Filter", s.n.out)
+	s.env.connect(s.n, n, partitionForward, nil)
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &filterOperator[T]{f: f, out: out.(Collector[T])}
+		return Collector[T](op), op
+	}
+	return DataStream[T]{env: s.env, n: n}
+}
+
+// Rebalance distributes records round-robin over the next operator's
+// subtasks.
+func (s DataStream[T]) Rebalance() DataStream[T] {
+	s.n.forceRebalance = true
+	return s
+}
+
+// KeyedStream is a stream partitioned by key: all records with the same
+// key go to the same subtask, which keeps the key's state.
+type KeyedStream[T any, K comparable] struct {
+	s      DataStream[T]
+	key    func(T) K
+	keySer state.KeySerializer[K]
+}
+
+// KeyBy partitions a stream by the key f extracts. Keys are hashed into
+// key groups (pipeline.max-parallelism of them) with a stable hash, which
+// makes it possible to restore keyed state at another parallelism.
+func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K] {
+	return KeyedStream[T, K]{s: s, key: key, keySer: state.SerializerFor[K]()}
+}
+
+// WithKeySerializer replaces the built-in serializer of the key type.
+func (ks KeyedStream[T, K]) WithKeySerializer(ser state.KeySerializer[K]) KeyedStream[T, K] {
+	ks.keySer = ser
+	return ks
+}
+
+// Process applies a keyed process function, which may keep keyed state and
+// set timers.
+func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn KeyedProcessFunction[K, T, OUT]) DataStream[OUT] {
+	env := ks.s.env
+	n := env.newNode(kindOperator, "KeyedProcess", newTypeOps[OUT]())
+	n.keyed, n.stateful = true, true
+	keySer := ks.keySer
+	keyFn := ks.key
+	env.connect(ks.s.n, n, partitionHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := newKeyedProcessOperator(rt, fn, keyFn, keySer, out.(Collector[OUT]))
+		return Collector[T](op), op
+	}
+	return DataStream[OUT]{env: env, n: n}
+}
+
+// DataStreamSink is the end of a stream.
+type DataStreamSink struct {
+	env *Environment
+	n   *node
+}
+
+// UID sets the sink's uid.
+func (s DataStreamSink) UID(uid string) DataStreamSink {
+	DataStream[struct{}]{env: s.env, n: s.n}.UID(uid)
+	return s
+}
+
+// Name sets the sink's name.
+func (s DataStreamSink) Name(name string) DataStreamSink { s.n.name = name; return s }
+
+// Parallelism sets the sink's parallelism.
+func (s DataStreamSink) Parallelism(p int) DataStreamSink {
+	DataStream[struct{}]{env: s.env, n: s.n}.Parallelism(p)
+	return s
+}
+
+// SinkTo writes the stream to a sink.
+func (s DataStream[T]) SinkTo(sink Sink[T]) DataStreamSink {
+	n := s.env.newNode(kindSink, "Sink", nil)
+	n.stateful = isStatefulSink(sink)
+	s.env.connect(s.n, n, partitionForward, nil)
+	n.build = func(rt *buildContext, _ any) (any, operator) {
+		op := newSinkOperator(rt, sink)
+		return Collector[T](op), op
+	}
+	return DataStreamSink{env: s.env, n: n}
+}
+
+// Print writes every record to the environment's stdout, one line each. As
+// in Flink, lines are prefixed with "<subtask>> " when the sink runs with a
+// parallelism above 1. Printing is not transactional: after a recovery,
+// lines may appear again.
+func (s DataStream[T]) Print() DataStreamSink {
+	return s.SinkTo(&PrintSink[T]{W: s.env.stdout}).Name("Print to Std. Out")
+}

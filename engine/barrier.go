@@ -1,0 +1,190 @@
+package engine
+
+// aligner decides, for a task with several input channels, when a
+// checkpoint barrier has arrived on every channel and the task may
+// snapshot. It is pure bookkeeping; the task loop acts on its answers.
+//
+// EXACTLY_ONCE: a channel whose barrier n has arrived is blocked — its
+// later batches are held back, unprocessed — until barrier n has arrived on
+// every channel (or the channel has ended). Because each channel has a fixed
+// number of buffers, holding them back stops the sender: alignment never
+// buffers without bound. A newer barrier arriving during alignment aborts
+// the older checkpoint, as in Flink.
+//
+// AT_LEAST_ONCE: nothing is blocked; the task snapshots when the last
+// channel's barrier arrives, so records that came in after an earlier
+// channel's barrier are part of the snapshot and will be replayed again
+// after recovery (counted twice), which is what at-least-once allows.
+type aligner struct {
+	exactlyOnce bool
+	n           int
+	finished    []bool
+	lastDone    int64 // barriers up to here are done or aborted: stale
+
+	// EXACTLY_ONCE
+	current    barrier // being aligned; id 0: none
+	blockedCh  []bool
+	numBlocked int
+	epoch      int // changes whenever channels are blocked or released
+
+	// AT_LEAST_ONCE
+	seen map[int64]*seenBarrier
+}
+
+type seenBarrier struct {
+	b  barrier
+	ch []bool
+}
+
+func newAligner(numChannels int, exactlyOnce bool) *aligner {
+	return &aligner{exactlyOnce: exactlyOnce, n: numChannels, finished: make([]bool, numChannels),
+		blockedCh: make([]bool, numChannels), seen: map[int64]*seenBarrier{}}
+}
+
+// alignResult is what the task must do after an event.
+type alignResult struct {
+	snapshot *barrier // take this checkpoint now
+	aborted  int64    // this checkpoint's alignment was given up
+}
+
+func (a *aligner) blocked(ch int32) bool { return a.numBlocked > 0 && a.blockedCh[ch] }
+
+func (a *aligner) allFinished() bool {
+	for _, f := range a.finished {
+		if !f {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *aligner) releaseAll() {
+	if a.numBlocked > 0 {
+		clear(a.blockedCh)
+		a.numBlocked = 0
+	}
+	a.epoch++
+}
+
+func (a *aligner) onBarrier(ch int32, b barrier) alignResult {
+	if b.id <= a.lastDone {
+		return alignResult{} // a late barrier of a checkpoint already done or given up
+	}
+	if !a.exactlyOnce {
+		s := a.seen[b.id]
+		if s == nil {
+			s = &seenBarrier{b: b, ch: make([]bool, a.n)}
+			a.seen[b.id] = s
+		}
+		s.ch[ch] = true
+		return a.checkAtLeastOnce()
+	}
+	var res alignResult
+	if a.current.id != 0 && b.id > a.current.id {
+		res.aborted = a.current.id
+		a.lastDone = a.current.id
+		a.current = barrier{}
+		a.releaseAll()
+	}
+	if a.current.id == 0 {
+		a.current = b
+	}
+	if !a.blockedCh[ch] {
+		a.blockedCh[ch] = true
+		a.numBlocked++
+		a.epoch++
+	}
+	if s := a.checkExactlyOnce(); s != nil {
+		res.snapshot = s
+	}
+	return res
+}
+
+func (a *aligner) checkExactlyOnce() *barrier {
+	if a.current.id == 0 {
+		return nil
+	}
+	for i := 0; i < a.n; i++ {
+		if !a.blockedCh[i] && !a.finished[i] {
+			return nil
+		}
+	}
+	b := a.current
+	a.lastDone = b.id
+	a.current = barrier{}
+	a.releaseAll()
+	return &b
+}
+
+func (a *aligner) checkAtLeastOnce() alignResult {
+	// The oldest checkpoint seen on every live channel is due; older ones
+	// that can no longer complete are dropped.
+	var due *barrier
+	for id, s := range a.seen {
+		complete := true
+		for i := 0; i < a.n; i++ {
+			if !s.ch[i] && !a.finished[i] {
+				complete = false
+				break
+			}
+		}
+		if complete && (due == nil || id > due.id) {
+			b := s.b
+			due = &b
+		}
+	}
+	if due == nil {
+		return alignResult{}
+	}
+	for id := range a.seen {
+		if id <= due.id {
+			delete(a.seen, id)
+		}
+	}
+	a.lastDone = due.id
+	return alignResult{snapshot: due}
+}
+
+// onEndOfPartition records that a channel has ended; an ended channel
+// counts as aligned.
+func (a *aligner) onEndOfPartition(ch int32) alignResult {
+	a.finished[ch] = true
+	if a.blockedCh[ch] {
+		a.blockedCh[ch] = false
+		a.numBlocked--
+	}
+	a.epoch++
+	if !a.exactlyOnce {
+		return a.checkAtLeastOnce()
+	}
+	var res alignResult
+	if s := a.checkExactlyOnce(); s != nil {
+		res.snapshot = s
+	}
+	return res
+}
+
+// abort gives up checkpoint id (the coordinator aborted it), releasing the
+// blocked channels.
+func (a *aligner) abort(id int64) bool {
+	if id > a.lastDone {
+		a.lastDone = id
+	}
+	delete(a.seen, id)
+	if a.current.id != 0 && a.current.id <= id {
+		a.current = barrier{}
+		a.releaseAll()
+		return true
+	}
+	return false
+}
+
+// direct records a checkpoint triggered directly (the task's inputs have
+// all ended). It reports whether the task should snapshot it.
+func (a *aligner) direct(id int64) bool {
+	if id <= a.lastDone {
+		return false
+	}
+	a.lastDone = id
+	return true
+}

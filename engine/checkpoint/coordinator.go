@@ -1,0 +1,574 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gflink/gflink/savepoint"
+)
+
+// TaskID identifies a task (one subtask of a chain) within an attempt.
+type TaskID int
+
+// SnapshotType says what a checkpoint is for.
+type SnapshotType struct {
+	// Kind is savepoint.KindCheckpoint, KindSavepoint or KindSyncSavepoint.
+	Kind string
+	// Format is savepoint.FormatNative for checkpoints, CANONICAL or NATIVE
+	// for savepoints.
+	Format string
+	// Drain marks a stop-with-savepoint that first finishes the job's input.
+	Drain bool
+	// Full marks a manually triggered full checkpoint.
+	Full bool
+}
+
+// IsSavepoint reports whether the snapshot is a savepoint of either kind.
+func (t SnapshotType) IsSavepoint() bool { return t.Kind != savepoint.KindCheckpoint }
+
+// IsSynchronous reports whether the job stops after this snapshot.
+func (t SnapshotType) IsSynchronous() bool { return t.Kind == savepoint.KindSyncSavepoint }
+
+// Request is a checkpoint or savepoint asked for by a user.
+type Request struct {
+	Type      SnapshotType
+	TargetDir string // for savepoints
+	// Tag is the edge's own reference (a REST trigger id, a reply channel).
+	Tag any
+}
+
+// Pending is a checkpoint in progress.
+type Pending struct {
+	ID        int64
+	Type      SnapshotType
+	Request   *Request // nil for periodic checkpoints
+	Triggered time.Time
+	// Acks holds each task's snapshot, as handed in by the edge.
+	Acks     map[TaskID]any
+	awaiting map[TaskID]bool
+	sentTo   map[TaskID]bool
+	// Location is the edge's handle on where the checkpoint is written.
+	Location any
+}
+
+// Awaiting returns the tasks that have not acknowledged yet.
+func (p *Pending) Awaiting() []TaskID {
+	var out []TaskID
+	for t := range p.awaiting {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Completed is a completed checkpoint or savepoint.
+type Completed struct {
+	ID        int64
+	Type      SnapshotType
+	Triggered time.Time
+	Completed time.Time
+	// Owned is false for snapshots the job must never delete: savepoints,
+	// and snapshots restored in NO_CLAIM or LEGACY mode.
+	Owned bool
+	// Handle is the edge's reference (directory, metadata, size).
+	Handle any
+}
+
+// Failure is why a checkpoint failed, with Flink's reason texts.
+type Failure struct {
+	Reason error
+	Cause  error
+}
+
+func (f *Failure) Error() string {
+	if f.Cause != nil {
+		return f.Reason.Error() + " " + f.Cause.Error()
+	}
+	return f.Reason.Error()
+}
+
+func (f *Failure) Unwrap() []error { return []error{f.Reason, f.Cause} }
+
+// Flink's CheckpointFailureReason texts.
+var (
+	ErrExpired         = errors.New("Checkpoint expired before completing.")
+	ErrNotAllRunning   = errors.New("Not all required tasks are currently running.")
+	ErrDeclined        = errors.New("Checkpoint was declined.")
+	ErrSubsumed        = errors.New("Checkpoint has been subsumed.")
+	ErrAsyncFailed     = errors.New("Asynchronous task checkpoint failed.")
+	ErrTaskFailure     = errors.New("Task has failed.")
+	ErrFinalize        = errors.New("Failure to finalize checkpoint.")
+	ErrSuspending      = errors.New("Checkpoint Coordinator is suspending.")
+	ErrShutdown        = errors.New("CheckpointCoordinator shutdown.")
+	ErrTriggerFailure  = errors.New("Trigger checkpoint failure.")
+	ErrPeriodicStopped = errors.New("Periodic checkpoint scheduler is shut down.")
+)
+
+// counts reports whether a failure counts against
+// tolerable-failed-checkpoints: as in Flink, expiry, failed asynchronous
+// snapshots and storage errors do; declines and subsumption do not.
+func counts(reason error) bool {
+	return reason == ErrExpired || reason == ErrAsyncFailed || reason == ErrFinalize
+}
+
+// Action is a decision for the edge to carry out.
+type Action interface{ isAction() }
+
+// TriggerTasks: send checkpoint Pending.ID to these tasks (sources, and
+// tasks whose inputs have all ended). The others receive barriers in-band.
+type TriggerTasks struct {
+	Pending *Pending
+	Tasks   []TaskID
+}
+
+// Finalize: every task has acknowledged; write the metadata and report
+// back with Finalized.
+type Finalize struct{ Pending *Pending }
+
+// Abort: the checkpoint failed. Clean up its location, tell the tasks, and
+// fail the request, if any.
+type Abort struct {
+	Pending *Pending
+	Err     *Failure
+	Tasks   []TaskID
+}
+
+// Complete: the checkpoint is complete. Notify the tasks (two-phase-commit
+// sinks commit now) and discard the subsumed checkpoints the job owns.
+type Complete struct {
+	Checkpoint *Completed
+	Request    *Request
+	Notify     []TaskID
+	Subsumed   []*Completed
+}
+
+// FailJob: too many checkpoints failed in a row.
+type FailJob struct{ Err error }
+
+func (TriggerTasks) isAction() {}
+func (Finalize) isAction()     {}
+func (Abort) isAction()        {}
+func (Complete) isAction()     {}
+func (FailJob) isAction()      {}
+
+type taskState int
+
+const (
+	taskRunning taskState = iota
+	taskEndedInput
+	taskFinished
+)
+
+// TaskInfo describes a task of the current attempt.
+type TaskInfo struct {
+	ID     TaskID
+	Source bool
+}
+
+// Coordinator decides when checkpoints are triggered, completed, aborted
+// and subsumed. It does no I/O and reads no clock: time comes in with each
+// event, and decisions go out as Actions.
+type Coordinator struct {
+	cfg Config
+
+	nextID   int64
+	pending  map[int64]*Pending
+	retained []*Completed
+
+	tasks   map[TaskID]taskState
+	sources map[TaskID]bool
+	// finals holds the last snapshot of each finished task. Later
+	// checkpoints include it, so that restoring never re-runs finished work
+	// (a finished source subtask's split stays at its end).
+	finals map[TaskID]any
+
+	running        bool
+	nextPeriodic   time.Time
+	lastCompletion time.Time
+	lastEndInput   time.Time // when the last task ended its input
+	failures       int       // consecutive counted failures
+}
+
+// NewCoordinator returns a coordinator; the first checkpoint id is nextID.
+func NewCoordinator(cfg Config, nextID int64) *Coordinator {
+	if nextID < 1 {
+		nextID = 1
+	}
+	if cfg.MaxConcurrent < 1 {
+		cfg.MaxConcurrent = 1
+	}
+	if cfg.NumRetained < 1 {
+		cfg.NumRetained = 1
+	}
+	return &Coordinator{cfg: cfg, nextID: nextID, pending: map[int64]*Pending{}}
+}
+
+// NextID is the id the next checkpoint will get.
+func (c *Coordinator) NextID() int64 { return c.nextID }
+
+// AddRestored registers the snapshot the job was restored from as the
+// latest completed checkpoint, so that a failure before the first new
+// checkpoint falls back to it. Owned says whether it may be deleted when
+// subsumed (CLAIM mode).
+func (c *Coordinator) AddRestored(cp *Completed) {
+	c.retained = append(c.retained, cp)
+	if cp.ID >= c.nextID {
+		c.nextID = cp.ID + 1
+	}
+}
+
+// Latest returns the newest completed checkpoint to recover from, or nil.
+// Savepoints taken while running are not used for recovery (as in Flink
+// since 1.15), but a restored savepoint is.
+func (c *Coordinator) Latest() *Completed {
+	if len(c.retained) == 0 {
+		return nil
+	}
+	return c.retained[len(c.retained)-1]
+}
+
+// Retained returns the completed checkpoints kept, oldest first.
+func (c *Coordinator) Retained() []*Completed { return slices.Clone(c.retained) }
+
+// Pending returns the checkpoints in progress, oldest first.
+func (c *Coordinator) Pending() []*Pending {
+	out := make([]*Pending, 0, len(c.pending))
+	for _, p := range c.pending {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Pending) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// Start begins an attempt with the given tasks, all running.
+func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
+	c.tasks = map[TaskID]taskState{}
+	c.sources = map[TaskID]bool{}
+	c.finals = map[TaskID]any{}
+	for _, t := range tasks {
+		c.tasks[t.ID] = taskRunning
+		if t.Source {
+			c.sources[t.ID] = true
+		}
+	}
+	c.running = true
+	c.lastEndInput = time.Time{}
+	c.nextPeriodic = now.Add(c.cfg.Interval)
+}
+
+// Suspend aborts every pending checkpoint (the attempt failed, or the job
+// is ending) and stops triggering until the next Start.
+func (c *Coordinator) Suspend(reason error) []Action {
+	c.running = false
+	var out []Action
+	for _, p := range c.Pending() {
+		delete(c.pending, p.ID)
+		out = append(out, Abort{Pending: p, Err: &Failure{Reason: reason}})
+	}
+	return out
+}
+
+func (c *Coordinator) allTasksRunning() bool {
+	for _, s := range c.tasks {
+		if s != taskRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// triggerSet is the tasks that get a trigger directly: running sources and
+// tasks whose inputs have all ended (no barrier can reach them in-band).
+func (c *Coordinator) triggerSet() (trigger []TaskID, awaiting map[TaskID]bool) {
+	awaiting = map[TaskID]bool{}
+	for id, s := range c.tasks {
+		if s == taskFinished {
+			continue
+		}
+		awaiting[id] = true
+		if c.sources[id] || s == taskEndedInput {
+			trigger = append(trigger, id)
+		}
+	}
+	slices.Sort(trigger)
+	return trigger, awaiting
+}
+
+func (c *Coordinator) anyFinished() bool {
+	for _, s := range c.tasks {
+		if s == taskFinished {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Coordinator) allEndedInput() bool {
+	live := false
+	for _, s := range c.tasks {
+		if s == taskRunning {
+			return false
+		}
+		if s == taskEndedInput {
+			live = true
+		}
+	}
+	return live
+}
+
+func (c *Coordinator) numPendingCheckpoints() int {
+	n := 0
+	for _, p := range c.pending {
+		if !p.Type.IsSavepoint() {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Coordinator) trigger(now time.Time, typ SnapshotType, req *Request) []Action {
+	tasks, awaiting := c.triggerSet()
+	p := &Pending{ID: c.nextID, Type: typ, Request: req, Triggered: now,
+		Acks: map[TaskID]any{}, awaiting: awaiting, sentTo: map[TaskID]bool{}}
+	for t, final := range c.finals {
+		p.Acks[t] = final
+	}
+	for _, t := range tasks {
+		p.sentTo[t] = true
+	}
+	c.nextID++
+	c.pending[p.ID] = p
+	return []Action{TriggerTasks{Pending: p, Tasks: tasks}}
+}
+
+// Tick advances time: it expires checkpoints past their timeout and
+// triggers the next periodic checkpoint, or the final one once every task
+// has ended its input.
+func (c *Coordinator) Tick(now time.Time) []Action {
+	var out []Action
+	for _, p := range c.Pending() {
+		if now.Sub(p.Triggered) >= c.cfg.Timeout {
+			out = append(out, c.fail(p, &Failure{Reason: ErrExpired})...)
+		}
+	}
+	if !c.running || !c.cfg.Enabled() {
+		return out
+	}
+	if c.numPendingCheckpoints() >= c.cfg.MaxConcurrent {
+		return out
+	}
+	if c.finalDue() {
+		// The final checkpoint goes right away, without waiting for the
+		// interval (Flink 1.18+).
+		return append(out, c.trigger(now, SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative}, nil)...)
+	}
+	if !c.lastCompletion.IsZero() && now.Sub(c.lastCompletion) < c.cfg.MinPause && c.cfg.MinPause > 0 {
+		return out
+	}
+	if c.anyFinished() && !c.cfg.AfterTasksFinish {
+		return out
+	}
+	if now.Before(c.nextPeriodic) {
+		return out
+	}
+	c.nextPeriodic = now.Add(c.cfg.Interval)
+	return append(out, c.trigger(now, SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative}, nil)...)
+}
+
+// finalDue reports whether every task has ended its input and no
+// checkpoint triggered since is on its way: then the final checkpoint is
+// due, so that tasks can finish.
+func (c *Coordinator) finalDue() bool {
+	if !c.cfg.AfterTasksFinish || !c.allEndedInput() {
+		return false
+	}
+	for _, p := range c.pending {
+		if !p.Triggered.Before(c.lastEndInput) && !p.Type.IsSavepoint() {
+			return false
+		}
+	}
+	return true
+}
+
+// NextWakeup says when Tick next has something to do.
+func (c *Coordinator) NextWakeup() (time.Time, bool) {
+	var t time.Time
+	set := false
+	consider := func(x time.Time) {
+		if !set || x.Before(t) {
+			t, set = x, true
+		}
+	}
+	for _, p := range c.pending {
+		consider(p.Triggered.Add(c.cfg.Timeout))
+	}
+	if c.running && c.cfg.Enabled() && c.finalDue() && c.numPendingCheckpoints() < c.cfg.MaxConcurrent {
+		consider(c.lastEndInput)
+	}
+	if c.running && c.cfg.Enabled() {
+		next := c.nextPeriodic
+		if c.cfg.MinPause > 0 && !c.lastCompletion.IsZero() {
+			if earliest := c.lastCompletion.Add(c.cfg.MinPause); earliest.After(next) {
+				next = earliest
+			}
+		}
+		consider(next)
+	}
+	return t, set
+}
+
+// ErrNoRunningJob is returned for triggers while no attempt is running.
+var ErrNoRunningJob = errors.New("the job is not running")
+
+// Trigger starts a user-requested checkpoint or savepoint now. Like
+// Flink's, it ignores the interval, min-pause and max-concurrent limits, but
+// needs every task to be running.
+func (c *Coordinator) Trigger(now time.Time, req *Request) ([]Action, error) {
+	if !c.running {
+		return nil, ErrNoRunningJob
+	}
+	if !c.allTasksRunning() {
+		return nil, &Failure{Reason: ErrNotAllRunning}
+	}
+	return c.trigger(now, req.Type, req), nil
+}
+
+// Ack records a task's snapshot for checkpoint id.
+func (c *Coordinator) Ack(now time.Time, id int64, task TaskID, snapshot any) []Action {
+	p, ok := c.pending[id]
+	if !ok || !p.awaiting[task] {
+		return nil // late ack of an aborted checkpoint, or a duplicate
+	}
+	delete(p.awaiting, task)
+	p.Acks[task] = snapshot
+	if len(p.awaiting) == 0 {
+		return []Action{Finalize{Pending: p}}
+	}
+	return nil
+}
+
+// Decline records a task's refusal of checkpoint id.
+func (c *Coordinator) Decline(now time.Time, id int64, task TaskID, reason, cause error) []Action {
+	p, ok := c.pending[id]
+	if !ok {
+		return nil
+	}
+	return c.fail(p, &Failure{Reason: reason, Cause: cause})
+}
+
+func (c *Coordinator) fail(p *Pending, f *Failure) []Action {
+	delete(c.pending, p.ID)
+	out := []Action{Abort{Pending: p, Err: f, Tasks: c.liveTasks()}}
+	if counts(f.Reason) && !p.Type.IsSavepoint() {
+		c.failures++
+		if c.failures > c.cfg.TolerableFailed {
+			out = append(out, FailJob{Err: fmt.Errorf("Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to %s, view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.", f.Error())})
+		}
+	}
+	return out
+}
+
+func (c *Coordinator) liveTasks() []TaskID {
+	var out []TaskID
+	for id, s := range c.tasks {
+		if s != taskFinished {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Finalized reports the outcome of writing a checkpoint's metadata.
+func (c *Coordinator) Finalized(now time.Time, id int64, handle any, err error) []Action {
+	p, ok := c.pending[id]
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		return c.fail(p, &Failure{Reason: ErrFinalize, Cause: err})
+	}
+	delete(c.pending, id)
+	cp := &Completed{ID: id, Type: p.Type, Triggered: p.Triggered, Completed: now, Handle: handle,
+		Owned: !p.Type.IsSavepoint()}
+	done := Complete{Checkpoint: cp, Request: p.Request}
+	var out []Action
+	if !p.Type.IsSavepoint() {
+		c.failures = 0
+		c.lastCompletion = now
+		c.retained = append(c.retained, cp)
+		for len(c.retained) > c.cfg.NumRetained {
+			done.Subsumed = append(done.Subsumed, c.retained[0])
+			c.retained = c.retained[1:]
+		}
+		// Older checkpoints still in progress are subsumed by this one.
+		for _, old := range c.Pending() {
+			if old.ID < id && !old.Type.IsSavepoint() {
+				delete(c.pending, old.ID)
+				out = append(out, Abort{Pending: old, Err: &Failure{Reason: ErrSubsumed}, Tasks: c.liveTasks()})
+			}
+		}
+	}
+	// Tasks learn of completed checkpoints, not of intermediate savepoints:
+	// since Flink 1.15 those commit no side effects. The synchronous
+	// savepoint of stop-with-savepoint does.
+	if !p.Type.IsSavepoint() || p.Type.IsSynchronous() {
+		done.Notify = c.liveTasks()
+	}
+	return append([]Action{done}, out...)
+}
+
+// EndOfInput records that a task has processed all its input (it then waits
+// for a final checkpoint before finishing). A checkpoint in progress that
+// the task has not acknowledged can no longer reach it in-band, so it is
+// triggered directly.
+func (c *Coordinator) EndOfInput(now time.Time, task TaskID) (out []Action) {
+	if c.tasks[task] != taskRunning {
+		return nil
+	}
+	c.tasks[task] = taskEndedInput
+	if c.allEndedInput() {
+		c.lastEndInput = now
+		defer func() { out = append(out, c.Tick(now)...) }()
+	}
+	for _, p := range c.Pending() {
+		if p.awaiting[task] && !p.sentTo[task] {
+			p.sentTo[task] = true
+			out = append(out, TriggerTasks{Pending: p, Tasks: []TaskID{task}})
+		}
+	}
+	return out
+}
+
+// TaskFinished records that a task has finished, with the snapshot it took
+// last (after its input ended). Pending and later checkpoints take that
+// snapshot as the task's state: a finished task changes no more.
+func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final any) []Action {
+	c.tasks[task] = taskFinished
+	if final != nil {
+		c.finals[task] = final
+	}
+	var out []Action
+	for _, p := range c.Pending() {
+		if p.awaiting[task] {
+			delete(p.awaiting, task)
+			if final != nil {
+				p.Acks[task] = final
+			}
+			if len(p.awaiting) == 0 {
+				out = append(out, Finalize{Pending: p})
+			}
+		}
+	}
+	return out
+}
+
+// Retire removes a completed checkpoint from the retained list (used when
+// the job ends and the edge discards what the retention policy says).
+func (c *Coordinator) Retire() []*Completed {
+	out := c.retained
+	c.retained = nil
+	return out
+}

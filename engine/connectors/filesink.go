@@ -1,0 +1,259 @@
+package connectors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// FileSink writes records as lines into part files in Dir, with Flink's
+// part-file lifecycle, and commits them with two-phase commit:
+//
+//   - in-progress: ".part-<run>-<subtask>-<n>.inprogress", hidden, being written;
+//   - pending: the same file, closed and fsynced when it rolls — at every
+//     checkpoint, and on RollSize and RollInterval;
+//   - finished: renamed to "part-<run>-<subtask>-<n>" once the checkpoint
+//     that covers it has completed.
+//
+// Only finished files are output. After any failure — a task error, kill -9,
+// a restore from a savepoint — the finished files hold every record exactly
+// once: a restore commits the pending files its checkpoint recorded (again,
+// idempotently) and deletes the hidden files written after it. <run>
+// differs for every attempt, so no attempt overwrites another's file.
+type FileSink[T any] struct {
+	Dir string
+	// RollSize rolls the in-progress file when it reaches this many bytes
+	// (default 128 MiB, as in Flink's DefaultRollingPolicy).
+	RollSize int64
+	// RollInterval rolls the in-progress file when it is this old (default
+	// 60 s).
+	RollInterval time.Duration
+	// Format renders a record (default fmt's %v).
+	Format func(T) string
+	// FS is the filesystem (vfs.Default if nil).
+	FS vfs.FS
+}
+
+const (
+	defaultRollSize     = 128 << 20
+	defaultRollInterval = time.Minute
+	inProgressSuffix    = ".inprogress"
+)
+
+func (s *FileSink[T]) fs() vfs.FS {
+	if s.FS == nil {
+		return vfs.Default
+	}
+	return s.FS
+}
+
+// fileCommittable names a pending file and the finished name it gets.
+type fileCommittable struct {
+	Pending  string `json:"pending"`
+	Finished string `json:"finished"`
+}
+
+// CreateWriter implements engine.Sink.
+func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T], error) {
+	if err := s.fs().MkdirAll(s.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
+	w := &fileWriter[T]{s: s, prefix: fmt.Sprintf("part-%s-%d-", ctx.RunID, ctx.Subtask),
+		rollSize: s.RollSize, rollInterval: s.RollInterval}
+	if w.rollSize <= 0 {
+		w.rollSize = defaultRollSize
+	}
+	if w.rollInterval <= 0 {
+		w.rollInterval = defaultRollInterval
+	}
+	return w, nil
+}
+
+// CreateCommitter implements engine.TwoPhaseCommittingSink.
+func (s *FileSink[T]) CreateCommitter(engine.SinkContext) (engine.Committer, error) {
+	return &fileCommitter{fs: s.fs(), dir: s.Dir}, nil
+}
+
+// CleanUp implements engine.RecoveryCleaner: hidden part files that the
+// restored checkpoint does not reference, and that this attempt did not
+// write, were written after that checkpoint by an attempt that failed.
+func (s *FileSink[T]) CleanUp(ctx engine.SinkContext, committables [][]byte) error {
+	keep := map[string]bool{}
+	for _, b := range committables {
+		var c fileCommittable
+		if err := json.Unmarshal(b, &c); err != nil {
+			return fmt.Errorf("file sink committable: %w", err)
+		}
+		keep[c.Pending] = true
+	}
+	entries, err := s.fs().ReadDir(s.Dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	mine := ".part-" + ctx.RunID + "-"
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, ".part-") || !strings.HasSuffix(name, inProgressSuffix) ||
+			strings.HasPrefix(name, mine) || keep[name] {
+			continue
+		}
+		if err := s.fs().Remove(filepath.Join(s.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+type fileWriter[T any] struct {
+	s            *FileSink[T]
+	prefix       string
+	counter      int
+	rollSize     int64
+	rollInterval time.Duration
+
+	cur     vfs.File
+	curName string // finished name of the in-progress file
+	curSize int64
+	opened  time.Time
+	buf     []byte
+	pending []fileCommittable
+}
+
+func (w *fileWriter[T]) Write(v T) error {
+	if w.cur == nil {
+		if err := w.openPart(); err != nil {
+			return err
+		}
+	}
+	start := len(w.buf)
+	if w.s.Format != nil {
+		w.buf = append(w.buf, w.s.Format(v)...)
+		w.buf = append(w.buf, '\n')
+	} else {
+		w.buf = fmt.Appendln(w.buf, v)
+	}
+	w.curSize += int64(len(w.buf) - start)
+	if len(w.buf) >= 64<<10 {
+		if err := w.flushBuf(); err != nil {
+			return err
+		}
+	}
+	if w.curSize >= w.rollSize || time.Since(w.opened) >= w.rollInterval {
+		return w.roll()
+	}
+	return nil
+}
+
+func (w *fileWriter[T]) openPart() error {
+	w.curName = fmt.Sprintf("%s%d", w.prefix, w.counter)
+	w.counter++
+	f, err := w.s.fs().Create(filepath.Join(w.s.Dir, "."+w.curName+inProgressSuffix))
+	if err != nil {
+		return fmt.Errorf("open part file: %w", err)
+	}
+	w.cur, w.curSize, w.opened = f, 0, time.Now()
+	return nil
+}
+
+func (w *fileWriter[T]) flushBuf() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	if _, err := w.cur.Write(w.buf); err != nil {
+		return fmt.Errorf("write part file: %w", err)
+	}
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// roll closes the in-progress file: it becomes pending, durable on disk,
+// waiting for the checkpoint that will commit it.
+func (w *fileWriter[T]) roll() error {
+	if w.cur == nil {
+		return nil
+	}
+	if err := w.flushBuf(); err != nil {
+		return err
+	}
+	if err := w.cur.Sync(); err != nil {
+		return fmt.Errorf("sync part file: %w", err)
+	}
+	if err := w.cur.Close(); err != nil {
+		return fmt.Errorf("close part file: %w", err)
+	}
+	w.pending = append(w.pending, fileCommittable{Pending: "." + w.curName + inProgressSuffix, Finished: w.curName})
+	w.cur = nil
+	return nil
+}
+
+func (w *fileWriter[T]) Flush(bool) error { return nil }
+
+// PrepareCommit rolls the in-progress file (rolling on every checkpoint)
+// and hands over the pending files.
+func (w *fileWriter[T]) PrepareCommit() ([][]byte, error) {
+	if err := w.roll(); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(w.pending))
+	for _, p := range w.pending {
+		b, _ := json.Marshal(p)
+		out = append(out, b)
+	}
+	w.pending = w.pending[:0]
+	return out, nil
+}
+
+func (w *fileWriter[T]) idle() {}
+
+// Close abandons the in-progress file: what it holds was not covered by a
+// checkpoint, and will be written again after a restore (or was already
+// handed over by PrepareCommit at the end of input).
+func (w *fileWriter[T]) Close() error {
+	if w.cur != nil {
+		w.cur.Close()
+		w.cur = nil
+	}
+	return nil
+}
+
+type fileCommitter struct {
+	fs  vfs.FS
+	dir string
+}
+
+// Commit renames pending files to their finished names. A file already
+// finished is skipped, so committing twice is harmless.
+func (c *fileCommitter) Commit(committables [][]byte) error {
+	for _, b := range committables {
+		var fc fileCommittable
+		if err := json.Unmarshal(b, &fc); err != nil {
+			return fmt.Errorf("file sink committable: %w", err)
+		}
+		finished := filepath.Join(c.dir, fc.Finished)
+		if _, err := c.fs.Stat(finished); err == nil {
+			continue // committed before
+		}
+		if err := c.fs.Rename(filepath.Join(c.dir, fc.Pending), finished); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("cannot commit %s: its pending file %s is missing", fc.Finished, fc.Pending)
+			}
+			return fmt.Errorf("commit %s: %w", fc.Finished, err)
+		}
+	}
+	if len(committables) > 0 {
+		return vfs.SyncDir(c.fs, c.dir)
+	}
+	return nil
+}
+
+func (c *fileCommitter) Close() error { return nil }

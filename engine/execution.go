@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+)
+
+// buildContext is what a node's build function may know.
+type buildContext struct {
+	name string
+}
+
+// execution is one attempt of a job: its tasks and channels.
+type execution struct {
+	jm       *jobMaster
+	attempt  int
+	cancel   context.CancelFunc
+	done     <-chan struct{}
+	tasks    []*task
+	wg       sync.WaitGroup
+	finished int
+	clock    func() time.Time
+	maxPar   map[string]int // per uid, for this attempt
+
+	emitted  atomic.Int64 // source records in this attempt
+	injected atomic.Bool
+}
+
+func (e *execution) send(ev taskEvent) {
+	ev.attempt = e.attempt
+	select {
+	case e.jm.events <- ev:
+	case <-e.done:
+	}
+}
+
+func (e *execution) ack(t *task, id int64, a *taskAck) {
+	e.send(taskEvent{task: t.id, kind: evAck, id: id, ack: a})
+}
+
+func (e *execution) decline(t *task, id int64, reason, cause error) {
+	e.send(taskEvent{task: t.id, kind: evDecline, id: id, reason: reason, err: cause})
+}
+
+func (e *execution) endOfInput(t *task) {
+	e.send(taskEvent{task: t.id, kind: evEndOfInput})
+}
+
+func (e *execution) taskExited(t *task, err error) {
+	defer e.wg.Done()
+	select {
+	case <-e.done:
+		return // cancelled: nobody is waiting for news
+	default:
+	}
+	if err != nil {
+		e.send(taskEvent{task: t.id, kind: evFailed, err: err})
+		return
+	}
+	t.finalMu.Lock()
+	final := t.final
+	t.finalMu.Unlock()
+	e.send(taskEvent{task: t.id, kind: evFinished, final: final})
+}
+
+// sourceEmitted counts source records for fault injection: once the sources
+// of this attempt have emitted fault-injection.fail-after-records records,
+// the task that crossed the line fails — at most fault-injection.max-failures
+// times in the job's life.
+func (e *execution) sourceEmitted(t *task, n int64) {
+	jm := e.jm
+	if jm.faultAfter <= 0 {
+		return
+	}
+	total := e.emitted.Add(n)
+	if total < jm.faultAfter || jm.faultInjected.Load() >= jm.faultMax || !e.injected.CompareAndSwap(false, true) {
+		return
+	}
+	k := jm.faultInjected.Add(1)
+	fail("fault injection", fmt.Errorf("injected failure %d of %d, after the sources emitted %d records (fault-injection.fail-after-records=%d)",
+		k, jm.faultMax, total, jm.faultAfter))
+}
+
+// deploy builds and starts an attempt, restoring state from plan (nil for
+// a fresh start).
+func (jm *jobMaster) deploy(plan *restore.Plan) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &execution{jm: jm, attempt: jm.attempt, cancel: cancel, done: ctx.Done(), clock: jm.clock,
+		maxPar: map[string]int{}}
+	jm.attempt++
+	g := jm.graph
+	for _, n := range g.nodes {
+		e.maxPar[n.uid] = n.maxParallelism
+		if plan != nil {
+			if op := plan.Operators[n.uid]; op != nil {
+				e.maxPar[n.uid] = op.MaxParallelism
+			}
+		}
+	}
+	exactlyOnce := jm.cpCfg.Mode == checkpoint.ExactlyOnce
+	waitFinal := jm.cpCfg.Enabled() && jm.cpCfg.AfterTasksFinish
+
+	// Tasks and their gates.
+	tasksOf := map[*vertex][]*task{}
+	vertexOf := map[*node]*vertex{}
+	for _, v := range g.vertices {
+		for _, n := range v.nodes {
+			vertexOf[n] = v
+		}
+		numCh := 0
+		for _, in := range v.inputs {
+			if in.part == partitionForward {
+				numCh++
+			} else {
+				numCh += in.from.parallelism
+			}
+		}
+		for i := 0; i < v.parallelism; i++ {
+			t := &task{id: checkpoint.TaskID(len(e.tasks)), exec: e, v: v, subtask: i,
+				name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
+				mail: newMailbox(), done: ctx.Done(), exactlyOnce: exactlyOnce, waitFinal: waitFinal}
+			if len(v.inputs) > 0 {
+				t.inOps = v.inputs[0].from.out
+				t.gate = t.inOps.newGate(numCh, defaultBuffersPerChannel)
+				t.numIn = numCh
+				t.al = newAligner(numCh, exactlyOnce)
+			}
+			e.tasks = append(e.tasks, t)
+			tasksOf[v] = append(tasksOf[v], t)
+		}
+	}
+	// Channels: targets[edge][sender] lists the channels a sending subtask
+	// writes to, indexed by receiving subtask (one for forward edges).
+	targets := map[*edge][][]any{}
+	for _, v := range g.vertices {
+		for _, in := range v.inputs {
+			up := vertexOf[in.from]
+			per := make([][]any, up.parallelism)
+			for i, recv := range tasksOf[v] {
+				for j := range up.parallelism {
+					if in.part == partitionForward && i != j {
+						continue
+					}
+					per[j] = append(per[j], in.from.out.addChannel(recv.gate))
+				}
+			}
+			targets[in] = per
+		}
+	}
+	// Chains, writers and restore contexts.
+	for _, v := range g.vertices {
+		for i, t := range tasksOf[v] {
+			var outs []any
+			for _, oe := range v.outputs {
+				c, w := oe.from.out.newWriter(targets[oe][i], oe.part, oe.hash, e.maxPar[oe.to.uid],
+					defaultBatchSize, i, ctx.Done())
+				outs = append(outs, c)
+				t.writers = append(t.writers, w)
+			}
+			var out any
+			if len(outs) > 0 {
+				out = v.tail().out.newFanout(outs)
+			}
+			t.ops = make([]operator, len(v.nodes))
+			t.uids = make([]string, len(v.nodes))
+			t.restore = make([]*opContext, len(v.nodes))
+			blocks := &savepoint.BlockReader{FS: jm.fs}
+			if plan != nil {
+				blocks.Dir = plan.Dir
+			}
+			for k := len(v.nodes) - 1; k >= 0; k-- {
+				n := v.nodes[k]
+				in, op := n.build(&buildContext{name: displayName(n)}, out)
+				out = in
+				t.ops[k], t.uids[k] = op, n.uid
+				oc := &opContext{t: t, uid: n.uid, maxPar: e.maxPar[n.uid], blocks: blocks}
+				if plan != nil {
+					if p := plan.Operators[n.uid]; p != nil {
+						oc.restore = &p.Subtasks[i]
+					}
+				}
+				if n.kind == kindSource {
+					t.source = op.(sourceRunner)
+				}
+				t.restore[k] = oc
+			}
+			t.head = out
+		}
+	}
+	// Fresh sources get their splits, round-robin.
+	for _, n := range g.nodes {
+		if n.kind != kindSource || (plan != nil && plan.Operators[n.uid] != nil) {
+			continue
+		}
+		splits, err := n.enumerate(n.parallelism)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("enumerate splits of %s: %w", displayName(n), err)
+		}
+		v := vertexOf[n]
+		for i, t := range tasksOf[v] {
+			var mine [][]byte
+			for j := i; j < len(splits); j += n.parallelism {
+				mine = append(mine, splits[j])
+			}
+			t.restore[0].restore = &restore.SubtaskRestore{OperatorState: []savepoint.OperatorListState{
+				{Name: sourceReaderStateName, Mode: savepoint.SplitDistribute, Items: mine}}}
+		}
+	}
+	jm.exec = e
+	infos := make([]checkpoint.TaskInfo, len(e.tasks))
+	for i, t := range e.tasks {
+		infos[i] = checkpoint.TaskInfo{ID: t.id, Source: t.source != nil}
+	}
+	jm.coord.Start(jm.clock(), infos)
+	for _, t := range e.tasks {
+		e.wg.Add(1)
+		go t.run()
+	}
+	return nil
+}

@@ -1,0 +1,700 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	mrand "math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/restart"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// JobOptions configure a job submission.
+type JobOptions struct {
+	// JobID is 32 hex digits; a random one if empty.
+	JobID  string
+	Config *config.Configuration
+	// FS is the filesystem for checkpoints (vfs.Default if nil).
+	FS     vfs.FS
+	Logger *slog.Logger
+	// Restore is the snapshot to start from (-s); nil for a fresh start.
+	Restore               *restore.Resolved
+	AllowNonRestoredState bool
+	// Clock and Rand are for tests; real time and randomness if nil.
+	Clock func() time.Time
+	Rand  *mrand.Rand
+}
+
+// JobResult is how a job ended.
+type JobResult struct {
+	JobID  string
+	Name   string
+	Status JobStatus
+	// Err is why the job FAILED.
+	Err        error
+	Start, End time.Time
+	// Retained lists the checkpoints left on disk by the retention policy,
+	// newest last, as file: URIs.
+	Retained []string
+}
+
+// Job is a submitted job.
+type Job struct {
+	jm *jobMaster
+}
+
+// NewJobID returns a random 32-hex job id.
+func NewJobID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Submit validates a job's configuration and restore, then starts it. An
+// error means the job did not start: nothing ran and nothing was written.
+func Submit(ctx context.Context, g *JobGraph, o JobOptions) (*Job, error) {
+	jm, err := newJobMaster(ctx, g, o)
+	if err != nil {
+		return nil, err
+	}
+	go jm.run()
+	return &Job{jm: jm}, nil
+}
+
+// ID is the job's id.
+func (j *Job) ID() string { return j.jm.jobID }
+
+// Done is closed when the job has reached a terminal status.
+func (j *Job) Done() <-chan struct{} { return j.jm.done }
+
+// Wait blocks until the job ends.
+func (j *Job) Wait() JobResult {
+	<-j.jm.done
+	return j.jm.result
+}
+
+// Cancel cancels the job (it ends CANCELED).
+func (j *Job) Cancel() { j.jm.cancelJob() }
+
+// Status returns the job's current status.
+func (j *Job) Status() JobStatus {
+	j.jm.mu.Lock()
+	defer j.jm.mu.Unlock()
+	return j.jm.status
+}
+
+// StatusTimestamps returns when the job entered each status (Unix ms).
+func (j *Job) StatusTimestamps() map[JobStatus]int64 {
+	j.jm.mu.Lock()
+	defer j.jm.mu.Unlock()
+	out := make(map[JobStatus]int64, len(j.jm.timestamps))
+	for k, v := range j.jm.timestamps {
+		out[k] = v
+	}
+	return out
+}
+
+// completedHandle is the job master's reference to a completed snapshot.
+type completedHandle struct {
+	loc *checkpoint.Location
+	md  *savepoint.Metadata
+}
+
+type taskEventKind int
+
+const (
+	evAck taskEventKind = iota
+	evDecline
+	evEndOfInput
+	evFinished
+	evFailed
+)
+
+type taskEvent struct {
+	attempt int
+	task    checkpoint.TaskID
+	kind    taskEventKind
+	id      int64
+	ack     *taskAck
+	reason  error
+	err     error
+	final   []checkpoint.OperatorSnapshot
+}
+
+type jobMaster struct {
+	jobID   string
+	graph   *JobGraph
+	conf    *config.Configuration
+	cpCfg   checkpoint.Config
+	strat   restart.Strategy
+	fs      vfs.FS
+	storage *checkpoint.Storage
+	coord   *checkpoint.Coordinator
+	log     *slog.Logger
+	clock   func() time.Time
+	ctx     context.Context
+
+	events   chan taskEvent
+	requests chan func()
+	cancelCh chan struct{}
+	cancelMu sync.Once
+	done     chan struct{}
+
+	mu         sync.Mutex
+	status     JobStatus
+	timestamps map[JobStatus]int64
+	result     JobResult
+
+	plan          *restore.Plan // initial restore
+	allowNonRest  bool
+	exec          *execution
+	attempt       int
+	restartAt     time.Time
+	failureCause  error
+	faultAfter    int64
+	faultMax      int64
+	faultInjected atomic.Int64
+}
+
+func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, error) {
+	c := o.Config
+	if c == nil {
+		c = config.New()
+	}
+	if err := config.Validate(c, Options()); err != nil {
+		return nil, err
+	}
+	jm := &jobMaster{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
+		events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
+		done: make(chan struct{}), status: StatusInitializing, timestamps: map[JobStatus]int64{},
+		allowNonRest: o.AllowNonRestoredState}
+	if jm.jobID == "" {
+		jm.jobID = NewJobID()
+	}
+	if jm.fs == nil {
+		jm.fs = vfs.Default
+	}
+	if jm.log == nil {
+		jm.log = slog.New(slog.DiscardHandler)
+	}
+	if jm.clock == nil {
+		jm.clock = time.Now
+	}
+	jm.timestamps[StatusInitializing] = jm.clock().UnixMilli()
+	cfg, warnings, err := checkpoint.ConfigFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		jm.log.Warn(w)
+	}
+	jm.cpCfg = cfg
+	rng := o.Rand
+	if rng == nil {
+		rng = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+	}
+	if jm.strat, err = restart.FromConfig(c, cfg.Enabled(), rng); err != nil {
+		return nil, err
+	}
+	fa, _ := FaultFailAfterRecords.Get(c)
+	fm, _ := FaultMaxFailures.Get(c)
+	jm.faultAfter, jm.faultMax = int64(fa), int64(fm)
+	if fa > 0 {
+		jm.log.Warn(fmt.Sprintf("Fault injection is on: a task will fail after the sources emit %d records (at most %d times).", fa, fm))
+	}
+
+	jobDir := ""
+	if cfg.Storage == checkpoint.StorageFilesystem {
+		jobDir = savepoint.JobCheckpointDir(cfg.Dir, jm.jobID)
+	}
+	jm.storage = &checkpoint.Storage{FS: jm.fs, JobDir: jobDir, JobID: jm.jobID, InlineThreshold: cfg.InlineThreshold}
+
+	nextID := int64(1)
+	if o.Restore != nil {
+		plan, err := restore.NewPlan(jm.fs, o.Restore, jm.description(), restore.Options{AllowNonRestoredState: o.AllowNonRestoredState})
+		if err != nil {
+			return nil, err
+		}
+		jm.plan = plan
+		nextID = o.Restore.Metadata.CheckpointID + 1
+	}
+	jm.coord = checkpoint.NewCoordinator(cfg, nextID)
+	if jm.plan != nil {
+		md := jm.plan.Meta
+		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: false,
+			Type:   checkpoint.SnapshotType{Kind: md.Kind, Format: md.Format},
+			Handle: &completedHandle{loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, md: md}})
+	}
+	if cfg.Enabled() {
+		if err := jm.storage.Init(); err != nil {
+			return nil, err
+		}
+	}
+	return jm, nil
+}
+
+// description is the job as the restore planner sees it.
+func (jm *jobMaster) description() restore.Job {
+	var j restore.Job
+	for _, n := range jm.graph.nodes {
+		j.Operators = append(j.Operators, restore.Operator{UID: n.uid, Name: displayName(n), Parallelism: n.parallelism,
+			MaxParallelism: n.maxParallelism, MaxParallelismExplicit: n.maxParExplicit})
+	}
+	return j
+}
+
+func (jm *jobMaster) transition(to JobStatus) {
+	jm.mu.Lock()
+	from := jm.status
+	if err := checkTransition(from, to); err != nil {
+		jm.mu.Unlock()
+		panic(err) // a bug in the job master, not a user error
+	}
+	jm.status = to
+	jm.timestamps[to] = jm.clock().UnixMilli()
+	jm.mu.Unlock()
+	jm.log.Info(fmt.Sprintf("Job %s (%s) switched from state %s to %s.", jm.graph.Name, jm.jobID, from, to))
+}
+
+func (jm *jobMaster) cancelJob() {
+	jm.cancelMu.Do(func() { close(jm.cancelCh) })
+}
+
+func (jm *jobMaster) run() {
+	start := jm.clock()
+	jm.result = JobResult{JobID: jm.jobID, Name: jm.graph.Name, Start: start}
+	defer func() {
+		jm.result.End = jm.clock()
+		jm.mu.Lock()
+		jm.result.Status = jm.status
+		jm.mu.Unlock()
+		close(jm.done)
+	}()
+	jm.transition(StatusCreated)
+	if err := jm.deploy(jm.plan); err != nil {
+		jm.transition(StatusFailed)
+		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): Could not start the job: %w", jm.jobID, err)
+		jm.endCheckpoints(StatusFailed)
+		return
+	}
+	jm.transition(StatusRunning)
+
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	ctxDone := jm.ctx.Done()
+	for {
+		jm.mu.Lock()
+		st := jm.status
+		jm.mu.Unlock()
+		if st.IsGloballyTerminal() {
+			return
+		}
+		now := jm.clock()
+		var wakeC <-chan time.Time
+		next, ok := jm.coord.NextWakeup()
+		if st == StatusRestarting && (!ok || jm.restartAt.Before(next)) {
+			next, ok = jm.restartAt, true
+		}
+		if ok {
+			wake.Reset(max(next.Sub(now), 0))
+			wakeC = wake.C
+		}
+		select {
+		case ev := <-jm.events:
+			jm.onEvent(ev)
+		case <-wakeC:
+			if st == StatusRestarting && !jm.clock().Before(jm.restartAt) {
+				jm.restartNow()
+			} else {
+				jm.apply(jm.coord.Tick(jm.clock()))
+			}
+		case f := <-jm.requests:
+			f()
+		case <-jm.cancelCh:
+			jm.cancelNow()
+		case <-ctxDone:
+			ctxDone = nil
+			jm.cancelNow()
+		}
+		if !wake.Stop() {
+			select {
+			case <-wake.C:
+			default:
+			}
+		}
+	}
+}
+
+func (jm *jobMaster) onEvent(ev taskEvent) {
+	if jm.exec == nil || ev.attempt != jm.exec.attempt {
+		return // from an attempt that is gone
+	}
+	now := jm.clock()
+	switch ev.kind {
+	case evAck:
+		jm.apply(jm.coord.Ack(now, ev.id, ev.task, ev.ack))
+	case evDecline:
+		jm.apply(jm.coord.Decline(now, ev.id, ev.task, ev.reason, ev.err))
+	case evEndOfInput:
+		jm.apply(jm.coord.EndOfInput(now, ev.task))
+	case evFinished:
+		var final any
+		if ev.final != nil {
+			final = &taskAck{final: ev.final}
+		}
+		jm.exec.finished++
+		jm.apply(jm.coord.TaskFinished(now, ev.task, final))
+		if jm.exec != nil && jm.exec.finished == len(jm.exec.tasks) {
+			jm.finishJob()
+		}
+	case evFailed:
+		t := jm.exec.tasks[ev.task]
+		jm.failover(fmt.Errorf("%s failed: %w", t.name, ev.err))
+	}
+}
+
+// apply carries out the coordinator's decisions.
+func (jm *jobMaster) apply(actions []checkpoint.Action) {
+	now := jm.clock()
+	for _, a := range actions {
+		switch a := a.(type) {
+		case checkpoint.TriggerTasks:
+			jm.trigger(a)
+		case checkpoint.Finalize:
+			jm.finalize(a.Pending)
+		case checkpoint.Abort:
+			jm.abortCheckpoint(a)
+		case checkpoint.Complete:
+			jm.completeCheckpoint(now, a)
+		case checkpoint.FailJob:
+			jm.failover(a.Err)
+		}
+	}
+}
+
+func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
+	p := a.Pending
+	if p.Location == nil {
+		target := jm.cpCfg.SavepointDir
+		if p.Request != nil && p.Request.TargetDir != "" {
+			target = p.Request.TargetDir
+		}
+		loc, err := jm.storage.Location(p.ID, p.Type, target)
+		if err != nil {
+			jm.apply(jm.coord.Decline(jm.clock(), p.ID, -1, checkpoint.ErrTriggerFailure, err))
+			return
+		}
+		p.Location = loc
+	}
+	if jm.exec == nil {
+		return
+	}
+	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location.(*checkpoint.Location)}
+	for _, t := range a.Tasks {
+		jm.exec.tasks[t].mail.put(mail{kind: mailTrigger, b: b})
+	}
+}
+
+func (jm *jobMaster) finalize(p *checkpoint.Pending) {
+	loc := p.Location.(*checkpoint.Location)
+	md := &savepoint.Metadata{Version: savepoint.MetadataVersion, JobID: jm.jobID, JobName: jm.graph.Name,
+		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: StateBackendHashMap,
+		TriggerTimestamp: p.Triggered.UnixMilli()}
+	type opAcc struct {
+		subtasks []savepoint.SubtaskState
+		descs    map[string]savepoint.StateDescriptor
+		finals   int
+	}
+	acc := map[string]*opAcc{}
+	var werr error
+	for _, a := range p.Acks {
+		ack := a.(*taskAck)
+		handles, descs := ack.handles, ack.descs
+		final := ack.final != nil
+		if final {
+			h, err := jm.storage.WriteSubtask(loc, ack.final)
+			if err != nil {
+				werr = err
+				break
+			}
+			handles, descs = h, descriptors(ack.final)
+		}
+		for uid, st := range handles {
+			o := acc[uid]
+			if o == nil {
+				o = &opAcc{descs: map[string]savepoint.StateDescriptor{}}
+				acc[uid] = o
+			}
+			o.subtasks = append(o.subtasks, st)
+			if final {
+				o.finals++
+			}
+			for _, d := range descs[uid] {
+				e := o.descs[d.Name]
+				e.Name, e.Kind, e.Type = d.Name, d.Kind, d.Type
+				e.Entries += d.Entries
+				o.descs[d.Name] = e
+			}
+		}
+	}
+	for _, n := range jm.graph.nodes {
+		o := acc[n.uid]
+		if o == nil {
+			continue
+		}
+		slices.SortFunc(o.subtasks, func(a, b savepoint.SubtaskState) int { return a.Index - b.Index })
+		os := savepoint.OperatorState{UID: n.uid, OperatorID: operatorID(n), Name: displayName(n),
+			Parallelism: n.parallelism, MaxParallelism: jm.exec.maxPar[n.uid], Subtasks: o.subtasks,
+			Finished: o.finals == n.parallelism}
+		for _, name := range slices.Sorted(mapKeysString(o.descs)) {
+			os.States = append(os.States, o.descs[name])
+		}
+		md.Operators = append(md.Operators, os)
+	}
+	md.CompletionTimestamp = jm.clock().UnixMilli()
+	err := werr
+	if err == nil {
+		err = jm.storage.Finalize(loc, md)
+	}
+	jm.apply(jm.coord.Finalized(jm.clock(), p.ID, &completedHandle{loc: loc, md: md}, err))
+}
+
+func mapKeysString[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
+	p := a.Pending
+	if loc, ok := p.Location.(*checkpoint.Location); ok {
+		if err := jm.storage.Discard(loc, nil); err != nil {
+			jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", p.ID, err))
+		}
+	}
+	if jm.exec != nil {
+		for _, t := range a.Tasks {
+			jm.exec.tasks[t].mail.put(mail{kind: mailAbort, id: p.ID})
+		}
+	}
+	if !errors.Is(a.Err, checkpoint.ErrSubsumed) && !errors.Is(a.Err, checkpoint.ErrSuspending) {
+		what := "Checkpoint"
+		if p.Type.IsSavepoint() {
+			what = "Savepoint"
+		}
+		jm.log.Warn(fmt.Sprintf("%s %d of job %s failed: %v", what, p.ID, jm.jobID, a.Err))
+	}
+	if p.Request != nil {
+		if r, ok := p.Request.Tag.(chan<- SnapshotResult); ok {
+			r <- SnapshotResult{ID: p.ID, Err: a.Err}
+		}
+	}
+}
+
+// SnapshotResult is the outcome of a requested checkpoint or savepoint.
+type SnapshotResult struct {
+	ID int64
+	// Path is the snapshot's directory as a file: URI ("" for checkpoints
+	// kept in memory).
+	Path string
+	Err  error
+}
+
+func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
+	h := a.Checkpoint.Handle.(*completedHandle)
+	dur := a.Checkpoint.Completed.Sub(a.Checkpoint.Triggered).Milliseconds()
+	fin := now.UnixMilli() - h.md.CompletionTimestamp
+	what := "checkpoint"
+	if a.Checkpoint.Type.IsSavepoint() {
+		what = "savepoint"
+	}
+	jm.log.Info(fmt.Sprintf("Completed %s %d for job %s (%d bytes, checkpointDuration=%d ms, finalizationTime=%d ms).",
+		what, a.Checkpoint.ID, jm.jobID, h.md.StateSize(), dur, max(fin, 0)))
+	if jm.exec != nil {
+		for _, t := range a.Notify {
+			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})
+		}
+	}
+	for _, old := range a.Subsumed {
+		jm.discard(old)
+	}
+	if a.Request != nil {
+		if r, ok := a.Request.Tag.(chan<- SnapshotResult); ok {
+			path := ""
+			if h.loc.Dir != "" {
+				path = savepoint.URI(h.loc.Dir)
+			}
+			r <- SnapshotResult{ID: a.Checkpoint.ID, Path: path}
+		}
+	}
+}
+
+func (jm *jobMaster) discard(cp *checkpoint.Completed) {
+	if !cp.Owned {
+		return
+	}
+	h := cp.Handle.(*completedHandle)
+	if err := jm.storage.Discard(h.loc, h.md); err != nil {
+		jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", cp.ID, err))
+	}
+}
+
+// failover handles a task failure or a checkpointing failure: the attempt
+// is stopped, and the restart strategy decides between RESTARTING and
+// FAILED.
+func (jm *jobMaster) failover(cause error) {
+	if jm.exec == nil {
+		return // this attempt's failure is being handled already
+	}
+	jm.handleFailure(cause)
+}
+
+func (jm *jobMaster) handleFailure(cause error) {
+	jm.log.Warn(fmt.Sprintf("Job %s (%s) failed: %v", jm.graph.Name, jm.jobID, cause))
+	jm.stopAttempt(checkpoint.ErrTaskFailure)
+	ok, delay := jm.strat.OnFailure(jm.clock())
+	jm.mu.Lock()
+	restarting := jm.status == StatusRestarting
+	jm.mu.Unlock()
+	if !ok {
+		if !restarting {
+			jm.transition(StatusFailing)
+		}
+		jm.transition(StatusFailed)
+		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): Recovery is suppressed by %s: %w", jm.jobID, jm.strat, cause)
+		jm.endCheckpoints(StatusFailed)
+		return
+	}
+	if !restarting {
+		jm.transition(StatusRestarting)
+	}
+	jm.restartAt = jm.clock().Add(delay)
+	jm.failureCause = cause
+}
+
+func (jm *jobMaster) restartNow() {
+	var plan *restore.Plan
+	if latest := jm.coord.Latest(); latest != nil {
+		h := latest.Handle.(*completedHandle)
+		r := &restore.Resolved{Dir: h.loc.Dir, MetadataFile: filepath.Join(h.loc.Dir, savepoint.MetadataFileName), Metadata: h.md}
+		p, err := restore.NewPlan(jm.fs, r, jm.description(), restore.Options{AllowNonRestoredState: jm.allowNonRest})
+		if err != nil {
+			jm.handleFailure(fmt.Errorf("restore checkpoint %d: %w", latest.ID, err))
+			return
+		}
+		plan = p
+		jm.log.Info(fmt.Sprintf("Restoring job %s from checkpoint %d.", jm.jobID, latest.ID))
+	} else {
+		jm.log.Info(fmt.Sprintf("Restarting job %s without state: no checkpoint has completed.", jm.jobID))
+	}
+	if err := jm.deploy(plan); err != nil {
+		jm.handleFailure(err)
+		return
+	}
+	jm.transition(StatusRunning)
+}
+
+func (jm *jobMaster) cancelNow() {
+	jm.mu.Lock()
+	st := jm.status
+	jm.mu.Unlock()
+	if st.IsGloballyTerminal() {
+		return
+	}
+	jm.transition(StatusCancelling)
+	jm.stopAttempt(checkpoint.ErrShutdown)
+	jm.transition(StatusCanceled)
+	jm.endCheckpoints(StatusCanceled)
+}
+
+func (jm *jobMaster) finishJob() {
+	jm.stopAttempt(checkpoint.ErrShutdown)
+	jm.transition(StatusFinished)
+	jm.endCheckpoints(StatusFinished)
+}
+
+// stopAttempt cancels every task of the current attempt, waits for them to
+// end, and aborts the checkpoints in progress.
+func (jm *jobMaster) stopAttempt(reason error) {
+	if e := jm.exec; e != nil && e.cancel != nil {
+		e.cancel()
+		e.wg.Wait()
+	}
+	jm.exec = nil
+	jm.apply(jm.coord.Suspend(reason))
+}
+
+// endCheckpoints applies the retention policy when the job ends (reference
+// §3): FINISHED deletes every checkpoint the job owns; CANCELED keeps them
+// under RETAIN_ON_CANCELLATION; FAILED keeps them unless the policy is
+// NO_EXTERNALIZED_CHECKPOINTS. Incomplete chk-N directories are removed
+// either way.
+func (jm *jobMaster) endCheckpoints(final JobStatus) {
+	keep := false
+	switch final {
+	case StatusFailed:
+		keep = jm.cpCfg.Retention != checkpoint.NoExternalized
+	case StatusCanceled:
+		keep = jm.cpCfg.Retention == checkpoint.RetainOnCancellation
+	}
+	kept := map[string]bool{}
+	for _, cp := range jm.coord.Retire() {
+		h := cp.Handle.(*completedHandle)
+		if cp.Owned && !keep {
+			jm.discard(cp)
+			continue
+		}
+		if h.loc.Dir != "" {
+			kept[h.loc.Dir] = true
+			if cp.Owned {
+				jm.result.Retained = append(jm.result.Retained, savepoint.URI(h.loc.Dir))
+			}
+		}
+	}
+	jobDir := jm.storage.JobDir
+	if jobDir == "" {
+		return
+	}
+	ids, err := restore.CheckpointIDs(jm.fs, jobDir)
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		dir := savepoint.CheckpointDir(jobDir, id)
+		if kept[dir] {
+			continue
+		}
+		if _, err := jm.fs.Stat(filepath.Join(dir, savepoint.MetadataFileName)); errors.Is(err, fs.ErrNotExist) {
+			jm.fs.RemoveAll(dir)
+		}
+	}
+	// Remove the job directory when nothing is left in it but the empty
+	// shared/ and taskowned/ directories.
+	for _, sub := range []string{savepoint.SharedDirName, savepoint.TaskOwnedDirName} {
+		jm.fs.Remove(filepath.Join(jobDir, sub)) // fails, harmlessly, if not empty
+	}
+	jm.fs.Remove(jobDir)
+	if _, err := jm.fs.Stat(jobDir); err == nil {
+		for _, sub := range []string{savepoint.SharedDirName, savepoint.TaskOwnedDirName} {
+			jm.fs.MkdirAll(filepath.Join(jobDir, sub), 0o755)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package jobs
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/connectors"
+)
+
+// The ratios reported here are gflink's performance figures (README,
+// scripts/bench.sh). Each is measured within one process, alternating the
+// variants round by round and taking the median of per-round ratios, so
+// that drift of a shared machine affects both sides of each ratio alike.
+
+const (
+	benchLines    = 2_000_000 // × 10 words
+	benchDistinct = 100_000
+)
+
+// writeBenchInput writes the generated text to a file, once per run.
+func writeBenchInput(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "words.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	g := &connectors.WordGenerator{Distinct: benchDistinct, Seed: 7, WordsPerLine: 10}
+	var buf []byte
+	for i := int64(0); i < benchLines; i++ {
+		buf = g.Line(i, buf)
+		w.Write(buf)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	return path
+}
+
+// handWrittenCount is the baseline: the loop a careful Go programmer
+// writes to count words in a file — one pass, no allocation for a word
+// already seen, the same tokenization rules as the job (ASCII fast path).
+func handWrittenCount(path string) (map[string]*int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	counts := map[string]*int64{}
+	var word []byte
+	add := func() {
+		if p := counts[string(word)]; p != nil {
+			*p++
+		} else {
+			n := int64(1)
+			counts[string(word)] = &n
+		}
+		word = word[:0]
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		for _, c := range sc.Bytes() {
+			switch {
+			case 'a' <= c && c <= 'z':
+				word = append(word, c)
+			case 'A' <= c && c <= 'Z':
+				word = append(word, c+('a'-'A'))
+			default:
+				if len(word) > 0 {
+					add()
+				}
+			}
+		}
+		if len(word) > 0 {
+			add()
+		}
+	}
+	return counts, sc.Err()
+}
+
+// discardSink drops records (Flink's DiscardingSink): the benchmark
+// measures the engine, not a terminal.
+type discardSink[T any] struct{}
+
+func (discardSink[T]) CreateWriter(engine.SinkContext) (engine.SinkWriter[T], error) {
+	return discardWriter[T]{}, nil
+}
+
+type discardWriter[T any] struct{}
+
+func (discardWriter[T]) Write(T) error    { return nil }
+func (discardWriter[T]) Flush(bool) error { return nil }
+func (discardWriter[T]) Close() error     { return nil }
+
+// runEngineWordCount runs word count over path at parallelism 1 and
+// returns the wall time.
+func runEngineWordCount(b *testing.B, path string, conf *config.Configuration) time.Duration {
+	b.Helper()
+	start := time.Now()
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1})
+	lines := engine.FromSource[string](env, &connectors.TextFileSource{Paths: []string{path}}, "file-input").UID("source")
+	WordCountPipeline(lines).SinkTo(discardSink[WordCountRecord]{}).UID("sink")
+	g, err := env.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res := j.Wait(); res.Status != engine.StatusFinished {
+		b.Fatalf("job ended %s: %v", res.Status, res.Err)
+	}
+	return time.Since(start)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkWordCountRatios reports R1 (engine at p=1 without checkpoints ÷
+// the hand-written loop, as throughput) and R3 (EXACTLY_ONCE checkpoints
+// every 1 s to the filesystem ÷ no checkpoints), over 20 M words with
+// 100,000 distinct ones.
+func BenchmarkWordCountRatios(b *testing.B) {
+	path := writeBenchInput(b)
+	ckDir := b.TempDir()
+	rounds := 5 // run with -benchtime=1x: each round alternates all variants
+	var r1, r3 []float64
+	b.ResetTimer()
+	for i := 0; i < rounds; i++ {
+		start := time.Now()
+		if _, err := handWrittenCount(path); err != nil {
+			b.Fatal(err)
+		}
+		loop := time.Since(start)
+		off := runEngineWordCount(b, path, config.New())
+		on := config.New()
+		on.SetString("execution.checkpointing.interval", "1 s", "bench")
+		on.SetString("execution.checkpointing.mode", "EXACTLY_ONCE", "bench")
+		on.SetString("execution.checkpointing.dir", ckDir, "bench")
+		ck := runEngineWordCount(b, path, on)
+		r1 = append(r1, loop.Seconds()/off.Seconds())
+		r3 = append(r3, off.Seconds()/ck.Seconds())
+		b.Logf("round %d: loop %v, engine %v, engine+checkpoints %v", i, loop.Round(time.Millisecond), off.Round(time.Millisecond), ck.Round(time.Millisecond))
+	}
+	b.ReportMetric(median(r1), "R1")
+	b.ReportMetric(median(r3), "R3")
+	b.ReportMetric(float64(benchLines*10)/1e6, "Mwords")
+}

@@ -1,0 +1,75 @@
+// Package jobs is the registry of named jobs that `gflink run <job>` can
+// start, and gflink's built-in jobs. Go cannot load a jar, so a job is Go
+// code compiled into the binary; a program that embeds gflink as a library
+// registers its own jobs next to the built-in ones.
+package jobs
+
+import (
+	"io"
+	"slices"
+
+	"github.com/gflink/gflink/engine"
+)
+
+// Job is a named job: a function that builds a pipeline from its
+// arguments, like the main method of a Flink jar.
+type Job struct {
+	Name        string
+	Description string
+	// Build adds the job's sources, operators and sinks to env. args are
+	// the arguments after the job's name on the command line. An error of
+	// type *UsageError means the arguments were wrong.
+	Build func(env *engine.Environment, args []string) error
+	// Usage prints the job's arguments.
+	Usage func(w io.Writer)
+}
+
+// UsageError is a mistake in a job's arguments.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Registry holds jobs by name.
+type Registry struct {
+	jobs map[string]Job
+}
+
+// NewRegistry makes a registry of the given jobs.
+func NewRegistry(jobs ...Job) *Registry {
+	r := &Registry{jobs: map[string]Job{}}
+	for _, j := range jobs {
+		r.jobs[j.Name] = j
+	}
+	return r
+}
+
+// Builtin returns gflink's built-in jobs.
+func Builtin() *Registry { return NewRegistry(WordCount()) }
+
+// With returns a registry with more jobs.
+func (r *Registry) With(jobs ...Job) *Registry {
+	out := NewRegistry()
+	for _, j := range r.jobs {
+		out.jobs[j.Name] = j
+	}
+	for _, j := range jobs {
+		out.jobs[j.Name] = j
+	}
+	return out
+}
+
+// Lookup finds a job.
+func (r *Registry) Lookup(name string) (Job, bool) {
+	j, ok := r.jobs[name]
+	return j, ok
+}
+
+// Names lists the jobs, sorted.
+func (r *Registry) Names() []string {
+	var out []string
+	for n := range r.jobs {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

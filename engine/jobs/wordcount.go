@@ -1,0 +1,270 @@
+package jobs
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/connectors"
+)
+
+// WordCountRecord is one update of the word count: the word's count so far.
+type WordCountRecord struct {
+	Word  string
+	Count int64
+}
+
+// String renders the record like Flink's Tuple2: (word,count).
+func (w WordCountRecord) String() string {
+	return "(" + w.Word + "," + strconv.FormatInt(w.Count, 10) + ")"
+}
+
+// ParseWordCountRecord parses a line written by String.
+func ParseWordCountRecord(line string) (WordCountRecord, bool) {
+	s, ok := strings.CutPrefix(line, "(")
+	if !ok {
+		return WordCountRecord{}, false
+	}
+	s, ok = strings.CutSuffix(s, ")")
+	if !ok {
+		return WordCountRecord{}, false
+	}
+	i := strings.LastIndexByte(s, ',')
+	if i < 0 {
+		return WordCountRecord{}, false
+	}
+	n, err := strconv.ParseInt(s[i+1:], 10, 64)
+	if err != nil {
+		return WordCountRecord{}, false
+	}
+	return WordCountRecord{Word: s[:i], Count: n}, true
+}
+
+// Tokenize splits a line into lower-cased words: maximal runs of letters
+// (Unicode letters, so "naïve" is one word); everything else separates.
+func Tokenize(line string, out engine.Collector[string]) {
+	var arr [64]byte
+	buf := arr[:0]
+	for i := 0; i < len(line); {
+		c := line[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case 'a' <= c && c <= 'z':
+				buf = append(buf, c)
+			case 'A' <= c && c <= 'Z':
+				buf = append(buf, c+('a'-'A'))
+			default:
+				if len(buf) > 0 {
+					out.Collect(string(buf))
+					buf = buf[:0]
+				}
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(line[i:])
+		if unicode.IsLetter(r) {
+			buf = utf8.AppendRune(buf, unicode.ToLower(r))
+		} else if len(buf) > 0 {
+			out.Collect(string(buf))
+			buf = buf[:0]
+		}
+		i += size
+	}
+	if len(buf) > 0 {
+		out.Collect(string(buf))
+	}
+}
+
+// CountWords counts the words of a line the way Tokenize splits them (for
+// rate limiting by words).
+func CountWords(line string) int {
+	n, in := 0, false
+	for _, r := range line {
+		letter := r < utf8.RuneSelf && (r|0x20 >= 'a' && r|0x20 <= 'z') || r >= utf8.RuneSelf && unicode.IsLetter(r)
+		if letter && !in {
+			n++
+		}
+		in = letter
+	}
+	return n
+}
+
+// Counter keeps a count per word in keyed ValueState and emits every
+// update.
+type Counter struct {
+	count engine.ValueState[int64]
+}
+
+// Open declares the state.
+func (c *Counter) Open(ctx *engine.Context[string]) error {
+	var err error
+	c.count, err = engine.GetValueState[int64](ctx, "count")
+	return err
+}
+
+// ProcessElement counts one word.
+func (c *Counter) ProcessElement(ctx *engine.Context[string], word string, out engine.Collector[WordCountRecord]) error {
+	n, _ := c.count.Value()
+	n++
+	c.count.Update(n)
+	out.Collect(WordCountRecord{Word: word, Count: n})
+	return nil
+}
+
+// WordCountPipeline adds word count over lines to env and returns the
+// stream of count updates: tokenizer, keyBy(word), counter.
+func WordCountPipeline(lines engine.DataStream[string]) engine.DataStream[WordCountRecord] {
+	words := engine.FlatMap(lines, Tokenize).Name("tokenizer")
+	return engine.Process(engine.KeyBy(words, func(w string) string { return w }), &Counter{}).
+		Name("counter").UID("counter")
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// WordCountOptions are word count's arguments.
+type WordCountOptions struct {
+	Inputs   []string
+	Output   string
+	Rate     float64
+	Generate int64 // words; -1: unbounded; 0: not generating
+	Distinct int
+	Seed     uint64
+}
+
+func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable); the built-in text if none")
+	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
+	fs.Float64Var(&o.Rate, "rate", 0, "read at most this many words per second (0: as fast as possible)")
+	fs.Func("generate", "generate this many words instead of reading files, or 'unbounded'", func(s string) error {
+		if s == "unbounded" {
+			o.Generate = -1
+			return nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("expected a positive number of words or 'unbounded', got %q", s)
+		}
+		o.Generate = n
+		return nil
+	})
+	fs.IntVar(&o.Distinct, "distinct", 10000, "with --generate: the number of distinct words")
+	fs.Uint64Var(&o.Seed, "seed", 1, "with --generate: the seed of the generated text")
+	return fs
+}
+
+// ParseWordCountArgs parses word count's arguments.
+func ParseWordCountArgs(args []string) (WordCountOptions, error) {
+	var o WordCountOptions
+	fs := wordCountFlags(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, &UsageError{Msg: "wordcount: " + err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return o, &UsageError{Msg: fmt.Sprintf("wordcount: unexpected argument %q", fs.Arg(0))}
+	}
+	if o.Rate < 0 {
+		return o, &UsageError{Msg: "wordcount: --rate must be >= 0"}
+	}
+	if o.Generate != 0 && len(o.Inputs) > 0 {
+		return o, &UsageError{Msg: "wordcount: use --input or --generate, not both"}
+	}
+	if o.Distinct <= 0 {
+		return o, &UsageError{Msg: "wordcount: --distinct must be > 0"}
+	}
+	return o, nil
+}
+
+// WordCount is the built-in word count job, like Flink's WordCount
+// example.
+func WordCount() Job {
+	return Job{
+		Name:        "wordcount",
+		Description: "Counts words in text files, generated text, or a built-in text (Hamlet's soliloquy), emitting (word,count) updates.",
+		Usage: func(w io.Writer) {
+			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir>] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
+			var o WordCountOptions
+			fs := wordCountFlags(&o)
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+		},
+		Build: func(env *engine.Environment, args []string) error {
+			o, err := ParseWordCountArgs(args)
+			if err != nil {
+				return err
+			}
+			env.SetJobName("WordCount")
+			var lines engine.DataStream[string]
+			switch {
+			case o.Generate != 0:
+				g := &connectors.WordGenerator{Distinct: o.Distinct, Seed: o.Seed, Rate: o.Rate, WordsPerLine: 10}
+				if o.Generate > 0 {
+					g.Lines = (o.Generate + 9) / 10
+				}
+				lines = engine.FromSource[string](env, g, "generator").UID("source")
+			case len(o.Inputs) > 0:
+				src := &connectors.TextFileSource{Paths: o.Inputs, Rate: o.Rate, Weigh: CountWords}
+				lines = engine.FromSource[string](env, src, "file-input").UID("source")
+			default:
+				lines = engine.FromSource[string](env, &connectors.Elements[string]{Items: HamletLines}, "in-memory-input").UID("source")
+			}
+			counts := WordCountPipeline(lines)
+			if o.Output != "" {
+				counts.SinkTo(&connectors.FileSink[WordCountRecord]{Dir: o.Output}).Name("file-sink").UID("sink")
+			} else {
+				counts.Print().UID("sink")
+			}
+			return nil
+		},
+	}
+}
+
+// HamletLines is the built-in text of word count: the lines of Hamlet's
+// soliloquy that Flink's WordCount example uses.
+var HamletLines = []string{
+	"To be, or not to be,--that is the question:--",
+	"Whether 'tis nobler in the mind to suffer",
+	"The slings and arrows of outrageous fortune",
+	"Or to take arms against a sea of troubles,",
+	"And by opposing end them?--To die,--to sleep,--",
+	"No more; and by a sleep to say we end",
+	"The heartache, and the thousand natural shocks",
+	"That flesh is heir to,--'tis a consummation",
+	"Devoutly to be wish'd. To die,--to sleep;--",
+	"To sleep! perchance to dream:--ay, there's the rub;",
+	"For in that sleep of death what dreams may come,",
+	"When we have shuffled off this mortal coil,",
+	"Must give us pause: there's the respect",
+	"That makes calamity of so long life;",
+	"For who would bear the whips and scorns of time,",
+	"The oppressor's wrong, the proud man's contumely,",
+	"The pangs of despis'd love, the law's delay,",
+	"The insolence of office, and the spurns",
+	"That patient merit of the unworthy takes,",
+	"When he himself might his quietus make",
+	"With a bare bodkin? who would these fardels bear,",
+	"To grunt and sweat under a weary life,",
+	"But that the dread of something after death,--",
+	"The undiscover'd country, from whose bourn",
+	"No traveller returns,--puzzles the will,",
+	"And makes us rather bear those ills we have",
+	"Than fly to others that we know not of?",
+	"Thus conscience does make cowards of us all;",
+	"And thus the native hue of resolution",
+	"Is sicklied o'er with the pale cast of thought;",
+	"And enterprises of great pith and moment,",
+	"With this regard, their currents turn awry,",
+	"And lose the name of action.--Soft you now!",
+	"The fair Ophelia!--Nymph, in thy orisons",
+	"Be all my sins remember'd.",
+}

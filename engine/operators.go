@@ -1,0 +1,339 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+)
+
+// operator is the runtime view of one operator in a chain. The task calls
+// these from its own goroutine only.
+type operator interface {
+	open(ctx *opContext) error
+	// prepareSnapshot runs before the barrier is forwarded: sinks flush and
+	// pre-commit here, so that what they wrote belongs to this checkpoint.
+	prepareSnapshot(id int64) error
+	// snapshot is the synchronous part of a checkpoint: it captures state
+	// cheaply; encoding and writing happen later on another goroutine.
+	snapshot(id int64) (*opCapture, error)
+	notifyComplete(id int64) error
+	notifyAborted(id int64)
+	// endInput is Flink's finish(): all input has been processed; fire what
+	// is left (event time reaches its end) and emit final records.
+	endInput() error
+	// idle is called when the task has no input to process for now.
+	idle()
+	close() error
+	// nextTimer returns the earliest processing-time timer.
+	nextTimer() (int64, bool)
+	fireTimers(now int64) error
+}
+
+// opCapture is what an operator's synchronous snapshot captured.
+type opCapture struct {
+	keyed   *state.KeyedSnapshot
+	opState []savepoint.OperatorListState
+	states  []savepoint.StateDescriptor
+}
+
+// opContext is what an operator gets when it opens.
+type opContext struct {
+	t       *task
+	uid     string
+	maxPar  int
+	restore *restore.SubtaskRestore // nil: fresh start
+	blocks  *savepoint.BlockReader
+}
+
+// userError carries an error returned by user code up to the task, which
+// fails with it; records are pushed through chains by plain calls, so an
+// error deep in a chain unwinds as a panic.
+type userError struct {
+	op  string
+	err error
+}
+
+func (e *userError) Error() string { return e.op + ": " + e.err.Error() }
+func (e *userError) Unwrap() error { return e.err }
+
+// cloneFunction gives each subtask its own copy of a function object, as
+// Flink gives each parallel instance its own deserialized copy: a pointer
+// to a struct is copied shallowly, so fields set in Open (state handles)
+// belong to one subtask. Other values are shared as they are.
+func cloneFunction[F any](fn F) F {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return fn
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(F)
+}
+
+func fail(op string, err error) {
+	panic(&userError{op: op, err: err})
+}
+
+type baseOperator struct{}
+
+func (baseOperator) open(*opContext) error              { return nil }
+func (baseOperator) prepareSnapshot(int64) error        { return nil }
+func (baseOperator) snapshot(int64) (*opCapture, error) { return nil, nil }
+func (baseOperator) notifyComplete(int64) error         { return nil }
+func (baseOperator) notifyAborted(int64)                {}
+func (baseOperator) endInput() error                    { return nil }
+func (baseOperator) idle()                              {}
+func (baseOperator) close() error                       { return nil }
+func (baseOperator) nextTimer() (int64, bool)           { return 0, false }
+func (baseOperator) fireTimers(int64) error             { return nil }
+
+type mapOperator[IN, OUT any] struct {
+	baseOperator
+	f   func(IN) OUT
+	out Collector[OUT]
+}
+
+func (o *mapOperator[IN, OUT]) Collect(v IN) { o.out.Collect(o.f(v)) }
+
+type flatMapOperator[IN, OUT any] struct {
+	baseOperator
+	f   func(IN, Collector[OUT])
+	out Collector[OUT]
+}
+
+func (o *flatMapOperator[IN, OUT]) Collect(v IN) { o.f(v, o.out) }
+
+type filterOperator[T any] struct {
+	baseOperator
+	f   func(T) bool
+	out Collector[T]
+}
+
+func (o *filterOperator[T]) Collect(v T) {
+	if o.f(v) {
+		o.out.Collect(v)
+	}
+}
+
+// KeyedProcessFunction processes the records of a keyed stream, one key at
+// a time, with keyed state and timers (Flink's KeyedProcessFunction).
+// A function may also implement Opener (to declare state), TimerHandler
+// (to react to timers) and Closer.
+type KeyedProcessFunction[K comparable, IN, OUT any] interface {
+	ProcessElement(ctx *Context[K], in IN, out Collector[OUT]) error
+}
+
+// Opener is implemented by functions that declare state or set up
+// resources before processing.
+type Opener[K comparable] interface {
+	Open(ctx *Context[K]) error
+}
+
+// TimerHandler is implemented by functions that set timers.
+type TimerHandler[K comparable, OUT any] interface {
+	OnTimer(ctx *Context[K], timestamp int64, out Collector[OUT]) error
+}
+
+// Closer is implemented by functions that hold resources.
+type Closer interface {
+	Close() error
+}
+
+// TimeDomain says which clock fired a timer.
+type TimeDomain int
+
+const (
+	ProcessingTime TimeDomain = iota
+	EventTime
+)
+
+// Context gives a keyed function its key, state and timers.
+type Context[K comparable] struct {
+	op     *keyedProcessOperatorCore[K]
+	domain TimeDomain
+}
+
+// CurrentKey is the key of the record or timer being processed.
+func (c *Context[K]) CurrentKey() K { return c.op.backend.CurrentKey() }
+
+// TimeDomain is the clock of the timer being handled (in OnTimer).
+func (c *Context[K]) TimeDomain() TimeDomain { return c.domain }
+
+// Subtask is the index of the subtask running the function.
+func (c *Context[K]) Subtask() int { return c.op.subtask }
+
+// Parallelism is the operator's parallelism.
+func (c *Context[K]) Parallelism() int { return c.op.parallelism }
+
+// TimerService sets and deletes timers of the current key.
+func (c *Context[K]) TimerService() TimerService { return c.op }
+
+// TimerService is the timer API of keyed functions.
+type TimerService interface {
+	CurrentProcessingTime() int64
+	RegisterProcessingTimeTimer(ts int64)
+	DeleteProcessingTimeTimer(ts int64)
+	CurrentWatermark() int64
+	RegisterEventTimeTimer(ts int64)
+	DeleteEventTimeTimer(ts int64)
+}
+
+// Keyed state types, re-exported from the state backend.
+type (
+	ValueState[V any]               = state.ValueState[V]
+	ListState[V any]                = state.ListState[V]
+	MapState[UK comparable, UV any] = state.MapState[UK, UV]
+	Serializer[T any]               = state.Serializer[T]
+	KeySerializer[K any]            = state.KeySerializer[K]
+)
+
+// GetValueState declares (in Open) the value state called name.
+func GetValueState[V any, K comparable](ctx *Context[K], name string) (ValueState[V], error) {
+	return state.GetValueState[V](ctx.op.backend, name, state.SerializerFor[V]())
+}
+
+// GetListState declares (in Open) the list state called name.
+func GetListState[V any, K comparable](ctx *Context[K], name string) (ListState[V], error) {
+	return state.GetListState[V](ctx.op.backend, name, state.SerializerFor[V]())
+}
+
+// GetMapState declares (in Open) the map state called name.
+func GetMapState[UK comparable, UV any, K comparable](ctx *Context[K], name string) (MapState[UK, UV], error) {
+	return state.GetMapState[UK, UV](ctx.op.backend, name, state.SerializerFor[UK](), state.SerializerFor[UV]())
+}
+
+// keyedProcessOperatorCore is the key-typed part of a keyed operator: the
+// backend and the timers, shared with the Context.
+type keyedProcessOperatorCore[K comparable] struct {
+	backend     *state.KeyedBackend[K]
+	ptimers     *state.Timers[K]
+	etimers     *state.Timers[K]
+	watermark   int64
+	subtask     int
+	parallelism int
+	clock       func() time.Time
+}
+
+func (c *keyedProcessOperatorCore[K]) CurrentProcessingTime() int64 { return c.clock().UnixMilli() }
+func (c *keyedProcessOperatorCore[K]) RegisterProcessingTimeTimer(ts int64) {
+	c.ptimers.Register(ts)
+}
+func (c *keyedProcessOperatorCore[K]) DeleteProcessingTimeTimer(ts int64) { c.ptimers.Delete(ts) }
+func (c *keyedProcessOperatorCore[K]) CurrentWatermark() int64            { return c.watermark }
+func (c *keyedProcessOperatorCore[K]) RegisterEventTimeTimer(ts int64)    { c.etimers.Register(ts) }
+func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.etimers.Delete(ts) }
+
+type keyedProcessOperator[K comparable, IN, OUT any] struct {
+	keyedProcessOperatorCore[K]
+	name   string
+	fn     KeyedProcessFunction[K, IN, OUT]
+	keyFn  func(IN) K
+	keySer state.KeySerializer[K]
+	out    Collector[OUT]
+	ctx    Context[K]
+}
+
+func newKeyedProcessOperator[K comparable, IN, OUT any](rt *buildContext, fn KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
+	op := &keyedProcessOperator[K, IN, OUT]{fn: cloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.name}
+	op.watermark = math.MinInt64
+	op.ctx.op = &op.keyedProcessOperatorCore
+	return op
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
+	o.backend.SetCurrentKey(o.keyFn(v))
+	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
+		fail(o.name, err)
+	}
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
+	t := ctx.t
+	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.exec.clock
+	kgr := state.RangeForSubtask(ctx.maxPar, t.v.parallelism, t.subtask)
+	o.backend = state.NewKeyedBackend(o.keySer, ctx.maxPar, kgr)
+	var err error
+	if o.ptimers, err = state.GetTimers(o.backend, state.KindProcessingTime); err != nil {
+		return err
+	}
+	if o.etimers, err = state.GetTimers(o.backend, state.KindEventTime); err != nil {
+		return err
+	}
+	if ctx.restore != nil {
+		for _, kg := range ctx.restore.KeyGroups {
+			block, err := ctx.blocks.Read(kg.Stream, kg.Offset, kg.Length)
+			if err != nil {
+				return fmt.Errorf("restore key group %d of operator %s: %w", kg.KeyGroup, ctx.uid, err)
+			}
+			if err := o.backend.RestoreKeyGroup(kg.KeyGroup, block); err != nil {
+				return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
+			}
+		}
+	}
+	if op, ok := o.fn.(Opener[K]); ok {
+		if err := op.Open(&o.ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) snapshot(id int64) (*opCapture, error) {
+	c := &opCapture{keyed: o.backend.Snapshot()}
+	for _, s := range o.backend.States() {
+		c.states = append(c.states, savepoint.StateDescriptor{Name: s.Name, Kind: s.Kind.String(), Type: s.Type, Entries: int64(s.Entries)})
+	}
+	return c, nil
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) nextTimer() (int64, bool) { return o.ptimers.Next() }
+
+func (o *keyedProcessOperator[K, IN, OUT]) fireTimers(now int64) error {
+	th, ok := o.fn.(TimerHandler[K, OUT])
+	if !ok {
+		// Timers without a handler are dropped, as Flink's default OnTimer
+		// does nothing.
+		return o.ptimers.FireDue(now, func(int64) error { return nil })
+	}
+	o.ctx.domain = ProcessingTime
+	return o.ptimers.FireDue(now, func(ts int64) error { return th.OnTimer(&o.ctx, ts, o.out) })
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
+	if wm <= o.watermark {
+		return nil
+	}
+	o.watermark = wm
+	th, ok := o.fn.(TimerHandler[K, OUT])
+	o.ctx.domain = EventTime
+	return o.etimers.FireDue(wm, func(ts int64) error {
+		if !ok {
+			return nil
+		}
+		return th.OnTimer(&o.ctx, ts, o.out)
+	})
+}
+
+// endInput: with all input processed, event time reaches its end, so every
+// event-time timer fires (Flink emits MAX_WATERMARK at the end of bounded
+// input). Processing-time timers do not fire.
+func (o *keyedProcessOperator[K, IN, OUT]) endInput() error {
+	return o.advanceWatermark(math.MaxInt64)
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) close() error {
+	if c, ok := o.fn.(Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
+func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(int64) error  { return nil }
+func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(int64)         {}
+func (o *keyedProcessOperator[K, IN, OUT]) idle()                       {}

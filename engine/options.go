@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/restart"
+	"github.com/gflink/gflink/engine/state"
+)
+
+// StateBackendHashMap is the only state backend so far: Go maps in memory.
+const StateBackendHashMap = "hashmap"
+
+func parseStateBackend(s string) (string, error) {
+	switch lower := toLower(s); lower {
+	case "hashmap", "jobmanager", "filesystem":
+		// Flink 1.x's legacy backend names meant the heap backend too.
+		return StateBackendHashMap, nil
+	case "rocksdb", "forst":
+		return "", fmt.Errorf("the %s state backend is not available in gflink", lower)
+	}
+	return "", fmt.Errorf("unknown state backend '%s'", s)
+}
+
+func toLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Options honoured by the engine itself.
+var (
+	Parallelism = config.Int("parallelism.default").WithDefault(1).
+			WithCheck(config.Positive).WithAccepted("an integer >= 1").
+			WithDescription("The parallelism of operators that do not set one.")
+	MaxParallelism = config.Int("pipeline.max-parallelism").WithDefault(-1).
+			WithCheck(func(n int) error {
+			if n == -1 || n >= 1 && n <= state.UpperBoundMaxParallelism {
+				return nil
+			}
+			return fmt.Errorf("must be -1 or between 1 and %d", state.UpperBoundMaxParallelism)
+		}).
+		WithAccepted(fmt.Sprintf("-1 (derive it from each operator's parallelism) or an integer between 1 and %d", state.UpperBoundMaxParallelism)).
+		WithDescription("The number of key groups, which bounds rescaling. -1: min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768) per operator.")
+	PipelineName = config.String("pipeline.name").
+			WithDescription("The job's name. Default: the name the job gives itself.")
+	StateBackend = config.NewOption("state.backend.type", parseStateBackend, func(s string) string { return s },
+		"hashmap (jobmanager and filesystem, Flink 1.x's legacy names, mean hashmap too)").
+		WithDefault(StateBackendHashMap).WithDeprecatedKeys("state.backend").
+		WithDescription("Where keyed state lives while the job runs: hashmap keeps it in Go maps.")
+	FaultFailAfterRecords = config.Int("fault-injection.fail-after-records").WithDefault(0).
+				WithCheck(config.NonNegative).WithAccepted("an integer >= 0 (0 disables fault injection)").
+				WithDescription("gflink only, for rehearsing recovery: a task fails once the job's sources have emitted this many records in the current attempt (summed over all source subtasks). 0 (the default) disables it.")
+	FaultMaxFailures = config.Int("fault-injection.max-failures").WithDefault(1).
+				WithCheck(config.NonNegative).WithAccepted("an integer >= 0").
+				WithDescription("gflink only: how many failures fault injection causes in the job's life.")
+)
+
+// EngineOptions lists the engine's own options.
+func EngineOptions() []config.AnyOption {
+	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, StateBackend,
+		FaultFailAfterRecords, FaultMaxFailures}
+}
+
+// Options lists every option gflink's engine honours, for validation up
+// front and for documentation.
+func Options() []config.AnyOption {
+	var out []config.AnyOption
+	out = append(out, EngineOptions()...)
+	out = append(out, RecoveryOptions()...)
+	out = append(out, checkpoint.Options()...)
+	out = append(out, restart.Options()...)
+	return out
+}
+
+// NewEnvironmentFromConfig makes an environment with the configured
+// parallelism, max parallelism and job name.
+func NewEnvironmentFromConfig(c *config.Configuration, o EnvironmentOptions) (*Environment, error) {
+	p, err := Parallelism.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	maxP, err := MaxParallelism.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	name, err := PipelineName.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	o.Parallelism, o.MaxParallelism, o.JobName = p, maxP, name
+	return NewEnvironment(o), nil
+}
+
+// Claim modes (execution.state-recovery.claim-mode).
+const (
+	ClaimModeClaim   = "CLAIM"
+	ClaimModeNoClaim = "NO_CLAIM"
+	ClaimModeLegacy  = "LEGACY"
+)
+
+// State recovery options: what `run -s`, `-n` and `-cm` set.
+var (
+	StateRecoveryPath = config.String("execution.state-recovery.path").
+				WithDeprecatedKeys("execution.savepoint.path").
+				WithAccepted("a checkpoint or savepoint directory, its _metadata file, or a job's checkpoint directory, as a path or a file: URI").
+				WithDescription("The snapshot to restore from; what `run -s` sets.")
+	IgnoreUnclaimedState = config.Bool("execution.state-recovery.ignore-unclaimed-state").WithDefault(false).
+				WithDeprecatedKeys("execution.savepoint.ignore-unclaimed-state").
+				WithDescription("Start even if the snapshot holds state of operators the job no longer has (dropping it); what `run -n` sets.")
+	ClaimMode = config.Enum("execution.state-recovery.claim-mode", "RecoveryClaimMode", ClaimModeClaim, ClaimModeNoClaim, ClaimModeLegacy).
+			WithDefault(ClaimModeNoClaim).WithDeprecatedKeys("execution.savepoint-restore-mode").
+			WithDescription("Who owns the restored snapshot: NO_CLAIM (never touched), CLAIM (the job's own: deleted when subsumed), LEGACY (deprecated; never deleted).")
+)
+
+// RecoveryOptions lists the state recovery options.
+func RecoveryOptions() []config.AnyOption {
+	return []config.AnyOption{StateRecoveryPath, IgnoreUnclaimedState, ClaimMode}
+}

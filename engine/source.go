@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gflink/gflink/savepoint"
+)
+
+// Source is a replayable input, split into splits that subtasks read by
+// position (Flink's FLIP-27 source). Splits are the source's own encoding;
+// the engine stores them, with their positions, in checkpoints, and hands
+// them back on restore — redistributed if the parallelism changed.
+type Source[T any] interface {
+	// Splits enumerates the splits of a fresh start (no restored state).
+	Splits(parallelism int) ([][]byte, error)
+	// CreateReader makes the reader of one subtask.
+	CreateReader(ctx SourceContext) (SourceReader[T], error)
+}
+
+// SourceContext describes the subtask a reader runs in.
+type SourceContext struct {
+	Subtask     int
+	Parallelism int
+}
+
+// InputStatus is what a reader's PollNext reports.
+type InputStatus int
+
+const (
+	// MoreAvailable: call PollNext again.
+	MoreAvailable InputStatus = iota
+	// NothingAvailable: nothing to read now; see AvailabilityWaiter.
+	NothingAvailable
+	// EndOfInput: every split is read to its end.
+	EndOfInput
+)
+
+// SourceReader reads the splits assigned to one subtask.
+type SourceReader[T any] interface {
+	// AddSplits assigns splits (fresh, or restored with their positions).
+	AddSplits(splits [][]byte) error
+	// PollNext emits some records — a few hundred at most, so that the task
+	// can handle checkpoints in between — and says what comes next.
+	PollNext(out Collector[T]) (InputStatus, error)
+	// SnapshotState returns the splits with their current positions.
+	SnapshotState(checkpointID int64) ([][]byte, error)
+	Close() error
+}
+
+// AvailabilityWaiter is implemented by readers that can say when data may
+// be available after PollNext returned NothingAvailable (a rate limiter, a
+// poll interval). Without it the task polls again after a millisecond.
+type AvailabilityWaiter interface {
+	NextPollTime() time.Time
+}
+
+// sourceReaderStateName is the operator state holding a reader's splits
+// (Flink's SourceOperator uses the same name).
+const sourceReaderStateName = "SourceReaderState"
+
+type sourceOperator[T any] struct {
+	baseOperator
+	src     Source[T]
+	out     Collector[T]
+	counted countingCollector[T]
+	reader  SourceReader[T]
+}
+
+// countingCollector counts the records a source emits, for fault
+// injection and metrics.
+type countingCollector[T any] struct {
+	out Collector[T]
+	n   int64
+}
+
+func (c *countingCollector[T]) Collect(v T) {
+	c.n++
+	c.out.Collect(v)
+}
+
+func (o *sourceOperator[T]) open(ctx *opContext) error {
+	t := ctx.t
+	r, err := o.src.CreateReader(SourceContext{Subtask: t.subtask, Parallelism: t.v.parallelism})
+	if err != nil {
+		return err
+	}
+	o.reader = r
+	o.counted.out = o.out
+	var splits [][]byte
+	if ctx.restore != nil {
+		for _, s := range ctx.restore.OperatorState {
+			if s.Name == sourceReaderStateName {
+				splits = append(splits, s.Items...)
+			}
+		}
+	}
+	return r.AddSplits(splits)
+}
+
+func (o *sourceOperator[T]) snapshot(id int64) (*opCapture, error) {
+	splits, err := o.reader.SnapshotState(id)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot source reader: %w", err)
+	}
+	return &opCapture{
+		opState: []savepoint.OperatorListState{{Name: sourceReaderStateName, Mode: savepoint.SplitDistribute, Items: splits}},
+		states:  []savepoint.StateDescriptor{{Name: sourceReaderStateName, Kind: savepoint.SplitDistribute.String(), Entries: int64(len(splits))}},
+	}, nil
+}
+
+func (o *sourceOperator[T]) close() error {
+	if o.reader != nil {
+		return o.reader.Close()
+	}
+	return nil
+}
+
+// poll reads the next records and returns how many were emitted.
+func (o *sourceOperator[T]) poll() (InputStatus, int64, error) {
+	before := o.counted.n
+	st, err := o.reader.PollNext(&o.counted)
+	return st, o.counted.n - before, err
+}
+
+// nextPollTime says when to poll a reader that had nothing available.
+func (o *sourceOperator[T]) nextPollTime(now time.Time) time.Time {
+	if w, ok := o.reader.(AvailabilityWaiter); ok {
+		return w.NextPollTime()
+	}
+	return now.Add(time.Millisecond)
+}
+
+// sourceRunner is the type-independent view of a source operator that the
+// task loop drives.
+type sourceRunner interface {
+	poll() (InputStatus, int64, error)
+	nextPollTime(now time.Time) time.Time
+}

@@ -1,0 +1,59 @@
+package engine
+
+import "fmt"
+
+// JobStatus is a job's state, with Flink's names (CANCELLING has two Ls,
+// CANCELED one).
+type JobStatus string
+
+// The job statuses gflink uses, in Flink's order.
+const (
+	StatusInitializing JobStatus = "INITIALIZING"
+	StatusCreated      JobStatus = "CREATED"
+	StatusRunning      JobStatus = "RUNNING"
+	StatusFailing      JobStatus = "FAILING"
+	StatusFailed       JobStatus = "FAILED"
+	StatusCancelling   JobStatus = "CANCELLING"
+	StatusCanceled     JobStatus = "CANCELED"
+	StatusFinished     JobStatus = "FINISHED"
+	StatusRestarting   JobStatus = "RESTARTING"
+	StatusSuspended    JobStatus = "SUSPENDED"
+	StatusReconciling  JobStatus = "RECONCILING"
+)
+
+// AllStatuses lists every status in Flink's order.
+var AllStatuses = []JobStatus{StatusInitializing, StatusCreated, StatusRunning, StatusFailing, StatusFailed,
+	StatusCancelling, StatusCanceled, StatusFinished, StatusRestarting, StatusSuspended, StatusReconciling}
+
+// IsGloballyTerminal reports whether the job will never run again.
+func (s JobStatus) IsGloballyTerminal() bool {
+	return s == StatusFailed || s == StatusCanceled || s == StatusFinished
+}
+
+// transitions lists every allowed status change, in one place (after
+// Flink's JobStatus documentation and the dispatcher).
+var transitions = map[JobStatus][]JobStatus{
+	StatusInitializing: {StatusCreated, StatusFailed, StatusCanceled},
+	StatusCreated:      {StatusRunning, StatusFailed, StatusCancelling, StatusCanceled},
+	StatusRunning:      {StatusFinished, StatusFailing, StatusRestarting, StatusCancelling, StatusFailed},
+	StatusFailing:      {StatusFailed, StatusRestarting, StatusCancelling},
+	StatusRestarting:   {StatusCreated, StatusRunning, StatusFailed, StatusCancelling, StatusCanceled},
+	StatusCancelling:   {StatusCanceled, StatusFailed, StatusFinished},
+}
+
+// canTransition reports whether from → to is allowed.
+func canTransition(from, to JobStatus) bool {
+	for _, t := range transitions[from] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+func checkTransition(from, to JobStatus) error {
+	if !canTransition(from, to) {
+		return fmt.Errorf("illegal job status transition %s -> %s", from, to)
+	}
+	return nil
+}

@@ -1,0 +1,547 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/savepoint"
+)
+
+var errTaskCanceled = errors.New("task canceled")
+
+// bufferTimeout bounds how long a record may wait in a partly filled batch
+// while a task is busy (Flink's execution.buffer-timeout, 100 ms).
+const bufferTimeout = 100 * time.Millisecond
+
+type mailKind int
+
+const (
+	mailTrigger  mailKind = iota // take checkpoint b now (sources, ended tasks)
+	mailComplete                 // checkpoint id completed
+	mailAbort                    // checkpoint id aborted
+)
+
+type mail struct {
+	kind mailKind
+	b    barrier
+	id   int64
+}
+
+// mailbox is a task's queue of control messages. It never blocks the
+// sender (the job master must not wait on a task stuck in backpressure);
+// it holds few messages, one per checkpoint event.
+type mailbox struct {
+	mu     sync.Mutex
+	q      []mail
+	notify chan struct{}
+}
+
+func newMailbox() *mailbox { return &mailbox{notify: make(chan struct{}, 1)} }
+
+func (m *mailbox) put(x mail) {
+	m.mu.Lock()
+	m.q = append(m.q, x)
+	m.mu.Unlock()
+	select {
+	case m.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take() []mail {
+	m.mu.Lock()
+	q := m.q
+	m.q = nil
+	m.mu.Unlock()
+	return q
+}
+
+// asyncJob is the asynchronous part of one snapshot.
+type asyncJob struct {
+	b    barrier
+	caps []namedCapture
+	// keep: the task's input has ended, so this snapshot is its final
+	// state; keep it encoded for checkpoints taken after the task finishes.
+	keep bool
+}
+
+type namedCapture struct {
+	uid string
+	c   *opCapture
+}
+
+// task runs one subtask of a vertex: a chain of operators fed by a source
+// or by an input gate, in one goroutine.
+type task struct {
+	id      checkpoint.TaskID
+	exec    *execution
+	v       *vertex
+	subtask int
+	name    string
+	ops     []operator
+	uids    []string
+	writers []outputWriter
+	mail    *mailbox
+	done    <-chan struct{}
+
+	source  sourceRunner // for source tasks
+	gate    any          // for other tasks
+	head    any          // the head operator's input collector
+	al      *aligner
+	inOps   typeOps
+	numIn   int
+	restore []*opContext
+
+	exactlyOnce bool
+	waitFinal   bool // wait for a checkpoint after the input ends
+
+	endedInput       bool
+	snapshotAfterEOI int64
+	finalDone        bool
+	lastSnapshot     int64
+
+	async     chan asyncJob
+	asyncDone chan struct{}
+	finalMu   sync.Mutex
+	final     []checkpoint.OperatorSnapshot
+
+	timer     *time.Timer
+	timerC    <-chan time.Time
+	timerAt   int64
+	lastFlush time.Time
+	polls     int
+}
+
+// run is the task's goroutine.
+func (t *task) run() {
+	err := t.invoke()
+	t.exec.taskExited(t, err)
+}
+
+func (t *task) invoke() (err error) {
+	t.async = make(chan asyncJob, 4)
+	t.asyncDone = make(chan struct{})
+	go t.asyncLoop()
+	defer func() {
+		close(t.async)
+		<-t.asyncDone
+	}()
+	opened := 0
+	defer func() {
+		for i := opened - 1; i >= 0; i-- {
+			if cerr := protect(t.ops[i].close); cerr != nil && err == nil {
+				err = fmt.Errorf("close %s: %w", t.name, cerr)
+			}
+		}
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+	}()
+	// Open tail first, so that each operator's output is ready before it
+	// is fed.
+	for i := len(t.ops) - 1; i >= 0; i-- {
+		op, ctx := t.ops[i], t.restore[i]
+		if err := protect(func() error { return op.open(ctx) }); err != nil {
+			return err
+		}
+		opened = len(t.ops) - i
+	}
+	if len(t.restore) > 0 && t.restore[0].blocks != nil {
+		t.restore[0].blocks.Close() // all restored state is loaded
+	}
+	// close in reverse of opening: head first is not needed; any order is
+	// fine since no records flow any more.
+	t.lastFlush = t.exec.clock()
+	if t.source != nil {
+		return protect(t.runSource)
+	}
+	return protect(func() error { return t.inOps.runInput(t, t.gate, t.head) })
+}
+
+// protect runs f, turning a panic (from user code, or a userError raised
+// deep in a chain) into an error with a stack trace.
+func protect(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			switch e := r.(type) {
+			case *userError:
+				err = e
+			case error:
+				if errors.Is(e, errTaskCanceled) {
+					err = errTaskCanceled
+					return
+				}
+				err = fmt.Errorf("panic: %w\n%s", e, debug.Stack())
+			default:
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}
+	}()
+	return f()
+}
+
+func (t *task) canceled() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// runSource drives a source task: poll the reader, handle mail in between.
+func (t *task) runSource() error {
+	for !t.endedInput {
+		select {
+		case <-t.mail.notify:
+			t.handleMail()
+			continue
+		case <-t.done:
+			return errTaskCanceled
+		default:
+		}
+		st, n, err := t.source.poll()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			t.exec.sourceEmitted(t, n)
+		}
+		switch st {
+		case MoreAvailable:
+			t.maybeFlushOnTimeout()
+		case NothingAvailable:
+			t.onIdle()
+			now := t.exec.clock()
+			wait := time.NewTimer(max(t.source.nextPollTime(now).Sub(now), 0))
+			select {
+			case <-t.mail.notify:
+				t.handleMail()
+			case <-wait.C:
+			case <-t.done:
+				wait.Stop()
+				return errTaskCanceled
+			}
+			wait.Stop()
+		case EndOfInput:
+			t.endOfInput()
+		}
+	}
+	return t.afterInput()
+}
+
+// runInput drives a task fed by an input gate.
+func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
+	al := t.al
+	var stash []netBatch[T]
+	var process func(b netBatch[T])
+	process = func(b netBatch[T]) {
+		if al.blocked(b.ch) {
+			stash = append(stash, b) // held back for alignment
+			return
+		}
+		for _, r := range b.recs {
+			head.Collect(r)
+		}
+		ev, ch := b.ev, b.ch
+		g.recycle(b)
+		if ev != nil {
+			t.onEvent(ch, ev)
+		}
+	}
+	// drain processes held-back batches whose channel is released, in
+	// arrival order; any change of alignment restarts the scan, so that a
+	// channel's batches are never reordered.
+	drain := func() {
+		for i := 0; i < len(stash); {
+			b := stash[i]
+			if al.blocked(b.ch) {
+				i++
+				continue
+			}
+			stash = append(stash[:i], stash[i+1:]...)
+			e := al.epoch
+			process(b)
+			if al.epoch != e {
+				i = 0
+			}
+		}
+	}
+	epoch := al.epoch
+	for !t.endedInput {
+		select {
+		case b := <-g.in:
+			process(b)
+			t.maybeFlushOnTimeout()
+		case <-t.mail.notify:
+			t.handleMail()
+		case <-t.timerC:
+			t.timerC, t.timerAt = nil, 0
+			t.fireTimers()
+		case <-t.done:
+			return errTaskCanceled
+		}
+		if al.epoch != epoch {
+			drain()
+			epoch = al.epoch
+		}
+		if len(g.in) == 0 {
+			t.onIdle()
+		}
+		t.armTimer()
+	}
+	return t.afterInput()
+}
+
+func (t *task) onEvent(ch int32, ev *event) {
+	switch ev.kind {
+	case evBarrier:
+		t.onAlignment(t.al.onBarrier(ch, ev.barrier))
+	case evEndOfPartition:
+		t.onAlignment(t.al.onEndOfPartition(ch))
+		if t.al.allFinished() {
+			t.endOfInput()
+		}
+	}
+}
+
+func (t *task) onAlignment(res alignResult) {
+	if res.aborted != 0 {
+		t.exec.decline(t, res.aborted, checkpoint.ErrDeclined,
+			errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
+	}
+	if res.snapshot != nil {
+		t.checkpoint(*res.snapshot)
+	}
+}
+
+func (t *task) handleMail() {
+	for _, m := range t.mail.take() {
+		switch m.kind {
+		case mailTrigger:
+			if t.al != nil {
+				if !t.al.direct(m.b.id) {
+					continue
+				}
+			} else if m.b.id <= t.lastSnapshot {
+				continue
+			}
+			t.checkpoint(m.b)
+		case mailComplete:
+			for _, op := range t.ops {
+				if err := op.notifyComplete(m.id); err != nil {
+					panic(&userError{op: t.name, err: err})
+				}
+			}
+			if t.endedInput && t.snapshotAfterEOI != 0 && m.id >= t.snapshotAfterEOI {
+				t.finalDone = true
+			}
+		case mailAbort:
+			if t.al != nil {
+				t.al.abort(m.id)
+			}
+			for _, op := range t.ops {
+				op.notifyAborted(m.id)
+			}
+		}
+	}
+}
+
+// checkpoint takes checkpoint b: sinks pre-commit, the barrier goes
+// downstream right after the records that precede it, state is captured
+// synchronously, and the capture is handed to the asynchronous writer.
+func (t *task) checkpoint(b barrier) {
+	for _, op := range t.ops {
+		if err := op.prepareSnapshot(b.id); err != nil {
+			panic(&userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.id, err)})
+		}
+	}
+	ev := &event{kind: evBarrier, barrier: b}
+	if !t.endedInput {
+		for _, w := range t.writers {
+			w.broadcastEvent(ev)
+		}
+	}
+	caps := make([]namedCapture, 0, len(t.ops))
+	for i, op := range t.ops {
+		c, err := op.snapshot(b.id)
+		if err != nil {
+			panic(&userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.id, err)})
+		}
+		if c != nil {
+			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
+		}
+	}
+	t.lastSnapshot = b.id
+	if t.endedInput && t.snapshotAfterEOI == 0 {
+		t.snapshotAfterEOI = b.id
+	}
+	select {
+	case t.async <- asyncJob{b: b, caps: caps, keep: t.endedInput}:
+	case <-t.done:
+		for _, c := range caps {
+			if c.c.keyed != nil {
+				c.c.keyed.Release()
+			}
+		}
+		panic(errTaskCanceled)
+	}
+}
+
+// asyncLoop encodes and writes snapshots, one at a time, in order.
+func (t *task) asyncLoop() {
+	defer close(t.asyncDone)
+	for j := range t.async {
+		snaps := encodeCaptures(t.subtask, j.caps)
+		if t.canceled() {
+			continue
+		}
+		handles, err := t.exec.jm.storage.WriteSubtask(j.b.loc, snaps)
+		if err != nil {
+			t.exec.decline(t, j.b.id, checkpoint.ErrAsyncFailed, err)
+			continue
+		}
+		if j.keep {
+			t.finalMu.Lock()
+			t.final = snaps
+			t.finalMu.Unlock()
+		}
+		t.exec.ack(t, j.b.id, &taskAck{handles: handles, descs: descriptors(snaps)})
+	}
+}
+
+func descriptors(snaps []checkpoint.OperatorSnapshot) map[string][]savepoint.StateDescriptor {
+	out := make(map[string][]savepoint.StateDescriptor, len(snaps))
+	for _, s := range snaps {
+		out[s.UID] = s.States
+	}
+	return out
+}
+
+// encodeCaptures turns captures into encoded snapshots and releases them.
+func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnapshot {
+	snaps := make([]checkpoint.OperatorSnapshot, 0, len(caps))
+	for _, nc := range caps {
+		c := nc.c
+		s := checkpoint.OperatorSnapshot{UID: nc.uid, Subtask: subtask, States: c.states}
+		if c.keyed != nil {
+			r := c.keyed.KeyGroupRange()
+			s.Keyed, s.Start, s.End = true, r.Start, r.End
+			for kg := r.Start; kg <= r.End; kg++ {
+				data := c.keyed.EncodeKeyGroup(nil, kg)
+				if len(data) == 1 && data[0] == 0 {
+					continue // no state in this key group
+				}
+				s.KeyGroups = append(s.KeyGroups, checkpoint.KeyGroupData{KeyGroup: kg, Data: data})
+			}
+			c.keyed.Release()
+		}
+		if c.opState != nil {
+			s.OperatorState = savepoint.EncodeOperatorState(c.opState)
+		}
+		snaps = append(snaps, s)
+	}
+	return snaps
+}
+
+// endOfInput: every input has ended (or the source is exhausted). Operators
+// finish head first, then the end is passed downstream.
+func (t *task) endOfInput() {
+	t.endedInput = true
+	for _, op := range t.ops {
+		if err := op.endInput(); err != nil {
+			panic(&userError{op: t.name, err: err})
+		}
+	}
+	eop := &event{kind: evEndOfPartition}
+	for _, w := range t.writers {
+		w.broadcastEvent(eop)
+	}
+	t.exec.endOfInput(t)
+}
+
+// afterInput waits, when checkpointing is on, for a checkpoint taken after
+// the input ended to complete, so that two-phase-commit sinks commit the
+// tail of their output before the task finishes (FLIP-147).
+func (t *task) afterInput() error {
+	for t.waitFinal && !t.finalDone {
+		select {
+		case <-t.mail.notify:
+			t.handleMail()
+		case <-t.done:
+			return errTaskCanceled
+		}
+	}
+	return nil
+}
+
+func (t *task) onIdle() {
+	for _, w := range t.writers {
+		w.flush()
+	}
+	for _, op := range t.ops {
+		op.idle()
+	}
+	t.lastFlush = time.Time{}
+}
+
+func (t *task) maybeFlushOnTimeout() {
+	t.polls++
+	if t.polls&63 != 0 {
+		return
+	}
+	now := t.exec.clock()
+	if t.lastFlush.IsZero() {
+		t.lastFlush = now
+		return
+	}
+	if now.Sub(t.lastFlush) >= bufferTimeout {
+		t.onIdle()
+		t.lastFlush = now
+	}
+}
+
+// armTimer makes the task wake up for its earliest processing-time timer.
+func (t *task) armTimer() {
+	next, ok := int64(0), false
+	for _, op := range t.ops {
+		if ts, has := op.nextTimer(); has && (!ok || ts < next) {
+			next, ok = ts, true
+		}
+	}
+	if !ok || (t.timerC != nil && t.timerAt == next) {
+		return
+	}
+	d := time.Duration(next-t.exec.clock().UnixMilli()) * time.Millisecond
+	if d < 0 {
+		d = 0
+	}
+	if t.timer == nil {
+		t.timer = time.NewTimer(d)
+	} else {
+		t.timer.Reset(d)
+	}
+	t.timerC, t.timerAt = t.timer.C, next
+}
+
+func (t *task) fireTimers() {
+	now := t.exec.clock().UnixMilli()
+	for _, op := range t.ops {
+		if err := op.fireTimers(now); err != nil {
+			panic(&userError{op: t.name, err: err})
+		}
+	}
+}
+
+// taskAck is a task's acknowledgement of a checkpoint.
+type taskAck struct {
+	handles map[string]savepoint.SubtaskState
+	descs   map[string][]savepoint.StateDescriptor
+	// final is set instead of handles for a finished task's last state,
+	// which the job master writes into each later checkpoint.
+	final []checkpoint.OperatorSnapshot
+}

@@ -1,0 +1,223 @@
+package restore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// Operator describes one operator of the new job, as far as restoring is
+// concerned.
+type Operator struct {
+	UID            string
+	Name           string
+	Parallelism    int
+	MaxParallelism int
+	// MaxParallelismExplicit is true when the user set the max parallelism
+	// (pipeline.max-parallelism or per operator). Otherwise, as in Flink,
+	// the snapshot's max parallelism is adopted.
+	MaxParallelismExplicit bool
+}
+
+// Job is the new job's operators.
+type Job struct {
+	Operators []Operator
+}
+
+// Options are the user's restore settings.
+type Options struct {
+	AllowNonRestoredState bool
+}
+
+// Plan says which state each new subtask restores.
+type Plan struct {
+	// Pointer names the snapshot in messages (file:/… URI of its directory).
+	Pointer string
+	Dir     string
+	Meta    *savepoint.Metadata
+	// Operators holds the plan of every operator of the new job that has
+	// state in the snapshot, by uid.
+	Operators map[string]*OperatorPlan
+	// Matched, New and Dropped list uids: state found for a job operator;
+	// job operators without state in the snapshot; snapshot state with no
+	// operator in the job (allowed only with AllowNonRestoredState, or when
+	// that state is empty).
+	Matched, New, Dropped []string
+}
+
+// OperatorPlan is the restore of one operator.
+type OperatorPlan struct {
+	UID            string
+	MaxParallelism int // the max parallelism to run with (possibly adopted)
+	Finished       bool
+	Subtasks       []SubtaskRestore // one per new subtask
+	States         []savepoint.StateDescriptor
+}
+
+// SubtaskRestore is the state one new subtask restores.
+type SubtaskRestore struct {
+	KeyGroups     []KeyGroupBlock
+	OperatorState []savepoint.OperatorListState
+}
+
+// KeyGroupBlock locates one key group's block in the snapshot.
+type KeyGroupBlock struct {
+	KeyGroup int
+	Stream   *savepoint.StreamStateHandle
+	Offset   int64
+	Length   int64
+}
+
+// NewPlan matches a resolved snapshot against a job.
+func NewPlan(fsys vfs.FS, r *Resolved, job Job, opts Options) (*Plan, error) {
+	m := r.Metadata
+	p := &Plan{Pointer: savepoint.URI(r.Dir), Dir: r.Dir, Meta: m, Operators: map[string]*OperatorPlan{}}
+	byUID := map[string]Operator{}
+	for _, op := range job.Operators {
+		byUID[op.UID] = op
+	}
+	br := &savepoint.BlockReader{FS: fsys, Dir: r.Dir}
+	defer br.Close()
+	for i := range m.Operators {
+		old := &m.Operators[i]
+		op, ok := byUID[old.UID]
+		if !ok {
+			if isEmpty(old) {
+				continue
+			}
+			if !opts.AllowNonRestoredState {
+				return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. Cannot map checkpoint/savepoint state for operator %s to the new program, because the operator is not available in the new program. If you want to allow to skip this, you can set the --allowNonRestoredState option on the CLI.", p.Pointer, old.UID)
+			}
+			p.Dropped = append(p.Dropped, old.UID)
+			continue
+		}
+		plan, err := planOperator(br, p.Pointer, old, op)
+		if err != nil {
+			return nil, err
+		}
+		p.Operators[op.UID] = plan
+		p.Matched = append(p.Matched, op.UID)
+	}
+	for _, op := range job.Operators {
+		if _, ok := p.Operators[op.UID]; !ok {
+			p.New = append(p.New, op.UID)
+		}
+	}
+	return p, nil
+}
+
+func isEmpty(op *savepoint.OperatorState) bool {
+	for _, st := range op.Subtasks {
+		if st.Keyed != nil && len(st.Keyed.KeyGroups) > 0 || st.Operator != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.OperatorState, op Operator) (*OperatorPlan, error) {
+	maxPar := op.MaxParallelism
+	if old.MaxParallelism != op.MaxParallelism {
+		if op.MaxParallelismExplicit {
+			return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. Max parallelism mismatch between checkpoint/savepoint state and new program. Cannot map operator %s with max parallelism %d to new program with max parallelism %d. This indicates that the program has been changed in a non-compatible way after the checkpoint/savepoint.", pointer, old.UID, old.MaxParallelism, op.MaxParallelism)
+		}
+		maxPar = old.MaxParallelism
+	}
+	if op.Parallelism > maxPar {
+		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The new parallelism %d of operator %s is higher than its max parallelism %d, which the snapshot fixes. Lower the parallelism.", pointer, op.Parallelism, old.UID, maxPar)
+	}
+	plan := &OperatorPlan{UID: op.UID, MaxParallelism: maxPar, Finished: old.Finished,
+		Subtasks: make([]SubtaskRestore, op.Parallelism), States: old.States}
+
+	// Keyed state: each key group's block goes to the subtask owning it.
+	for _, st := range old.Subtasks {
+		if st.Keyed == nil {
+			continue
+		}
+		for _, kg := range st.Keyed.KeyGroups {
+			if kg.KeyGroup < 0 || kg.KeyGroup >= maxPar {
+				return nil, fmt.Errorf("snapshot %s: operator %s has key group %d outside [0, %d): %w", pointer, old.UID, kg.KeyGroup, maxPar, savepoint.ErrCorrupt)
+			}
+			i := kg.KeyGroup * op.Parallelism / maxPar
+			plan.Subtasks[i].KeyGroups = append(plan.Subtasks[i].KeyGroups,
+				KeyGroupBlock{KeyGroup: kg.KeyGroup, Stream: st.Keyed.Stream, Offset: kg.Offset, Length: kg.Length})
+		}
+	}
+
+	// Operator state.
+	perOld := make([][]savepoint.OperatorListState, len(old.Subtasks))
+	for i, st := range old.Subtasks {
+		if st.Operator == nil {
+			continue
+		}
+		payload, err := br.Read(st.Operator, st.Operator.Offset, st.Operator.Length)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s, operator %s, subtask %d: %w", pointer, old.UID, st.Index, err)
+		}
+		states, err := savepoint.DecodeOperatorState(payload)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s, operator %s, subtask %d: %w", pointer, old.UID, st.Index, err)
+		}
+		perOld[i] = states
+	}
+	redistributed, err := Redistribute(perOld, op.Parallelism, len(old.Subtasks) == op.Parallelism)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s, operator %s: %w", pointer, old.UID, err)
+	}
+	for i := range plan.Subtasks {
+		plan.Subtasks[i].OperatorState = redistributed[i]
+	}
+	return plan, nil
+}
+
+// Redistribute divides operator list states among newPar subtasks. When
+// the parallelism is unchanged each subtask keeps its own split-distributed
+// lists, as in Flink; otherwise each list state's elements, concatenated in
+// subtask order, are cut into newPar contiguous parts of sizes differing by
+// at most one. Union states give every subtask all elements.
+func Redistribute(old [][]savepoint.OperatorListState, newPar int, sameParallelism bool) ([][]savepoint.OperatorListState, error) {
+	type merged struct {
+		mode  savepoint.Redistribution
+		items [][]byte
+		per   [][][]byte // per old subtask
+	}
+	byName := map[string]*merged{}
+	var names []string
+	for i, states := range old {
+		for _, s := range states {
+			m := byName[s.Name]
+			if m == nil {
+				m = &merged{mode: s.Mode, per: make([][][]byte, len(old))}
+				byName[s.Name] = m
+				names = append(names, s.Name)
+			}
+			if m.mode != s.Mode {
+				return nil, fmt.Errorf("operator state %q is both %s and %s", s.Name, m.mode, s.Mode)
+			}
+			m.items = append(m.items, s.Items...)
+			m.per[i] = append(m.per[i], s.Items...)
+		}
+	}
+	slices.SortFunc(names, strings.Compare)
+	out := make([][]savepoint.OperatorListState, newPar)
+	for _, name := range names {
+		m := byName[name]
+		for i := 0; i < newPar; i++ {
+			var items [][]byte
+			switch {
+			case m.mode == savepoint.Union:
+				items = m.items
+			case sameParallelism:
+				items = m.per[i]
+			default:
+				n := len(m.items)
+				items = m.items[i*n/newPar : (i+1)*n/newPar]
+			}
+			out[i] = append(out[i], savepoint.OperatorListState{Name: name, Mode: m.mode, Items: items})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,161 @@
+// Package restore turns a snapshot and a new job into a restore plan: it
+// resolves the path given to -s, matches operator state to the new job's
+// operators by uid, and divides keyed state by key group and operator state
+// by Flink's split or union rules among the new subtasks. It reads the
+// snapshot and nothing else; it does not know the engine.
+package restore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// Resolved is a snapshot located from a user's pointer.
+type Resolved struct {
+	// Pointer is what the user wrote.
+	Pointer string
+	// Dir is the snapshot directory (chk-N or savepoint-…), MetadataFile
+	// its _metadata.
+	Dir          string
+	MetadataFile string
+	Metadata     *savepoint.Metadata
+	// Notes are lines for the user: which checkpoint was picked from a job
+	// directory, and which were skipped and why.
+	Notes []string
+}
+
+// Resolve finds the snapshot a pointer names: a snapshot directory holding
+// _metadata, the _metadata file itself (any file is taken as the metadata
+// file, as in Flink), or — beyond Flink — a job's checkpoint directory
+// <dir>/<jobId>, from which the newest complete chk-N is taken, skipping
+// ones without _metadata or failing their checks.
+func Resolve(fsys vfs.FS, ptr string) (*Resolved, error) {
+	path, err := savepoint.LocalPath(ptr)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fsys.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("Cannot find checkpoint or savepoint file/directory '%s' on file system 'file'.", ptr)
+		}
+		return nil, fmt.Errorf("Cannot access file system for checkpoint/savepoint path '%s': %w", ptr, err)
+	}
+	r := &Resolved{Pointer: ptr}
+	if !st.IsDir() {
+		r.MetadataFile, r.Dir = path, filepath.Dir(path)
+		return r, r.load(fsys)
+	}
+	meta := filepath.Join(path, savepoint.MetadataFileName)
+	if _, err := fsys.Stat(meta); err == nil {
+		r.MetadataFile, r.Dir = meta, path
+		return r, r.load(fsys)
+	}
+	latest, notes, err := LatestCheckpoint(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	r.Notes = notes
+	if latest == nil {
+		if len(notes) > 0 {
+			return nil, fmt.Errorf("No complete checkpoint found in job checkpoint directory '%s'.", path)
+		}
+		return nil, fmt.Errorf("Cannot find meta data file '%s' in directory '%s'. Please try to load the checkpoint/savepoint directly from the metadata file instead of the directory.", savepoint.MetadataFileName, path)
+	}
+	r.Dir, r.MetadataFile, r.Metadata = latest.Dir, filepath.Join(latest.Dir, savepoint.MetadataFileName), latest.Metadata
+	r.Notes = append(r.Notes, fmt.Sprintf("Restoring from the newest complete checkpoint in %s: %s", path, latest.Dir))
+	return r, nil
+}
+
+func (r *Resolved) load(fsys vfs.FS) error {
+	m, err := savepoint.ReadMetadata(fsys, r.MetadataFile)
+	if err != nil {
+		return fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w", r.Pointer, err)
+	}
+	r.Metadata = m
+	return nil
+}
+
+// Found is one complete snapshot found on disk.
+type Found struct {
+	Dir      string
+	Metadata *savepoint.Metadata
+}
+
+// LatestCheckpoint looks through the chk-N directories of a job checkpoint
+// directory, newest first, and returns the first whose _metadata reads and
+// checks out. Each one skipped gets a note saying why. It returns nil (and
+// no error) when the directory holds no chk-N at all.
+func LatestCheckpoint(fsys vfs.FS, jobDir string) (*Found, []string, error) {
+	ids, err := CheckpointIDs(fsys, jobDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var notes []string
+	for _, id := range slices.Backward(ids) {
+		dir := savepoint.CheckpointDir(jobDir, id)
+		meta := filepath.Join(dir, savepoint.MetadataFileName)
+		m, err := savepoint.ReadMetadata(fsys, meta)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			notes = append(notes, fmt.Sprintf("Skipping %s: it has no %s (the checkpoint never completed).", dir, savepoint.MetadataFileName))
+			continue
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("Skipping %s: %v", dir, err))
+			continue
+		}
+		if err := VerifyStateFiles(fsys, dir, m); err != nil {
+			notes = append(notes, fmt.Sprintf("Skipping %s: %v", dir, err))
+			continue
+		}
+		return &Found{Dir: dir, Metadata: m}, notes, nil
+	}
+	return nil, notes, nil
+}
+
+// CheckpointIDs lists the ids of the chk-N directories in jobDir, ascending.
+func CheckpointIDs(fsys vfs.FS, jobDir string) ([]int64, error) {
+	entries, err := fsys.ReadDir(jobDir)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint directory: %w", err)
+	}
+	var ids []int64
+	for _, e := range entries {
+		if id, ok := savepoint.ParseCheckpointDirName(e.Name()); ok && e.IsDir() {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// VerifyStateFiles reads every block a snapshot references and checks its
+// checksum, so that a snapshot with a lost or damaged state file is caught
+// before a job is started from it.
+func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
+	br := &savepoint.BlockReader{FS: fsys, Dir: dir}
+	defer br.Close()
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed != nil {
+				for _, kg := range st.Keyed.KeyGroups {
+					if _, err := br.Read(st.Keyed.Stream, kg.Offset, kg.Length); err != nil {
+						return err
+					}
+				}
+			}
+			if st.Operator != nil {
+				if _, err := br.Read(st.Operator, st.Operator.Offset, st.Operator.Length); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package savepoint
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// Directory names of Flink's checkpoint layout:
+//
+//	<checkpoint-dir>/<jobId>/chk-<n>/_metadata
+//	<checkpoint-dir>/<jobId>/shared/
+//	<checkpoint-dir>/<jobId>/taskowned/
+//	<savepoint-dir>/savepoint-<jobId[:6]>-<12 hex>/_metadata
+const (
+	CheckpointDirPrefix = "chk-"
+	SharedDirName       = "shared"
+	TaskOwnedDirName    = "taskowned"
+	SavepointDirPrefix  = "savepoint-"
+)
+
+// JobCheckpointDir is <base>/<jobId>.
+func JobCheckpointDir(base, jobID string) string { return filepath.Join(base, jobID) }
+
+// CheckpointDir is <jobDir>/chk-<id>.
+func CheckpointDir(jobDir string, id int64) string {
+	return filepath.Join(jobDir, CheckpointDirPrefix+strconv.FormatInt(id, 10))
+}
+
+// ParseCheckpointDirName returns n for a directory named chk-<n>.
+func ParseCheckpointDirName(name string) (int64, bool) {
+	s, ok := strings.CutPrefix(name, CheckpointDirPrefix)
+	if !ok || s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || strconv.FormatInt(n, 10) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// IsSavepointDirName reports whether name looks like savepoint-xxxxxx-yyyyyyyyyyyy.
+func IsSavepointDirName(name string) bool {
+	rest, ok := strings.CutPrefix(name, SavepointDirPrefix)
+	if !ok {
+		return false
+	}
+	job, random, ok := strings.Cut(rest, "-")
+	return ok && len(job) <= 6 && len(random) == 12 && isHex(job) && isHex(random)
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewSavepointDir creates <target>/savepoint-<jobId[:6]>-<12 random hex>,
+// trying up to ten names, as Flink does.
+func NewSavepointDir(fsys vfs.FS, target, jobID string) (string, error) {
+	prefix := jobID
+	if len(prefix) > 6 {
+		prefix = prefix[:6]
+	}
+	if err := fsys.MkdirAll(target, 0o755); err != nil {
+		return "", fmt.Errorf("Failed to create savepoint directory at %s: %w", target, err)
+	}
+	for attempt := 0; attempt < 10; attempt++ {
+		dir := filepath.Join(target, SavepointDirPrefix+prefix+"-"+randomHex(12))
+		if _, err := fsys.Stat(dir); err == nil {
+			continue
+		}
+		if err := fsys.MkdirAll(dir, 0o755); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("Failed to create savepoint directory at %s", target)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	rand.Read(b)
+	return fmt.Sprintf("%x", b)[:n]
+}
+
+// LocalPath turns a checkpoint/savepoint pointer written as a plain path or
+// a file: URI (file:/x, file:///x, file://localhost/x) into an absolute
+// local path. Other schemes are refused: gflink's storage is the local
+// filesystem.
+func LocalPath(ptr string) (string, error) {
+	if ptr == "" {
+		return "", fmt.Errorf("empty checkpoint pointer")
+	}
+	p := ptr
+	if i := strings.Index(ptr, ":"); i > 1 && !strings.ContainsAny(ptr[:i], `/\`) {
+		u, err := url.Parse(ptr)
+		if err != nil {
+			return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI. Either the pointer path is invalid, or the checkpoint was created by a different state backend.", ptr)
+		}
+		if u.Scheme != "file" {
+			return "", fmt.Errorf("Cannot access file system for checkpoint/savepoint path '%s': gflink reads local paths and file: URIs, not the '%s' scheme.", ptr, u.Scheme)
+		}
+		if u.Host != "" && u.Host != "localhost" {
+			return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI: it names host '%s'; use file:/path or file:///path.", ptr, u.Host)
+		}
+		p = u.Path
+		if p == "" {
+			p = u.Opaque
+		}
+		if p == "" {
+			return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI. Either the pointer path is invalid, or the checkpoint was created by a different state backend.", ptr)
+		}
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("Cannot access file system for checkpoint/savepoint path '%s'.", ptr)
+	}
+	return abs, nil
+}
+
+// URI renders a local path the way Flink prints locations: file:/abs/path.
+func URI(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return "file:" + filepath.ToSlash(abs)
+}

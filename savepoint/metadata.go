@@ -1,0 +1,230 @@
+// Package savepoint is gflink's on-disk snapshot format: the _metadata file,
+// state files made of checksummed blocks, the operator-state codec, the
+// directory layout of checkpoints and savepoints, and disposal. The format
+// is documented in FORMAT.md; it is not the runtime: its bytes change only
+// with a version bump, and every version ever written stays readable or is
+// refused with a clear message.
+package savepoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// MetadataFileName is the name of the file that makes a directory a
+// snapshot. It is written last, atomically.
+const MetadataFileName = "_metadata"
+
+// MetadataVersion is the version of the _metadata format this build writes.
+// Readable versions are MinMetadataVersion through MetadataVersion.
+const (
+	MetadataVersion    = 1
+	MinMetadataVersion = 1
+)
+
+var (
+	metadataMagic = [8]byte{'G', 'F', 'L', 'K', 'M', 'E', 'T', 'A'}
+	// flinkMagic starts a JVM Flink _metadata file (0x4960672d).
+	flinkMagic = []byte{0x49, 0x60, 0x67, 0x2d}
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// Snapshot kinds, as in Flink's REST API (checkpoint_type).
+const (
+	KindCheckpoint    = "CHECKPOINT"
+	KindSavepoint     = "SAVEPOINT"
+	KindSyncSavepoint = "SYNC_SAVEPOINT" // taken by stop-with-savepoint
+)
+
+// Savepoint formats (Flink's SavepointFormatType). Checkpoints are NATIVE.
+const (
+	FormatCanonical = "CANONICAL"
+	FormatNative    = "NATIVE"
+)
+
+// Metadata describes one completed checkpoint or savepoint.
+type Metadata struct {
+	Version      int    `json:"version"`
+	JobID        string `json:"jobId"`
+	JobName      string `json:"jobName,omitempty"`
+	CheckpointID int64  `json:"checkpointId"`
+	Kind         string `json:"kind"`
+	Format       string `json:"format"`
+	// Backend is the state backend that wrote the state ("hashmap"). A
+	// NATIVE snapshot can only be restored into the same backend.
+	Backend string `json:"stateBackend"`
+	// TriggerTimestamp and CompletionTimestamp are Unix milliseconds.
+	TriggerTimestamp    int64           `json:"triggerTimestamp"`
+	CompletionTimestamp int64           `json:"completionTimestamp"`
+	Operators           []OperatorState `json:"operators"`
+}
+
+// OperatorState is the state of one operator (all its subtasks).
+type OperatorState struct {
+	// UID is the operator's uid, set with .UID(...) or derived from the job
+	// graph; OperatorID is the 32-hex id derived from it (as in Flink).
+	UID            string `json:"uid"`
+	OperatorID     string `json:"operatorId"`
+	Name           string `json:"name,omitempty"`
+	Parallelism    int    `json:"parallelism"`
+	MaxParallelism int    `json:"maxParallelism"`
+	// Finished is set when every subtask had reached the end of its input
+	// (FLIP-147): a restored finished operator gets no new input.
+	Finished bool              `json:"finished,omitempty"`
+	States   []StateDescriptor `json:"states,omitempty"`
+	Subtasks []SubtaskState    `json:"subtasks"`
+}
+
+// StateDescriptor summarises one named state of an operator.
+type StateDescriptor struct {
+	Name string `json:"name"`
+	// Kind is value, list, map, processing-time-timers, event-time-timers,
+	// operator-list or operator-union-list.
+	Kind    string `json:"kind"`
+	Type    string `json:"type,omitempty"`
+	Entries int64  `json:"entries"`
+}
+
+// SubtaskState is what one subtask of an operator snapshotted.
+type SubtaskState struct {
+	Index    int                `json:"index"`
+	Keyed    *KeyedStateHandle  `json:"keyed,omitempty"`
+	Operator *StreamStateHandle `json:"operator,omitempty"`
+	// Bytes is the size of this subtask's state (files and inlined bytes).
+	Bytes int64 `json:"bytes"`
+}
+
+// KeyedStateHandle locates the key groups of one subtask's keyed state.
+type KeyedStateHandle struct {
+	Start     int                `json:"startKeyGroup"`
+	End       int                `json:"endKeyGroup"`
+	KeyGroups []KeyGroupOffset   `json:"keyGroups"`
+	Stream    *StreamStateHandle `json:"stream"`
+}
+
+// KeyGroupOffset is one key group's block inside a stream: only key groups
+// with state are listed.
+type KeyGroupOffset struct {
+	KeyGroup int   `json:"keyGroup"`
+	Offset   int64 `json:"offset"`
+	Length   int64 `json:"length"`
+}
+
+// StreamStateHandle is a byte range in a state file, or bytes inlined in
+// _metadata (state below execution.checkpointing.data-inline-threshold).
+type StreamStateHandle struct {
+	// Path is relative to the directory holding _metadata (so savepoints and
+	// checkpoints can be moved), e.g. "op-3f2a….state".
+	Path   string `json:"path,omitempty"`
+	Inline []byte `json:"inline,omitempty"`
+	// Offset and Length delimit one block, for operator state; for keyed
+	// state the key-group offsets do.
+	Offset int64 `json:"offset,omitempty"`
+	Length int64 `json:"length,omitempty"`
+}
+
+// StateSize is the number of bytes a snapshot's state takes (files plus
+// inlined bytes), excluding _metadata itself.
+func (m *Metadata) StateSize() int64 {
+	var n int64
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			n += st.Bytes
+		}
+	}
+	return n
+}
+
+// Operator returns the state of the operator with the given uid.
+func (m *Metadata) Operator(uid string) *OperatorState {
+	for i := range m.Operators {
+		if m.Operators[i].UID == uid {
+			return &m.Operators[i]
+		}
+	}
+	return nil
+}
+
+// Files returns the state files the snapshot references, relative to its
+// directory, without duplicates.
+func (m *Metadata) Files() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(h *StreamStateHandle) {
+		if h != nil && h.Path != "" && !seen[h.Path] {
+			seen[h.Path] = true
+			out = append(out, h.Path)
+		}
+	}
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed != nil {
+				add(st.Keyed.Stream)
+			}
+			add(st.Operator)
+		}
+	}
+	return out
+}
+
+// EncodeMetadata frames m:
+//
+//	8 bytes  magic "GFLKMETA"
+//	4 bytes  version, big endian
+//	8 bytes  payload length, big endian
+//	payload  JSON
+//	4 bytes  CRC-32C of everything before it, big endian
+func EncodeMetadata(m *Metadata) ([]byte, error) {
+	if m.Version == 0 {
+		m.Version = MetadataVersion
+	}
+	payload, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode metadata: %w", err)
+	}
+	buf := make([]byte, 0, 24+len(payload))
+	buf = append(buf, metadataMagic[:]...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(m.Version))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(payload)))
+	buf = append(buf, payload...)
+	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	return buf, nil
+}
+
+// ErrCorrupt marks a snapshot file that fails its checks.
+var ErrCorrupt = errors.New("corrupt snapshot")
+
+// DecodeMetadata parses a _metadata file; name is used in messages.
+func DecodeMetadata(data []byte, name string) (*Metadata, error) {
+	if len(data) >= 4 && bytes.Equal(data[:4], flinkMagic) {
+		return nil, fmt.Errorf("'%s' is a snapshot written by Apache Flink (JVM); gflink cannot read Flink's binary state: %w", name, ErrCorrupt)
+	}
+	if len(data) < 24 || !bytes.Equal(data[:8], metadataMagic[:]) {
+		return nil, fmt.Errorf("'%s' is not a gflink snapshot metadata file (bad magic number): %w", name, ErrCorrupt)
+	}
+	version := int(binary.BigEndian.Uint32(data[8:12]))
+	if version < MinMetadataVersion || version > MetadataVersion {
+		return nil, fmt.Errorf("snapshot metadata '%s' has format version %d; this gflink reads versions %d to %d", name, version, MinMetadataVersion, MetadataVersion)
+	}
+	n := binary.BigEndian.Uint64(data[12:20])
+	if uint64(len(data)) != 20+n+4 {
+		return nil, fmt.Errorf("snapshot metadata '%s' is truncated or has trailing bytes (%d bytes, expected %d): %w", name, len(data), 20+n+4, ErrCorrupt)
+	}
+	body := data[:20+n]
+	stored := binary.BigEndian.Uint32(data[20+n:])
+	if got := crc32.Checksum(body, castagnoli); got != stored {
+		return nil, fmt.Errorf("snapshot metadata '%s' failed its checksum (stored %08x, computed %08x): %w", name, stored, got, ErrCorrupt)
+	}
+	var m Metadata
+	if err := json.Unmarshal(data[20:20+n], &m); err != nil {
+		return nil, fmt.Errorf("snapshot metadata '%s': %v: %w", name, err, ErrCorrupt)
+	}
+	if m.Version != version {
+		return nil, fmt.Errorf("snapshot metadata '%s': header says version %d, body says %d: %w", name, version, m.Version, ErrCorrupt)
+	}
+	return &m, nil
+}

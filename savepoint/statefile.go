@@ -1,0 +1,139 @@
+package savepoint
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// StateFileVersion is the version of state files this build writes.
+const StateFileVersion = 1
+
+var stateFileMagic = [8]byte{'G', 'F', 'L', 'K', 'S', 'T', 'A', 'T'}
+
+// stateFileHeaderLen is magic plus a 4-byte version.
+const stateFileHeaderLen = 12
+
+// StateFileBuilder assembles a state file in memory: a header, then blocks,
+// each a payload followed by the CRC-32C of the payload. Offsets and lengths
+// handed out cover payload and CRC, so a reader can check any block alone.
+type StateFileBuilder struct {
+	buf []byte
+}
+
+// NewStateFileBuilder starts a state file.
+func NewStateFileBuilder() *StateFileBuilder {
+	b := &StateFileBuilder{buf: make([]byte, 0, 4096)}
+	b.buf = append(b.buf, stateFileMagic[:]...)
+	b.buf = binary.BigEndian.AppendUint32(b.buf, StateFileVersion)
+	return b
+}
+
+// AddBlock appends a block and returns where it is.
+func (b *StateFileBuilder) AddBlock(payload []byte) (offset, length int64) {
+	offset = int64(len(b.buf))
+	b.buf = append(b.buf, payload...)
+	b.buf = binary.BigEndian.AppendUint32(b.buf, crc32.Checksum(payload, castagnoli))
+	return offset, int64(len(b.buf)) - offset
+}
+
+// Bytes returns the file's content.
+func (b *StateFileBuilder) Bytes() []byte { return b.buf }
+
+// Empty reports whether no block was added.
+func (b *StateFileBuilder) Empty() bool { return len(b.buf) == stateFileHeaderLen }
+
+// Size is the file's length so far.
+func (b *StateFileBuilder) Size() int64 { return int64(len(b.buf)) }
+
+// BlockReader reads checksummed blocks from a snapshot's state files and
+// inlined handles, caching open files.
+type BlockReader struct {
+	FS  vfs.FS
+	Dir string // the directory holding _metadata
+	// files caches open state files by relative path.
+	files map[string]vfs.File
+}
+
+// Close closes the cached files.
+func (r *BlockReader) Close() error {
+	for _, f := range r.files {
+		f.Close()
+	}
+	r.files = nil
+	return nil
+}
+
+// Read returns the payload of the block at [offset, offset+length) of the
+// handle, after checking its CRC.
+func (r *BlockReader) Read(h *StreamStateHandle, offset, length int64) ([]byte, error) {
+	if length < 4 {
+		return nil, fmt.Errorf("state block of %d bytes is too short: %w", length, ErrCorrupt)
+	}
+	var block []byte
+	name := "inline state"
+	if h.Path == "" {
+		if offset < 0 || offset+length > int64(len(h.Inline)) {
+			return nil, fmt.Errorf("inline state block [%d,+%d) is outside %d bytes: %w", offset, length, len(h.Inline), ErrCorrupt)
+		}
+		block = h.Inline[offset : offset+length]
+	} else {
+		name = filepath.Join(r.Dir, h.Path)
+		f, err := r.open(h.Path)
+		if err != nil {
+			return nil, err
+		}
+		block = make([]byte, length)
+		if _, err := f.ReadAt(block, offset); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return nil, fmt.Errorf("state file '%s' is truncated (block at %d, %d bytes): %w", name, offset, length, ErrCorrupt)
+			}
+			return nil, fmt.Errorf("read state file '%s': %w", name, err)
+		}
+	}
+	payload := block[:len(block)-4]
+	stored := binary.BigEndian.Uint32(block[len(block)-4:])
+	if got := crc32.Checksum(payload, castagnoli); got != stored {
+		return nil, fmt.Errorf("%s: block at offset %d failed its checksum (stored %08x, computed %08x): %w", name, offset, stored, got, ErrCorrupt)
+	}
+	return payload, nil
+}
+
+func (r *BlockReader) open(rel string) (vfs.File, error) {
+	if f, ok := r.files[rel]; ok {
+		return f, nil
+	}
+	if filepath.IsAbs(rel) || !filepath.IsLocal(rel) && !isSharedRef(rel) {
+		return nil, fmt.Errorf("state file path '%s' points outside the snapshot: %w", rel, ErrCorrupt)
+	}
+	name := filepath.Join(r.Dir, rel)
+	f, err := r.FS.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("open state file: %w", err)
+	}
+	hdr := make([]byte, stateFileHeaderLen)
+	if _, err := f.ReadAt(hdr, 0); err != nil || [8]byte(hdr[:8]) != stateFileMagic {
+		f.Close()
+		return nil, fmt.Errorf("'%s' is not a gflink state file: %w", name, ErrCorrupt)
+	}
+	if v := binary.BigEndian.Uint32(hdr[8:]); v != StateFileVersion {
+		f.Close()
+		return nil, fmt.Errorf("state file '%s' has format version %d; this gflink reads version %d", name, v, StateFileVersion)
+	}
+	if r.files == nil {
+		r.files = map[string]vfs.File{}
+	}
+	r.files[rel] = f
+	return f, nil
+}
+
+// isSharedRef reports whether rel points into the job's shared/ directory,
+// the only place outside its own directory a checkpoint may reference.
+func isSharedRef(rel string) bool {
+	clean := filepath.Clean(rel)
+	return filepath.Dir(filepath.Dir(clean)) == ".." && filepath.Base(filepath.Dir(clean)) == SharedDirName
+}
