@@ -60,3 +60,12 @@ func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (h *logHandler) WithGroup(string) slog.Handler { return h }
+
+// logLevel reads GFLINK_LOG_LEVEL (debug, info, warn, error; default info).
+func logLevel(f *Factory) slog.Level {
+	var l slog.Level
+	if v := f.Getenv("GFLINK_LOG_LEVEL"); v != "" && l.UnmarshalText([]byte(v)) == nil {
+		return l
+	}
+	return slog.LevelInfo
+}

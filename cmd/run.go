@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 
@@ -93,7 +92,7 @@ func applyRunFlags(c *config.Configuration, o *RunOptions, out io.Writer) error 
 }
 
 func runRun(f *Factory, o *RunOptions) error {
-	log := newLogger(f.IO.ErrOut, slog.LevelInfo)
+	log := newLogger(f.IO.ErrOut, logLevel(f))
 	conf, err := loadConfig(f, o.Global, log)
 	if err != nil {
 		return err

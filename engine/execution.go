@@ -84,7 +84,7 @@ func (e *execution) sourceEmitted(t *task, n int64) {
 		return
 	}
 	k := jm.faultInjected.Add(1)
-	fail("fault injection", fmt.Errorf("injected failure %d of %d, after the sources emitted %d records (fault-injection.fail-after-records=%d)",
+	fail("", fmt.Errorf("injected failure %d of %d, after the sources emitted %d records (fault-injection.fail-after-records=%d)",
 		k, jm.faultMax, total, jm.faultAfter))
 }
 

@@ -267,7 +267,14 @@ func (jm *jobMaster) transition(to JobStatus) {
 	jm.status = to
 	jm.timestamps[to] = jm.clock().UnixMilli()
 	jm.mu.Unlock()
-	jm.log.Info(fmt.Sprintf("Job %s (%s) switched from state %s to %s.", jm.graph.Name, jm.jobID, from, to))
+	msg := fmt.Sprintf("Job %s (%s) switched from state %s to %s.", jm.graph.Name, jm.jobID, from, to)
+	switch to {
+	case StatusCreated, StatusRunning, StatusFinished:
+		// The normal course of a job: not news on a terminal.
+		jm.log.Debug(msg)
+	default:
+		jm.log.Info(msg)
+	}
 }
 
 func (jm *jobMaster) cancelJob() {
@@ -287,7 +294,7 @@ func (jm *jobMaster) run() {
 	jm.transition(StatusCreated)
 	if err := jm.deploy(jm.plan); err != nil {
 		jm.transition(StatusFailed)
-		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): Could not start the job: %w", jm.jobID, err)
+		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): %w", jm.jobID, fmt.Errorf("Could not start the job: %w", err))
 		jm.endCheckpoints(StatusFailed)
 		return
 	}
@@ -395,7 +402,7 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 		}
 		loc, err := jm.storage.Location(p.ID, p.Type, target)
 		if err != nil {
-			jm.apply(jm.coord.Decline(jm.clock(), p.ID, -1, checkpoint.ErrTriggerFailure, err))
+			jm.apply(jm.coord.Decline(jm.clock(), p.ID, -1, checkpoint.ErrIOProblem, err))
 			return
 		}
 		p.Location = loc
@@ -579,7 +586,7 @@ func (jm *jobMaster) handleFailure(cause error) {
 			jm.transition(StatusFailing)
 		}
 		jm.transition(StatusFailed)
-		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): Recovery is suppressed by %s: %w", jm.jobID, jm.strat, cause)
+		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): %w", jm.jobID, fmt.Errorf("Recovery is suppressed by %s: %w", jm.strat, cause))
 		jm.endCheckpoints(StatusFailed)
 		return
 	}

@@ -58,7 +58,12 @@ type userError struct {
 	err error
 }
 
-func (e *userError) Error() string { return e.op + ": " + e.err.Error() }
+func (e *userError) Error() string {
+	if e.op == "" {
+		return e.err.Error()
+	}
+	return e.op + ": " + e.err.Error()
+}
 func (e *userError) Unwrap() error { return e.err }
 
 // cloneFunction gives each subtask its own copy of a function object, as

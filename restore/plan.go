@@ -126,6 +126,9 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 		}
 		maxPar = old.MaxParallelism
 	}
+	if op.Parallelism < 1 {
+		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. Operator %s has parallelism %d; it must be at least 1.", pointer, old.UID, op.Parallelism)
+	}
 	if op.Parallelism > maxPar {
 		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The new parallelism %d of operator %s is higher than its max parallelism %d, which the snapshot fixes. Lower the parallelism.", pointer, op.Parallelism, old.UID, maxPar)
 	}
@@ -147,11 +150,21 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 		}
 	}
 
-	// Operator state.
-	perOld := make([][]savepoint.OperatorListState, len(old.Subtasks))
-	for i, st := range old.Subtasks {
+	// Operator state, by old subtask index: the snapshot lists only the
+	// subtasks that acknowledged, so a position in Subtasks is not an index.
+	oldPar := old.Parallelism
+	if oldPar <= 0 {
+		for _, st := range old.Subtasks {
+			oldPar = max(oldPar, st.Index+1)
+		}
+	}
+	perOld := make([][]savepoint.OperatorListState, oldPar)
+	for _, st := range old.Subtasks {
 		if st.Operator == nil {
 			continue
+		}
+		if st.Index < 0 || st.Index >= oldPar {
+			return nil, fmt.Errorf("snapshot %s: operator %s has subtask %d outside [0, %d): %w", pointer, old.UID, st.Index, oldPar, savepoint.ErrCorrupt)
 		}
 		payload, err := br.Read(st.Operator, st.Operator.Offset, st.Operator.Length)
 		if err != nil {
@@ -161,9 +174,9 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s, operator %s, subtask %d: %w", pointer, old.UID, st.Index, err)
 		}
-		perOld[i] = states
+		perOld[st.Index] = append(perOld[st.Index], states...)
 	}
-	redistributed, err := Redistribute(perOld, op.Parallelism, len(old.Subtasks) == op.Parallelism)
+	redistributed, err := Redistribute(perOld, op.Parallelism, oldPar == op.Parallelism)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s, operator %s: %w", pointer, old.UID, err)
 	}
@@ -176,7 +189,8 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 // Redistribute divides operator list states among newPar subtasks. When
 // the parallelism is unchanged each subtask keeps its own split-distributed
 // lists, as in Flink; otherwise each list state's elements, concatenated in
-// subtask order, are cut into newPar contiguous parts of sizes differing by
+// subtask order, are cut into newPar contiguous parts (the first ones one
+// element larger when it does not divide evenly, as in Flink) of sizes differing by
 // at most one. Union states give every subtask all elements.
 func Redistribute(old [][]savepoint.OperatorListState, newPar int, sameParallelism bool) ([][]savepoint.OperatorListState, error) {
 	type merged struct {
@@ -207,14 +221,26 @@ func Redistribute(old [][]savepoint.OperatorListState, newPar int, sameParalleli
 		m := byName[name]
 		for i := 0; i < newPar; i++ {
 			var items [][]byte
+			// Capacities are clipped so that a subtask appending to its
+			// list can never overwrite another subtask's elements.
 			switch {
 			case m.mode == savepoint.Union:
-				items = m.items
+				items = slices.Clip(m.items)
 			case sameParallelism:
-				items = m.per[i]
+				if i < len(m.per) {
+					items = slices.Clip(m.per[i])
+				}
 			default:
 				n := len(m.items)
-				items = m.items[i*n/newPar : (i+1)*n/newPar]
+				// Flink's RoundRobinOperatorStateRepartitioner: the first
+				// n%newPar subtasks get one element more.
+				base, rem := n/newPar, n%newPar
+				start := i*base + min(i, rem)
+				size := base
+				if i < rem {
+					size++
+				}
+				items = slices.Clip(m.items[start : start+size])
 			}
 			out[i] = append(out[i], savepoint.OperatorListState{Name: name, Mode: m.mode, Items: items})
 		}

@@ -34,7 +34,8 @@ type Resolved struct {
 // _metadata, the _metadata file itself (any file is taken as the metadata
 // file, as in Flink), or — beyond Flink — a job's checkpoint directory
 // <dir>/<jobId>, from which the newest complete chk-N is taken, skipping
-// ones without _metadata or failing their checks.
+// ones without _metadata or failing their checks. When every chk-N there is
+// skipped, the error comes with a Resolved whose Notes say why.
 func Resolve(fsys vfs.FS, ptr string) (*Resolved, error) {
 	path, err := savepoint.LocalPath(ptr)
 	if err != nil {
@@ -64,7 +65,8 @@ func Resolve(fsys vfs.FS, ptr string) (*Resolved, error) {
 	r.Notes = notes
 	if latest == nil {
 		if len(notes) > 0 {
-			return nil, fmt.Errorf("No complete checkpoint found in job checkpoint directory '%s'.", path)
+			// r carries the notes saying why each checkpoint was skipped.
+			return r, fmt.Errorf("No complete checkpoint found in job checkpoint directory '%s'.", path)
 		}
 		return nil, fmt.Errorf("Cannot find meta data file '%s' in directory '%s'. Please try to load the checkpoint/savepoint directly from the metadata file instead of the directory.", savepoint.MetadataFileName, path)
 	}

@@ -18,7 +18,17 @@ func WriteMetadata(fsys vfs.FS, dir string, m *Metadata) error {
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, MetadataFileName), data); err != nil {
+	name := filepath.Join(dir, MetadataFileName)
+	_, statErr := fsys.Stat(name)
+	existed := !errors.Is(statErr, fs.ErrNotExist)
+	if err := vfs.WriteFileAtomic(fsys, name, data); err != nil {
+		// A failure after the rename (fsync of the directory) would leave a
+		// _metadata behind although the snapshot is reported failed; a
+		// later restore would then take it for complete. Remove it, unless
+		// it was there before this call.
+		if !existed {
+			fsys.Remove(name)
+		}
 		return fmt.Errorf("write %s: %w", MetadataFileName, err)
 	}
 	return nil
@@ -59,7 +69,11 @@ func Discard(fsys vfs.FS, dir string, m *Metadata) error {
 		for _, e := range left {
 			names = append(names, e.Name())
 		}
-		errs = append(errs, fmt.Errorf("directory %s still holds files gflink did not write (%s), so it was left in place", dir, strings.Join(names, ", ")))
+		if len(names) == 0 {
+			errs = append(errs, fmt.Errorf("discard %s: %w", dir, err))
+		} else {
+			errs = append(errs, fmt.Errorf("directory %s still holds files gflink did not write (%s), so it was left in place", dir, strings.Join(names, ", ")))
+		}
 	}
 	return errors.Join(errs...)
 }

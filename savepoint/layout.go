@@ -95,29 +95,38 @@ func randomHex(n int) string {
 // LocalPath turns a checkpoint/savepoint pointer written as a plain path or
 // a file: URI (file:/x, file:///x, file://localhost/x) into an absolute
 // local path. Other schemes are refused: gflink's storage is the local
-// filesystem.
+// filesystem. As in Flink's Path, everything after the authority of a file:
+// URI is the path, '?' and '#' included; %XX escapes are decoded.
 func LocalPath(ptr string) (string, error) {
 	if ptr == "" {
 		return "", fmt.Errorf("empty checkpoint pointer")
 	}
+	invalid := func() error {
+		return fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI. Either the pointer path is invalid, or the checkpoint was created by a different state backend.", ptr)
+	}
 	p := ptr
 	if i := strings.Index(ptr, ":"); i > 1 && !strings.ContainsAny(ptr[:i], `/\`) {
-		u, err := url.Parse(ptr)
-		if err != nil {
-			return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI. Either the pointer path is invalid, or the checkpoint was created by a different state backend.", ptr)
-		}
-		if u.Scheme != "file" {
+		if !strings.EqualFold(ptr[:i], "file") {
+			u, err := url.Parse(ptr)
+			if err != nil {
+				return "", invalid()
+			}
 			return "", fmt.Errorf("Cannot access file system for checkpoint/savepoint path '%s': gflink reads local paths and file: URIs, not the '%s' scheme.", ptr, u.Scheme)
 		}
-		if u.Host != "" && u.Host != "localhost" {
-			return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI: it names host '%s'; use file:/path or file:///path.", ptr, u.Host)
+		p = ptr[i+1:]
+		if rest, ok := strings.CutPrefix(p, "//"); ok {
+			host, path, found := strings.Cut(rest, "/")
+			if host != "" && !strings.EqualFold(host, "localhost") {
+				return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI: it names host '%s'; use file:/path or file:///path.", ptr, host)
+			}
+			p = ""
+			if found {
+				p = "/" + path
+			}
 		}
-		p = u.Path
+		p = unescapePath(p)
 		if p == "" {
-			p = u.Opaque
-		}
-		if p == "" {
-			return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI. Either the pointer path is invalid, or the checkpoint was created by a different state backend.", ptr)
+			return "", invalid()
 		}
 	}
 	abs, err := filepath.Abs(p)
@@ -127,11 +136,48 @@ func LocalPath(ptr string) (string, error) {
 	return abs, nil
 }
 
+// unescapePath decodes the %XX escapes of a URI path; a '%' not followed by
+// two hex digits is kept as it is.
+func unescapePath(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHexDigit(s[i+1]) && isHexDigit(s[i+2]) {
+			v, _ := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			b.WriteByte(byte(v))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHexDigit(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
 // URI renders a local path the way Flink prints locations: file:/abs/path.
+// A '%' that would read as an escape is written as %25, so that LocalPath
+// turns the URI back into the same path.
 func URI(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = path
 	}
-	return "file:" + filepath.ToSlash(abs)
+	abs = filepath.ToSlash(abs)
+	if strings.Contains(abs, "%") {
+		var b strings.Builder
+		for i := 0; i < len(abs); i++ {
+			if abs[i] == '%' && i+2 < len(abs) && isHexDigit(abs[i+1]) && isHexDigit(abs[i+2]) {
+				b.WriteString("%25")
+				continue
+			}
+			b.WriteByte(abs[i])
+		}
+		abs = b.String()
+	}
+	return "file:" + abs
 }

@@ -198,17 +198,32 @@ func EncodeMetadata(m *Metadata) ([]byte, error) {
 // ErrCorrupt marks a snapshot file that fails its checks.
 var ErrCorrupt = errors.New("corrupt snapshot")
 
+// versionError refuses a file of a format version this build cannot read.
+// It matches ErrCorrupt (the file cannot be used, like any file failing its
+// checks) without appending "corrupt snapshot" to a message that is about a
+// version, not damage.
+type versionError struct{ msg string }
+
+func (e *versionError) Error() string { return e.msg }
+func (e *versionError) Unwrap() error { return ErrCorrupt }
+
 // DecodeMetadata parses a _metadata file; name is used in messages.
 func DecodeMetadata(data []byte, name string) (*Metadata, error) {
 	if len(data) >= 4 && bytes.Equal(data[:4], flinkMagic) {
 		return nil, fmt.Errorf("'%s' is a snapshot written by Apache Flink (JVM); gflink cannot read Flink's binary state: %w", name, ErrCorrupt)
 	}
-	if len(data) < 24 || !bytes.Equal(data[:8], metadataMagic[:]) {
+	if len(data) < 24 {
+		if bytes.HasPrefix(data, metadataMagic[:min(len(data), len(metadataMagic))]) {
+			return nil, fmt.Errorf("snapshot metadata '%s' is truncated (%d bytes, the header alone takes 24): %w", name, len(data), ErrCorrupt)
+		}
+		return nil, fmt.Errorf("'%s' is not a gflink snapshot metadata file (bad magic number): %w", name, ErrCorrupt)
+	}
+	if !bytes.Equal(data[:8], metadataMagic[:]) {
 		return nil, fmt.Errorf("'%s' is not a gflink snapshot metadata file (bad magic number): %w", name, ErrCorrupt)
 	}
 	version := int(binary.BigEndian.Uint32(data[8:12]))
 	if version < MinMetadataVersion || version > MetadataVersion {
-		return nil, fmt.Errorf("snapshot metadata '%s' has format version %d; this gflink reads versions %d to %d", name, version, MinMetadataVersion, MetadataVersion)
+		return nil, &versionError{fmt.Sprintf("snapshot metadata '%s' has format version %d; this gflink reads versions %d to %d", name, version, MinMetadataVersion, MetadataVersion)}
 	}
 	n := binary.BigEndian.Uint64(data[12:20])
 	if uint64(len(data)) != 20+n+4 {

@@ -58,6 +58,12 @@ func DecodeOperatorState(data []byte) ([]OperatorListState, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every state takes at least 3 bytes (name length, mode, count), so a
+	// larger count is damage; checking it first keeps a corrupt count from
+	// sizing a huge allocation.
+	if n > uint64(len(rest))/3 {
+		return nil, fmt.Errorf("operator state: %d states cannot fit in %d bytes: %w", n, len(rest), ErrCorrupt)
+	}
 	out := make([]OperatorListState, 0, n)
 	for i := uint64(0); i < n; i++ {
 		var s OperatorListState
@@ -75,6 +81,10 @@ func DecodeOperatorState(data []byte) ([]OperatorListState, error) {
 		var cnt uint64
 		if cnt, rest, err = uvarint(rest[1:]); err != nil {
 			return nil, err
+		}
+		// Every item takes at least its 1-byte length.
+		if cnt > uint64(len(rest)) {
+			return nil, fmt.Errorf("operator state %q: %d items cannot fit in %d bytes: %w", s.Name, cnt, len(rest), ErrCorrupt)
 		}
 		s.Items = make([][]byte, 0, cnt)
 		for j := uint64(0); j < cnt; j++ {

@@ -56,40 +56,55 @@ type BlockReader struct {
 	FS  vfs.FS
 	Dir string // the directory holding _metadata
 	// files caches open state files by relative path.
-	files map[string]vfs.File
+	files map[string]*stateFile
+}
+
+type stateFile struct {
+	f    vfs.File
+	size int64
 }
 
 // Close closes the cached files.
 func (r *BlockReader) Close() error {
-	for _, f := range r.files {
-		f.Close()
+	for _, sf := range r.files {
+		sf.f.Close()
 	}
 	r.files = nil
 	return nil
 }
 
 // Read returns the payload of the block at [offset, offset+length) of the
-// handle, after checking its CRC.
+// handle, after checking its CRC. Offsets and lengths come from metadata
+// and are checked against the data before anything is allocated.
 func (r *BlockReader) Read(h *StreamStateHandle, offset, length int64) ([]byte, error) {
+	if h == nil {
+		return nil, fmt.Errorf("state block at %d has no stream handle: %w", offset, ErrCorrupt)
+	}
 	if length < 4 {
 		return nil, fmt.Errorf("state block of %d bytes is too short: %w", length, ErrCorrupt)
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("state block at negative offset %d: %w", offset, ErrCorrupt)
 	}
 	var block []byte
 	name := "inline state"
 	if h.Path == "" {
-		if offset < 0 || offset+length > int64(len(h.Inline)) {
+		if n := int64(len(h.Inline)); offset > n || length > n-offset {
 			return nil, fmt.Errorf("inline state block [%d,+%d) is outside %d bytes: %w", offset, length, len(h.Inline), ErrCorrupt)
 		}
 		block = h.Inline[offset : offset+length]
 	} else {
 		name = filepath.Join(r.Dir, h.Path)
-		f, err := r.open(h.Path)
+		sf, err := r.open(h.Path)
 		if err != nil {
 			return nil, err
 		}
+		if offset > sf.size || length > sf.size-offset {
+			return nil, fmt.Errorf("state file '%s' is truncated (block at %d, %d bytes, file has %d): %w", name, offset, length, sf.size, ErrCorrupt)
+		}
 		block = make([]byte, length)
-		if _, err := f.ReadAt(block, offset); err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if n, err := sf.f.ReadAt(block, offset); n < len(block) {
+			if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
 				return nil, fmt.Errorf("state file '%s' is truncated (block at %d, %d bytes): %w", name, offset, length, ErrCorrupt)
 			}
 			return nil, fmt.Errorf("read state file '%s': %w", name, err)
@@ -103,9 +118,9 @@ func (r *BlockReader) Read(h *StreamStateHandle, offset, length int64) ([]byte, 
 	return payload, nil
 }
 
-func (r *BlockReader) open(rel string) (vfs.File, error) {
-	if f, ok := r.files[rel]; ok {
-		return f, nil
+func (r *BlockReader) open(rel string) (*stateFile, error) {
+	if sf, ok := r.files[rel]; ok {
+		return sf, nil
 	}
 	if filepath.IsAbs(rel) || !filepath.IsLocal(rel) && !isSharedRef(rel) {
 		return nil, fmt.Errorf("state file path '%s' points outside the snapshot: %w", rel, ErrCorrupt)
@@ -116,19 +131,25 @@ func (r *BlockReader) open(rel string) (vfs.File, error) {
 		return nil, fmt.Errorf("open state file: %w", err)
 	}
 	hdr := make([]byte, stateFileHeaderLen)
-	if _, err := f.ReadAt(hdr, 0); err != nil || [8]byte(hdr[:8]) != stateFileMagic {
+	if n, _ := f.ReadAt(hdr, 0); n < len(hdr) || [8]byte(hdr[:8]) != stateFileMagic {
 		f.Close()
 		return nil, fmt.Errorf("'%s' is not a gflink state file: %w", name, ErrCorrupt)
 	}
 	if v := binary.BigEndian.Uint32(hdr[8:]); v != StateFileVersion {
 		f.Close()
-		return nil, fmt.Errorf("state file '%s' has format version %d; this gflink reads version %d", name, v, StateFileVersion)
+		return nil, &versionError{fmt.Sprintf("state file '%s' has format version %d; this gflink reads version %d", name, v, StateFileVersion)}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat state file '%s': %w", name, err)
 	}
 	if r.files == nil {
-		r.files = map[string]vfs.File{}
+		r.files = map[string]*stateFile{}
 	}
-	r.files[rel] = f
-	return f, nil
+	sf := &stateFile{f: f, size: fi.Size()}
+	r.files[rel] = sf
+	return sf, nil
 }
 
 // isSharedRef reports whether rel points into the job's shared/ directory,

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -104,13 +105,14 @@ var (
 	ErrShutdown        = errors.New("CheckpointCoordinator shutdown.")
 	ErrTriggerFailure  = errors.New("Trigger checkpoint failure.")
 	ErrPeriodicStopped = errors.New("Periodic checkpoint scheduler is shut down.")
+	ErrIOProblem       = errors.New("An Exception occurred while triggering the checkpoint. IO-problem detected.")
 )
 
 // counts reports whether a failure counts against
 // tolerable-failed-checkpoints: as in Flink, expiry, failed asynchronous
 // snapshots and storage errors do; declines and subsumption do not.
 func counts(reason error) bool {
-	return reason == ErrExpired || reason == ErrAsyncFailed || reason == ErrFinalize
+	return reason == ErrExpired || reason == ErrAsyncFailed || reason == ErrFinalize || reason == ErrIOProblem
 }
 
 // Action is a decision for the edge to carry out.
@@ -187,8 +189,12 @@ type Coordinator struct {
 	running        bool
 	nextPeriodic   time.Time
 	lastCompletion time.Time
+	lastCompleted  int64     // id of the last completed checkpoint (not savepoint)
 	lastEndInput   time.Time // when the last task ended its input
-	failures       int       // consecutive counted failures
+	// finalFrom is the first id that can be the final checkpoint: the next
+	// id at the moment every task had ended its input (0 until then).
+	finalFrom int64
+	failures  int // consecutive counted failures
 }
 
 // NewCoordinator returns a coordinator; the first checkpoint id is nextID.
@@ -201,6 +207,9 @@ func NewCoordinator(cfg Config, nextID int64) *Coordinator {
 	}
 	if cfg.NumRetained < 1 {
 		cfg.NumRetained = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute // Flink's default; 0 would expire every checkpoint at once
 	}
 	return &Coordinator{cfg: cfg, nextID: nextID, pending: map[int64]*Pending{}}
 }
@@ -238,7 +247,7 @@ func (c *Coordinator) Pending() []*Pending {
 	for _, p := range c.pending {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b *Pending) int { return int(a.ID - b.ID) })
+	slices.SortFunc(out, func(a, b *Pending) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -255,6 +264,7 @@ func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
 	}
 	c.running = true
 	c.lastEndInput = time.Time{}
+	c.finalFrom = 0
 	c.nextPeriodic = now.Add(c.cfg.Interval)
 }
 
@@ -305,6 +315,26 @@ func (c *Coordinator) anyFinished() bool {
 	return false
 }
 
+func (c *Coordinator) hasLive() bool {
+	for _, s := range c.tasks {
+		if s != taskFinished {
+			return true
+		}
+	}
+	return false
+}
+
+// noteAllEnded records the moment every live task has ended its input:
+// from then on the final checkpoint is due.
+func (c *Coordinator) noteAllEnded(now time.Time) bool {
+	if c.finalFrom != 0 || !c.allEndedInput() {
+		return false
+	}
+	c.finalFrom = c.nextID
+	c.lastEndInput = now
+	return true
+}
+
 func (c *Coordinator) allEndedInput() bool {
 	live := false
 	for _, s := range c.tasks {
@@ -348,51 +378,73 @@ func (c *Coordinator) trigger(now time.Time, typ SnapshotType, req *Request) []A
 // has ended its input.
 func (c *Coordinator) Tick(now time.Time) []Action {
 	var out []Action
+	failed := false
 	for _, p := range c.Pending() {
 		if now.Sub(p.Triggered) >= c.cfg.Timeout {
-			out = append(out, c.fail(p, &Failure{Reason: ErrExpired})...)
+			for _, a := range c.fail(p, &Failure{Reason: ErrExpired}) {
+				if _, ok := a.(FailJob); ok {
+					failed = true
+				}
+				out = append(out, a)
+			}
 		}
 	}
-	if !c.running || !c.cfg.Enabled() {
+	if failed {
+		// The edge fails over on FailJob; a checkpoint triggered now would
+		// be aborted right away and leave its location behind.
 		return out
 	}
-	if c.numPendingCheckpoints() >= c.cfg.MaxConcurrent {
+	at, ok := c.nextTrigger()
+	if !ok || now.Before(at) {
 		return out
 	}
-	if c.finalDue() {
-		// The final checkpoint goes right away, without waiting for the
-		// interval (Flink 1.18+).
-		return append(out, c.trigger(now, SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative}, nil)...)
+	if !c.finalDue() {
+		c.nextPeriodic = now.Add(c.cfg.Interval)
 	}
-	if !c.lastCompletion.IsZero() && now.Sub(c.lastCompletion) < c.cfg.MinPause && c.cfg.MinPause > 0 {
-		return out
-	}
-	if c.anyFinished() && !c.cfg.AfterTasksFinish {
-		return out
-	}
-	if now.Before(c.nextPeriodic) {
-		return out
-	}
-	c.nextPeriodic = now.Add(c.cfg.Interval)
+	// The final checkpoint goes right away, without waiting for the
+	// interval or the min-pause (Flink 1.18+).
 	return append(out, c.trigger(now, SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative}, nil)...)
 }
 
+// nextTrigger returns when Tick will next trigger a checkpoint by itself,
+// and false if it will not until some other event (an ack, a completion,
+// an abort, a new attempt) changes the state.
+func (c *Coordinator) nextTrigger() (time.Time, bool) {
+	if !c.running || !c.cfg.Enabled() || !c.hasLive() || c.numPendingCheckpoints() >= c.cfg.MaxConcurrent {
+		return time.Time{}, false
+	}
+	if c.finalDue() {
+		return c.lastEndInput, true
+	}
+	if c.anyFinished() && !c.cfg.AfterTasksFinish {
+		return time.Time{}, false
+	}
+	next := c.nextPeriodic
+	if c.cfg.MinPause > 0 && !c.lastCompletion.IsZero() {
+		if earliest := c.lastCompletion.Add(c.cfg.MinPause); earliest.After(next) {
+			next = earliest
+		}
+	}
+	return next, true
+}
+
 // finalDue reports whether every task has ended its input and no
-// checkpoint triggered since is on its way: then the final checkpoint is
-// due, so that tasks can finish.
+// checkpoint triggered since has completed or is on its way: then the
+// final checkpoint is due, so that tasks can finish.
 func (c *Coordinator) finalDue() bool {
-	if !c.cfg.AfterTasksFinish || !c.allEndedInput() {
+	if !c.cfg.AfterTasksFinish || c.finalFrom == 0 || !c.allEndedInput() || c.lastCompleted >= c.finalFrom {
 		return false
 	}
 	for _, p := range c.pending {
-		if !p.Triggered.Before(c.lastEndInput) && !p.Type.IsSavepoint() {
+		if p.ID >= c.finalFrom && !p.Type.IsSavepoint() {
 			return false
 		}
 	}
 	return true
 }
 
-// NextWakeup says when Tick next has something to do.
+// NextWakeup says when Tick next has something to do: a checkpoint to
+// expire or one to trigger. A time in the past means Tick has work now.
 func (c *Coordinator) NextWakeup() (time.Time, bool) {
 	var t time.Time
 	set := false
@@ -404,16 +456,7 @@ func (c *Coordinator) NextWakeup() (time.Time, bool) {
 	for _, p := range c.pending {
 		consider(p.Triggered.Add(c.cfg.Timeout))
 	}
-	if c.running && c.cfg.Enabled() && c.finalDue() && c.numPendingCheckpoints() < c.cfg.MaxConcurrent {
-		consider(c.lastEndInput)
-	}
-	if c.running && c.cfg.Enabled() {
-		next := c.nextPeriodic
-		if c.cfg.MinPause > 0 && !c.lastCompletion.IsZero() {
-			if earliest := c.lastCompletion.Add(c.cfg.MinPause); earliest.After(next) {
-				next = earliest
-			}
-		}
+	if next, ok := c.nextTrigger(); ok {
 		consider(next)
 	}
 	return t, set
@@ -464,7 +507,10 @@ func (c *Coordinator) fail(p *Pending, f *Failure) []Action {
 	if counts(f.Reason) && !p.Type.IsSavepoint() {
 		c.failures++
 		if c.failures > c.cfg.TolerableFailed {
-			out = append(out, FailJob{Err: fmt.Errorf("Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to %s, view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.", f.Error())})
+			// As Flink's CheckpointFailureManager: the count starts over
+			// once the job is failed, and the message names the reason only.
+			c.failures = 0
+			out = append(out, FailJob{Err: fmt.Errorf("Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to %s, view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.", f.Reason.Error())})
 		}
 	}
 	return out
@@ -498,6 +544,7 @@ func (c *Coordinator) Finalized(now time.Time, id int64, handle any, err error) 
 	if !p.Type.IsSavepoint() {
 		c.failures = 0
 		c.lastCompletion = now
+		c.lastCompleted = max(c.lastCompleted, id)
 		c.retained = append(c.retained, cp)
 		for len(c.retained) > c.cfg.NumRetained {
 			done.Subsumed = append(done.Subsumed, c.retained[0])
@@ -525,16 +572,16 @@ func (c *Coordinator) Finalized(now time.Time, id int64, handle any, err error) 
 // the task has not acknowledged can no longer reach it in-band, so it is
 // triggered directly.
 func (c *Coordinator) EndOfInput(now time.Time, task TaskID) (out []Action) {
-	if c.tasks[task] != taskRunning {
-		return nil
+	if s, ok := c.tasks[task]; !ok || s != taskRunning {
+		return nil // unknown task, or its input ended already
 	}
 	c.tasks[task] = taskEndedInput
-	if c.allEndedInput() {
-		c.lastEndInput = now
+	if c.noteAllEnded(now) {
 		defer func() { out = append(out, c.Tick(now)...) }()
 	}
 	for _, p := range c.Pending() {
-		if p.awaiting[task] && !p.sentTo[task] {
+		// One past its timeout is left for Tick to abort.
+		if p.awaiting[task] && !p.sentTo[task] && now.Sub(p.Triggered) < c.cfg.Timeout {
 			p.sentTo[task] = true
 			out = append(out, TriggerTasks{Pending: p, Tasks: []TaskID{task}})
 		}
@@ -546,7 +593,11 @@ func (c *Coordinator) EndOfInput(now time.Time, task TaskID) (out []Action) {
 // last (after its input ended). Pending and later checkpoints take that
 // snapshot as the task's state: a finished task changes no more.
 func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final any) []Action {
+	if s, ok := c.tasks[task]; !ok || s == taskFinished {
+		return nil // unknown task, or a duplicate
+	}
 	c.tasks[task] = taskFinished
+	c.noteAllEnded(now)
 	if final != nil {
 		c.finals[task] = final
 	}

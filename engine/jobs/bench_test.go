@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -142,17 +143,30 @@ func BenchmarkWordCountRatios(b *testing.B) {
 	var r1, r3 []float64
 	b.ResetTimer()
 	for i := 0; i < rounds; i++ {
-		start := time.Now()
-		if _, err := handWrittenCount(path); err != nil {
-			b.Fatal(err)
+		var loop, off, ck time.Duration
+		variants := []func(){
+			func() {
+				start := time.Now()
+				if _, err := handWrittenCount(path); err != nil {
+					b.Fatal(err)
+				}
+				loop = time.Since(start)
+			},
+			func() { off = runEngineWordCount(b, path, config.New()) },
+			func() {
+				on := config.New()
+				on.SetString("execution.checkpointing.interval", "1 s", "bench")
+				on.SetString("execution.checkpointing.mode", "EXACTLY_ONCE", "bench")
+				on.SetString("execution.checkpointing.dir", ckDir, "bench")
+				ck = runEngineWordCount(b, path, on)
+			},
 		}
-		loop := time.Since(start)
-		off := runEngineWordCount(b, path, config.New())
-		on := config.New()
-		on.SetString("execution.checkpointing.interval", "1 s", "bench")
-		on.SetString("execution.checkpointing.mode", "EXACTLY_ONCE", "bench")
-		on.SetString("execution.checkpointing.dir", ckDir, "bench")
-		ck := runEngineWordCount(b, path, on)
+		// Rotate the order each round and start each run from a collected
+		// heap, so that no variant inherits another's garbage.
+		for k := range variants {
+			runtime.GC()
+			variants[(i+k)%len(variants)]()
+		}
 		r1 = append(r1, loop.Seconds()/off.Seconds())
 		r3 = append(r3, off.Seconds()/ck.Seconds())
 		b.Logf("round %d: loop %v, engine %v, engine+checkpoints %v", i, loop.Round(time.Millisecond), off.Round(time.Millisecond), ck.Round(time.Millisecond))

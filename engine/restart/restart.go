@@ -33,7 +33,9 @@ func parseType(s string) (string, error) {
 	case "exponential-delay", "exponentialdelay":
 		return TypeExponentialDelay, nil
 	}
-	return "", fmt.Errorf("%s is an unknown value of RestartStrategyType.", s)
+	// Flink lower-cases the value before looking it up, and names the
+	// lower-cased value.
+	return "", fmt.Errorf("%s is an unknown value of RestartStrategyType.", strings.ToLower(s))
 }
 
 // The restart-strategy options, with Flink's (1.19+) defaults.
@@ -105,10 +107,15 @@ func FromConfig(c *config.Configuration, checkpointing bool, rng *rand.Rand) (St
 		return nil, err
 	}
 	if !set {
-		typ = TypeNone
-		if checkpointing {
-			typ = TypeExponentialDelay
+		if !checkpointing {
+			return None{}, nil
 		}
+		// As Flink's RestartBackoffTimeStrategyFactoryLoader: the default
+		// strategy takes the default settings, not the configured
+		// restart-strategy.exponential-delay.* values.
+		return &ExponentialDelay{Initial: ExpInitialBackoff.Default(), Max: ExpMaxBackoff.Default(),
+			Multiplier: ExpMultiplier.Default(), ResetThreshold: ExpResetThreshold.Default(),
+			Jitter: ExpJitter.Default(), AttemptsBeforeReset: ExpAttempts.Default(), rng: rng}, nil
 	}
 	var errs []error
 	must := func(err error) {
@@ -217,30 +224,29 @@ type ExponentialDelay struct {
 	AttemptsBeforeReset int
 
 	rng         *rand.Rand
-	current     time.Duration // the last pause, before jitter
 	attempts    int
 	lastRestart time.Time // when the job was last restarted
 }
 
 func (e *ExponentialDelay) OnFailure(now time.Time) (bool, time.Duration) {
-	if e.current == 0 || (!e.lastRestart.IsZero() && now.Sub(e.lastRestart) >= e.ResetThreshold) {
-		e.current, e.attempts = e.Initial, 0
-	} else {
-		next := time.Duration(float64(e.current) * e.Multiplier)
-		if next > e.Max || next < e.current {
-			next = e.Max
-		}
-		e.current = next
+	if e.attempts == 0 || now.Sub(e.lastRestart) >= e.ResetThreshold {
+		e.attempts = 0
+	}
+	// As Flink: initial × multiplier^attempt, with jitter of ± factor × that,
+	// then kept within [initial, max].
+	base := 0.0
+	if e.Initial > 0 {
+		base = float64(e.Initial) * math.Pow(e.Multiplier, float64(e.attempts))
 	}
 	e.attempts++
 	if e.attempts > e.AttemptsBeforeReset {
 		return false, 0
 	}
-	delay := e.current
+	d := base
 	if e.Jitter > 0 && e.rng != nil {
-		span := float64(delay) * e.Jitter
-		delay += time.Duration((e.rng.Float64()*2 - 1) * span)
+		d += (e.rng.Float64()*2 - 1) * base * e.Jitter
 	}
+	delay := time.Duration(math.Max(math.Min(d, float64(e.Max)), float64(e.Initial)))
 	e.lastRestart = now.Add(delay)
 	return true, delay
 }

@@ -182,6 +182,16 @@ func (f *errorFile) Sync() error {
 	return f.File.Sync()
 }
 
+// Close closes the file even when it fails: an injected close error still
+// releases the descriptor, as a real failing close(2) does.
+func (f *errorFile) Close() error {
+	if err := f.fs.check(OpClose, f.name); err != nil {
+		f.File.Close()
+		return err
+	}
+	return f.File.Close()
+}
+
 // LogFS records every mutating operation, in order, so that a test can
 // assert the exact sequence of writes, fsyncs and renames.
 type LogFS struct {

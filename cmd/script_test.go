@@ -1,0 +1,260 @@
+package cmd
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint/vfs"
+	"github.com/rogpeppe/go-internal/testscript"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary doubles as the gflink binary: for the scripts
+	// (testscript runs it as "gflink") and for tests that start and kill
+	// gflink processes (GFLINK_AS_MAIN).
+	if os.Getenv("GFLINK_AS_MAIN") == "1" {
+		os.Exit(Main())
+	}
+	testscript.Main(leakChecked{m}, map[string]func(){
+		"gflink": func() { os.Exit(Main()) },
+	})
+}
+
+// leakChecked runs the tests, then fails if any goroutine outlived them.
+type leakChecked struct{ m *testing.M }
+
+func (l leakChecked) Run() int {
+	code := l.m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: goroutines outlived the tests:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("GFLINK_HOME", filepath.Join(env.WorkDir, ".gflink"))
+			env.Setenv("NO_COLOR", "1")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"code":        cmdCode,
+			"finalcounts": cmdFinalCounts,
+			"wcexpect":    cmdWCExpect,
+			"genwords":    cmdGenWords,
+			"waitfile":    cmdWaitFile,
+			"latestchk":   cmdLatestChk,
+			"cpdir":       cmdCpDir,
+			"globcount":   cmdGlobCount,
+		},
+	})
+}
+
+// code N cmd args... runs a command like exec and checks its exit code.
+func cmdCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: code <exit code> command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("bad exit code %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("%v", err)
+	}
+	if got != want {
+		ts.Fatalf("exit code %d; want %d", got, want)
+	}
+}
+
+// finalcounts [-nodups] out src... reads (word,count) updates from files
+// (print output; "stdout" is the last command's) and from directories
+// (finished part files only) and writes each word's final count, sorted.
+// With -nodups it fails if any (word,count) update appears twice.
+func cmdFinalCounts(ts *testscript.TestScript, neg bool, args []string) {
+	nodups := len(args) > 0 && args[0] == "-nodups"
+	if nodups {
+		args = args[1:]
+	}
+	if len(args) < 2 {
+		ts.Fatalf("usage: finalcounts [-nodups] out src...")
+	}
+	final := map[string]int64{}
+	seen := map[string]bool{}
+	read := func(text string) {
+		for _, l := range strings.Split(text, "\n") {
+			if i := strings.Index(l, "> "); i > 0 && i < 4 {
+				l = l[i+2:]
+			}
+			r, ok := jobs.ParseWordCountRecord(l)
+			if !ok {
+				continue
+			}
+			if nodups && seen[l] {
+				ts.Fatalf("update %s appears twice", l)
+			}
+			seen[l] = true
+			final[r.Word] = max(final[r.Word], r.Count)
+		}
+	}
+	for _, src := range args[1:] {
+		if src == "stdout" {
+			read(ts.ReadFile("stdout"))
+			continue
+		}
+		p := ts.MkAbs(src)
+		st, err := os.Stat(p)
+		ts.Check(err)
+		if !st.IsDir() {
+			read(ts.ReadFile(src))
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		ts.Check(err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "part-") {
+				b, err := os.ReadFile(filepath.Join(p, e.Name()))
+				ts.Check(err)
+				read(string(b))
+			}
+		}
+	}
+	writeCounts(ts, args[0], final)
+}
+
+func writeCounts(ts *testscript.TestScript, out string, m map[string]int64) {
+	words := make([]string, 0, len(m))
+	for w := range m {
+		words = append(words, w)
+	}
+	slices.Sort(words)
+	var b strings.Builder
+	for _, w := range words {
+		fmt.Fprintf(&b, "%s %d\n", w, m[w])
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(out), []byte(b.String()), 0o644))
+}
+
+type collect func(string)
+
+func (c collect) Collect(s string) { c(s) }
+
+// wcexpect out [file...] counts words the way word count does, directly:
+// in the given text files, or in the built-in text.
+func cmdWCExpect(ts *testscript.TestScript, neg bool, args []string) {
+	m := map[string]int64{}
+	count := collect(func(w string) { m[w]++ })
+	if len(args) == 1 {
+		for _, l := range jobs.HamletLines {
+			jobs.Tokenize(l, count)
+		}
+	}
+	for _, f := range args[1:] {
+		fh, err := os.Open(ts.MkAbs(f))
+		ts.Check(err)
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			jobs.Tokenize(sc.Text(), count)
+		}
+		fh.Close()
+	}
+	writeCounts(ts, args[0], m)
+}
+
+// genwords file lines distinct writes generated text.
+func cmdGenWords(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: genwords file lines distinct")
+	}
+	lines, _ := strconv.ParseInt(args[1], 10, 64)
+	distinct, _ := strconv.Atoi(args[2])
+	g := &connectors.WordGenerator{Distinct: distinct, Seed: 11, WordsPerLine: 10}
+	f, err := os.Create(ts.MkAbs(args[0]))
+	ts.Check(err)
+	w := bufio.NewWriter(f)
+	var buf []byte
+	for i := int64(0); i < lines; i++ {
+		buf = g.Line(i, buf)
+		w.Write(buf)
+		w.WriteByte('\n')
+	}
+	ts.Check(w.Flush())
+	ts.Check(f.Close())
+}
+
+// waitfile glob waits (up to 60 s) until the glob matches a file.
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m, _ := filepath.Glob(ts.MkAbs(args[0]))
+		if len(m) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s did not appear within 60 s", args[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// globcount N pattern checks how many paths match a glob.
+func cmdGlobCount(ts *testscript.TestScript, neg bool, args []string) {
+	want, _ := strconv.Atoi(args[0])
+	m, err := filepath.Glob(ts.MkAbs(args[1]))
+	ts.Check(err)
+	if len(m) != want {
+		ts.Fatalf("%s matches %d paths %v; want %d", args[1], len(m), m, want)
+	}
+}
+
+// cpdir src dst copies a directory's files, hidden ones included.
+func cmdCpDir(ts *testscript.TestScript, neg bool, args []string) {
+	src, dst := ts.MkAbs(args[0]), ts.MkAbs(args[1])
+	ts.Check(os.MkdirAll(dst, 0o755))
+	entries, err := os.ReadDir(src)
+	ts.Check(err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		ts.Check(err)
+		ts.Check(os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
+	}
+}
+
+// latestchk VAR dir sets VAR to the newest complete chk-N directory under
+// dir/<jobId>/.
+func cmdLatestChk(ts *testscript.TestScript, neg bool, args []string) {
+	jobDirs, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[1]), "*"))
+	for _, jd := range jobDirs {
+		found, _, err := restore.LatestCheckpoint(vfs.Default, jd)
+		if err == nil && found != nil {
+			ts.Setenv(args[0], found.Dir)
+			ts.Setenv(args[0]+"_ID", strconv.FormatInt(found.Metadata.CheckpointID, 10))
+			ts.Setenv(args[0]+"_NEXT", strconv.FormatInt(found.Metadata.CheckpointID+1, 10))
+			return
+		}
+	}
+	ts.Fatalf("no complete checkpoint under %s", args[1])
+}

@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func b(id int64) barrier { return barrier{id: id} }
+
+func TestAlignerExactlyOnceBlocksUntilAllChannels(t *testing.T) {
+	a := newAligner(3, true)
+	if res := a.onBarrier(0, b(1)); res.snapshot != nil {
+		t.Fatal("snapshot after one of three barriers")
+	}
+	if !a.blocked(0) || a.blocked(1) || a.blocked(2) {
+		t.Fatal("only the channel whose barrier arrived is blocked")
+	}
+	a.onBarrier(2, b(1))
+	if !a.blocked(2) {
+		t.Fatal("channel 2 must be blocked")
+	}
+	res := a.onBarrier(1, b(1))
+	if res.snapshot == nil || res.snapshot.id != 1 {
+		t.Fatalf("no snapshot after the last barrier: %+v", res)
+	}
+	for ch := int32(0); ch < 3; ch++ {
+		if a.blocked(ch) {
+			t.Fatalf("channel %d still blocked after alignment", ch)
+		}
+	}
+	// A late duplicate of barrier 1 is ignored.
+	if res := a.onBarrier(0, b(1)); res.snapshot != nil || a.blocked(0) {
+		t.Fatal("a stale barrier must be ignored")
+	}
+}
+
+func TestAlignerNewerBarrierAbortsOlder(t *testing.T) {
+	a := newAligner(2, true)
+	a.onBarrier(0, b(1))
+	res := a.onBarrier(1, b(2))
+	if res.aborted != 1 {
+		t.Fatalf("aborted = %d; want 1", res.aborted)
+	}
+	if a.blocked(0) || !a.blocked(1) {
+		t.Fatal("after the abort only the newer barrier's channel is blocked")
+	}
+	if res := a.onBarrier(1, b(1)); res.snapshot != nil {
+		t.Fatal("the aborted checkpoint must not complete")
+	}
+	if res := a.onBarrier(0, b(2)); res.snapshot == nil || res.snapshot.id != 2 {
+		t.Fatal("checkpoint 2 must complete")
+	}
+}
+
+func TestAlignerEndedChannelCountsAsAligned(t *testing.T) {
+	a := newAligner(2, true)
+	a.onBarrier(0, b(1))
+	res := a.onEndOfPartition(1)
+	if res.snapshot == nil || res.snapshot.id != 1 {
+		t.Fatal("the end of the other channel must complete the alignment")
+	}
+	if a.allFinished() {
+		t.Fatal("channel 0 has not ended")
+	}
+	a.onEndOfPartition(0)
+	if !a.allFinished() {
+		t.Fatal("both channels ended")
+	}
+}
+
+func TestAlignerAbortReleases(t *testing.T) {
+	a := newAligner(2, true)
+	a.onBarrier(0, b(3))
+	if !a.abort(3) || a.blocked(0) {
+		t.Fatal("abort must release the blocked channel")
+	}
+	if res := a.onBarrier(1, b(3)); res.snapshot != nil || a.blocked(1) {
+		t.Fatal("barriers of an aborted checkpoint are stale")
+	}
+	if !a.direct(4) || a.direct(4) || a.direct(2) {
+		t.Fatal("direct triggers are taken once, and never for old checkpoints")
+	}
+}
+
+func TestAlignerAtLeastOnceNeverBlocks(t *testing.T) {
+	a := newAligner(3, false)
+	for _, ch := range []int32{0, 2} {
+		if res := a.onBarrier(ch, b(1)); res.snapshot != nil {
+			t.Fatal("snapshot before the last barrier")
+		}
+		if a.blocked(ch) {
+			t.Fatal("at-least-once must not block a channel")
+		}
+	}
+	if res := a.onBarrier(1, b(1)); res.snapshot == nil {
+		t.Fatal("snapshot when the last barrier arrives")
+	}
+	// Barrier 2 on all channels but one, then 3 everywhere: 3 completes and
+	// drops 2.
+	a.onBarrier(0, b(2))
+	a.onBarrier(0, b(3))
+	a.onBarrier(1, b(3))
+	if res := a.onBarrier(2, b(3)); res.snapshot == nil || res.snapshot.id != 3 {
+		t.Fatalf("checkpoint 3: %+v", res)
+	}
+	if res := a.onBarrier(1, b(2)); res.snapshot != nil {
+		t.Fatal("checkpoint 2 is superseded")
+	}
+}
+
+// TestAlignmentHoldsBackTheSender checks that alignment is bounded: a
+// sender whose channel is held back can fill only that channel's buffers,
+// then must wait — it cannot make the receiver buffer without bound.
+func TestAlignmentHoldsBackTheSender(t *testing.T) {
+	g := newInputGate[int](2, defaultBuffersPerChannel)
+	c0 := g.addChannel()
+	g.addChannel()
+	done := make(chan struct{})
+	defer close(done)
+	w := &recordWriter[int]{targets: []*channel[int]{c0}, bufs: make([][]int, 1), batch: 2, done: done}
+	a := newAligner(2, true)
+	w.broadcastEvent(&event{kind: evBarrier, barrier: b(1)})
+	first := <-g.in
+	a.onBarrier(first.ch, first.ev.barrier)
+	if !a.blocked(first.ch) {
+		t.Fatal("channel 0 must be blocked")
+	}
+	var stash []netBatch[int]
+	stash = append(stash, first) // held back with its buffer
+	// The sender fills the remaining buffers of channel 0 ...
+	for i := 0; i < (defaultBuffersPerChannel-1)*2; i++ {
+		w.Collect(i)
+	}
+	for len(g.in) > 0 {
+		stash = append(stash, <-g.in)
+	}
+	if len(stash) != defaultBuffersPerChannel {
+		t.Fatalf("held back %d batches; want %d", len(stash), defaultBuffersPerChannel)
+	}
+	// ... and then has none left: the next batch would block it.
+	if len(c0.free) != 0 {
+		t.Fatalf("the sender still has %d free buffers", len(c0.free))
+	}
+	// Releasing the held-back batches gives the buffers back.
+	for _, s := range stash {
+		g.recycle(s)
+	}
+	if len(c0.free) != defaultBuffersPerChannel {
+		t.Fatalf("%d buffers returned", len(c0.free))
+	}
+}

@@ -1,0 +1,568 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// syncBuffer is an io.Writer safe for the print sinks of several subtasks.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type wcRun struct {
+	p        int
+	lines    int64
+	distinct int
+	rate     float64 // words per second
+	conf     map[string]string
+	fs       vfs.FS
+	restore  *restore.Resolved
+	jobID    string
+}
+
+func (r wcRun) generator() *connectors.WordGenerator {
+	return &connectors.WordGenerator{Lines: r.lines, Distinct: r.distinct, Seed: 3, WordsPerLine: 10, Rate: r.rate}
+}
+
+// run runs word count with a print sink into a buffer.
+func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
+	t.Helper()
+	out := &syncBuffer{}
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: r.p, Stdout: out})
+	lines := engine.FromSource[string](env, r.generator(), "generator").UID("source")
+	jobs.WordCountPipeline(lines).Print().UID("sink")
+	g, err := env.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.New()
+	for k, v := range r.conf {
+		c.SetString(k, v, "test")
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, FS: r.fs, Restore: r.restore, JobID: r.jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan engine.JobResult, 1)
+	go func() { done <- j.Wait() }()
+	select {
+	case res := <-done:
+		return res, out.String()
+	case <-time.After(60 * time.Second):
+		j.Cancel()
+		<-done
+		t.Fatalf("job did not finish within 60 s")
+		return engine.JobResult{}, ""
+	}
+}
+
+var line = regexp.MustCompile(`^(?:\d+> )?\((.*),(\d+)\)$`)
+
+// finalCounts reads (word,count) updates; a word's final count is the
+// highest count emitted for it (counts only grow, and replays repeat lower
+// ones).
+func finalCounts(t *testing.T, out string) map[string]int64 {
+	t.Helper()
+	m := map[string]int64{}
+	for _, l := range strings.Split(out, "\n") {
+		if l == "" {
+			continue
+		}
+		g := line.FindStringSubmatch(l)
+		if g == nil {
+			t.Fatalf("unexpected output line %q", l)
+		}
+		n, _ := strconv.ParseInt(g[2], 10, 64)
+		if n > m[g[1]] {
+			m[g[1]] = n
+		}
+	}
+	return m
+}
+
+// expected counts the words of the generated text directly.
+func expected(r wcRun) map[string]int64 {
+	g := r.generator()
+	m := map[string]int64{}
+	var buf []byte
+	for i := int64(0); i < r.lines; i++ {
+		buf = g.Line(i, buf)
+		for _, w := range strings.Fields(string(buf)) {
+			m[w]++
+		}
+	}
+	return m
+}
+
+func compareCounts(t *testing.T, got, want map[string]int64, atLeast bool) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%d distinct words; want %d", len(got), len(want))
+	}
+	bad := 0
+	for w, n := range want {
+		g := got[w]
+		if g == n || atLeast && g > n {
+			continue
+		}
+		if bad++; bad <= 5 {
+			t.Errorf("count of %q = %d; want %d", w, g, n)
+		}
+	}
+	if bad > 5 {
+		t.Errorf("... %d wrong counts in all", bad)
+	}
+}
+
+func checkpointConf(dir string, extra ...string) map[string]string {
+	c := map[string]string{
+		"execution.checkpointing.interval":      "20 ms",
+		"execution.checkpointing.dir":           dir,
+		"restart-strategy.type":                 "fixed-delay",
+		"restart-strategy.fixed-delay.attempts": "10",
+		"restart-strategy.fixed-delay.delay":    "1 ms",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		c[extra[i]] = extra[i+1]
+	}
+	return c
+}
+
+func TestWordCountWithoutFailures(t *testing.T) {
+	r := wcRun{p: 2, lines: 2000, distinct: 300}
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	compareCounts(t, finalCounts(t, out), expected(r), false)
+	// Without failures every update is printed exactly once.
+	if n := strings.Count(out, "\n"); n != 20000 {
+		t.Errorf("%d updates printed; want 20000", n)
+	}
+}
+
+// TestExactlyOnceUnderInjectedFailures is the foundation's promise: with
+// EXACTLY_ONCE checkpoints, word count over 200,000 words (10,000 distinct)
+// with 1–3 injected failures ends with the same counts as a failure-free
+// run, at p=1 and p=4.
+func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
+	for _, tc := range []struct {
+		p, failures int
+		after       int
+	}{{1, 1, 5000}, {1, 3, 3000}, {4, 1, 7000}, {4, 3, 2500}} {
+		t.Run(fmt.Sprintf("p=%d/failures=%d", tc.p, tc.failures), func(t *testing.T) {
+			r := wcRun{p: tc.p, lines: 20000, distinct: 10000, rate: 2_000_000,
+				conf: checkpointConf(t.TempDir(),
+					"fault-injection.fail-after-records", strconv.Itoa(tc.after),
+					"fault-injection.max-failures", strconv.Itoa(tc.failures))}
+			res, out := r.run(t)
+			if res.Status != engine.StatusFinished {
+				t.Fatalf("status %s: %v", res.Status, res.Err)
+			}
+			compareCounts(t, finalCounts(t, out), expected(r), false)
+		})
+	}
+}
+
+func TestAtLeastOnceNeverCountsLess(t *testing.T) {
+	r := wcRun{p: 4, lines: 20000, distinct: 5000, rate: 2_000_000,
+		conf: checkpointConf(t.TempDir(),
+			"execution.checkpointing.mode", "AT_LEAST_ONCE",
+			"fault-injection.fail-after-records", "4000",
+			"fault-injection.max-failures", "2")}
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	compareCounts(t, finalCounts(t, out), expected(r), true)
+}
+
+func TestNoRestartStrategyFailsTheJob(t *testing.T) {
+	r := wcRun{p: 2, lines: 5000, distinct: 100, rate: 1_000_000,
+		conf: checkpointConf(t.TempDir(), "restart-strategy.type", "none",
+			"fault-injection.fail-after-records", "1000")}
+	res, _ := r.run(t)
+	if res.Status != engine.StatusFailed {
+		t.Fatalf("status %s; want FAILED", res.Status)
+	}
+	for _, want := range []string{"Recovery is suppressed by NoRestartBackoffTimeStrategy", "injected failure 1 of 1"} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("error %q does not mention %q", res.Err, want)
+		}
+	}
+}
+
+// TestRetainedCheckpointRestores: with RETAIN_ON_CANCELLATION and no
+// restarts, one failure leaves chk-N; restoring from it (its directory,
+// its _metadata, a file:// URI) gives the exact counts, and the first new
+// checkpoint is chk-(N+1).
+func TestRetainedCheckpointRestores(t *testing.T) {
+	dir := t.TempDir()
+	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 1_000_000}
+	first := base
+	first.conf = checkpointConf(dir, "restart-strategy.type", "none",
+		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
+		"fault-injection.fail-after-records", "12000")
+	res, out1 := first.run(t)
+	if res.Status != engine.StatusFailed {
+		t.Fatalf("status %s; want FAILED", res.Status)
+	}
+	if len(res.Retained) != 1 {
+		t.Fatalf("retained %v; want one checkpoint", res.Retained)
+	}
+	chk, err := savepoint.LocalPath(res.Retained[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := savepoint.ParseCheckpointDirName(filepath.Base(chk))
+	if !ok {
+		t.Fatalf("retained %s is not a chk-N directory", chk)
+	}
+	before := finalCounts(t, out1)
+	for _, ptr := range []string{chk, filepath.Join(chk, "_metadata"), "file://" + chk} {
+		t.Run(ptr, func(t *testing.T) {
+			resolved, err := restore.Resolve(vfs.Default, ptr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second := base
+			ckDir := t.TempDir()
+			second.conf = checkpointConf(ckDir, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+			second.restore = resolved
+			second.jobID = "00000000000000000000000000000042"
+			res, out2 := second.run(t)
+			if res.Status != engine.StatusFinished {
+				t.Fatalf("status %s: %v", res.Status, res.Err)
+			}
+			// Counts continue from the checkpoint: the restored run's final
+			// counts are the whole text's.
+			got := finalCounts(t, out2)
+			for w, c := range before {
+				if got[w] < c {
+					got[w] = c // words not updated after the restore
+				}
+			}
+			compareCounts(t, got, expected(base), false)
+			if _, err := os.Stat(filepath.Join(chk, "_metadata")); err != nil {
+				t.Fatalf("the restored checkpoint must be left alone (NO_CLAIM): %v", err)
+			}
+			_ = n
+		})
+	}
+}
+
+func TestRestoredCheckpointIDsContinue(t *testing.T) {
+	dir := t.TempDir()
+	r := wcRun{p: 1, lines: 20000, distinct: 100, rate: 500_000,
+		conf: checkpointConf(dir, "restart-strategy.type", "none",
+			"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
+			"fault-injection.fail-after-records", "15000")}
+	res, _ := r.run(t)
+	if res.Status != engine.StatusFailed || len(res.Retained) == 0 {
+		t.Fatalf("status %s, retained %v", res.Status, res.Retained)
+	}
+	chk, _ := savepoint.LocalPath(res.Retained[0])
+	n, _ := savepoint.ParseCheckpointDirName(filepath.Base(chk))
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Log every operation of the restored run's storage: its first
+	// checkpoint directory must be chk-(n+1).
+	logfs := &vfs.LogFS{FS: vfs.Default}
+	ck2 := t.TempDir()
+	r2 := wcRun{p: 1, lines: 20000, distinct: 100, rate: 500_000, fs: logfs, restore: resolved,
+		jobID: "0000000000000000000000000000abcd",
+		conf:  checkpointConf(ck2, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")}
+	if res, _ := r2.run(t); res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	want := fmt.Sprintf("mkdirall %s", savepoint.CheckpointDir(filepath.Join(ck2, r2.jobID), n+1))
+	for _, op := range logfs.Log() {
+		if strings.HasPrefix(op, "mkdirall "+filepath.Join(ck2, r2.jobID, "chk-")) {
+			if op != want {
+				t.Fatalf("first checkpoint after restoring chk-%d: %q; want %q", n, op, want)
+			}
+			return
+		}
+	}
+	t.Fatal("the restored job took no checkpoint")
+}
+
+// TestFailingCheckpointStorage: state files that cannot be written make
+// checkpoints fail; within tolerable-failed-checkpoints the job goes on and
+// still counts exactly.
+func TestFailingCheckpointStorage(t *testing.T) {
+	dir := t.TempDir()
+	// Fail every third state file write.
+	var n int
+	var mu sync.Mutex
+	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op != vfs.OpCreate || filepath.Base(path) == "_metadata" || strings.Contains(filepath.Base(path), "_metadata") {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n++; n%3 == 0 {
+			return fmt.Errorf("create %s: %w", path, vfs.ErrInjected)
+		}
+		return nil
+	})}
+	r := wcRun{p: 2, lines: 20000, distinct: 3000, rate: 1_000_000, fs: efs,
+		conf: checkpointConf(dir, "execution.checkpointing.tolerable-failed-checkpoints", "1000",
+			"execution.checkpointing.data-inline-threshold", "0",
+			"fault-injection.fail-after-records", "9000")}
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	compareCounts(t, finalCounts(t, out), expected(r), false)
+}
+
+func TestCancelAppliesRetention(t *testing.T) {
+	for _, tc := range []struct {
+		retention string
+		kept      bool
+	}{{"NO_EXTERNALIZED_CHECKPOINTS", false}, {"DELETE_ON_CANCELLATION", false}, {"RETAIN_ON_CANCELLATION", true}} {
+		t.Run(tc.retention, func(t *testing.T) {
+			dir := t.TempDir()
+			env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: &syncBuffer{}})
+			src := &connectors.WordGenerator{Distinct: 100, Seed: 1, Rate: 100_000} // unbounded
+			jobs.WordCountPipeline(engine.FromSource[string](env, src, "gen").UID("source")).Print().UID("sink")
+			g, _ := env.Build()
+			c := config.New()
+			for k, v := range checkpointConf(dir, "execution.checkpointing.externalized-checkpoint-retention", tc.retention) {
+				c.SetString(k, v, "test")
+			}
+			j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobDir := filepath.Join(dir, j.ID())
+			waitFor(t, func() bool {
+				ids, _ := restore.CheckpointIDs(vfs.Default, jobDir)
+				for _, id := range ids {
+					if _, err := os.Stat(filepath.Join(savepoint.CheckpointDir(jobDir, id), "_metadata")); err == nil {
+						return true
+					}
+				}
+				return false
+			})
+			j.Cancel()
+			res := j.Wait()
+			if res.Status != engine.StatusCanceled {
+				t.Fatalf("status %s", res.Status)
+			}
+			_, err = os.Stat(jobDir)
+			if kept := err == nil; kept != tc.kept {
+				t.Fatalf("job checkpoint directory kept = %v; want %v", kept, tc.kept)
+			}
+			if tc.kept {
+				found, _, err := restore.LatestCheckpoint(vfs.Default, jobDir)
+				if err != nil || found == nil {
+					t.Fatalf("no restorable checkpoint left: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing after a deadline.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// timerFn emits "<key>:fired" from a processing-time timer set 30 ms after
+// the key's first record.
+type timerFn struct {
+	seen engine.ValueState[bool]
+}
+
+func (f *timerFn) Open(ctx *engine.Context[string]) (err error) {
+	f.seen, err = engine.GetValueState[bool](ctx, "seen")
+	return err
+}
+
+func (f *timerFn) ProcessElement(ctx *engine.Context[string], w string, out engine.Collector[string]) error {
+	if s, _ := f.seen.Value(); !s {
+		f.seen.Update(true)
+		ts := ctx.TimerService()
+		ts.RegisterProcessingTimeTimer(ts.CurrentProcessingTime() + 30)
+	}
+	return nil
+}
+
+func (f *timerFn) OnTimer(ctx *engine.Context[string], ts int64, out engine.Collector[string]) error {
+	out.Collect(ctx.CurrentKey() + ":fired")
+	return nil
+}
+
+// TestTimersSurviveFailures: timers are part of the snapshot; a timer set
+// before a failure fires after recovery.
+func TestTimersSurviveFailures(t *testing.T) {
+	out := &syncBuffer{}
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: out})
+	words := make([]string, 0, 400)
+	for i := 0; i < 400; i++ {
+		words = append(words, fmt.Sprintf("w%d", i%40))
+	}
+	// A slow source so that timers are pending at checkpoints and failures.
+	src := &connectors.WordGenerator{Lines: 300, Distinct: 40, Seed: 9, WordsPerLine: 1, Rate: 6000}
+	lines := engine.FromSource[string](env, src, "gen").UID("source")
+	engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &timerFn{}).UID("timers").Print()
+	g, _ := env.Build()
+	c := config.New()
+	for k, v := range checkpointConf(t.TempDir(), "fault-injection.fail-after-records", "150", "fault-injection.max-failures", "2") {
+		c.SetString(k, v, "test")
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job ends when its input does; timers due later would not fire,
+	// so wait until every key's timer has fired, then cancel.
+	keys := map[string]bool{}
+	var buf []byte
+	for i := int64(0); i < 300; i++ {
+		buf = src.Line(i, buf)
+		keys[string(buf)] = true
+	}
+	waitFor(t, func() bool {
+		if j.Status() == engine.StatusFinished {
+			return true
+		}
+		fired := 0
+		for k := range keys {
+			if strings.Contains(out.String(), k+":fired") {
+				fired++
+			}
+		}
+		return fired == len(keys)
+	})
+	j.Cancel()
+	j.Wait()
+	for k := range keys {
+		if !strings.Contains(out.String(), k+":fired") {
+			t.Errorf("timer of %s never fired", k)
+		}
+	}
+	_ = words
+}
+
+func TestUserErrorFailsTaskWithMessage(t *testing.T) {
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: &syncBuffer{}})
+	src := &connectors.Elements[string]{Items: []string{"a", "b", "boom"}}
+	s := engine.FromSource[string](env, src, "in").UID("source")
+	engine.Map(s, func(v string) string {
+		if v == "boom" {
+			panic(errors.New("bad record"))
+		}
+		return v
+	}).Name("mapper").Print()
+	g, _ := env.Build()
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := j.Wait()
+	if res.Status != engine.StatusFailed || !strings.Contains(res.Err.Error(), "bad record") {
+		t.Fatalf("status %s, err %v", res.Status, res.Err)
+	}
+}
+
+// TestJobManagerStorageRecovers: checkpoints kept in memory (no directory)
+// still recover failures exactly, and nothing is written to disk.
+func TestJobManagerStorageRecovers(t *testing.T) {
+	logfs := &vfs.LogFS{FS: vfs.Default}
+	r := wcRun{p: 2, lines: 20000, distinct: 3000, rate: 2_000_000, fs: logfs, conf: map[string]string{
+		"execution.checkpointing.interval":      "20 ms",
+		"restart-strategy.type":                 "fixed-delay",
+		"restart-strategy.fixed-delay.attempts": "5",
+		"restart-strategy.fixed-delay.delay":    "1 ms",
+		"fault-injection.fail-after-records":    "6000",
+		"fault-injection.max-failures":          "2",
+	}}
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	compareCounts(t, finalCounts(t, out), expected(r), false)
+	if ops := logfs.Log(); len(ops) != 0 {
+		t.Errorf("jobmanager storage wrote to disk: %q", ops)
+	}
+}
+
+// TestCheckpointsAfterTasksFinishDisabled: a bounded job finishes without a
+// final checkpoint; tasks do not wait.
+func TestCheckpointsAfterTasksFinishDisabled(t *testing.T) {
+	r := wcRun{p: 3, lines: 3000, distinct: 100, conf: map[string]string{
+		"execution.checkpointing.interval":                       "1 h",
+		"execution.checkpointing.checkpoints-after-tasks-finish": "false",
+	}}
+	start := time.Now()
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Fatal("the job waited for a checkpoint")
+	}
+	compareCounts(t, finalCounts(t, out), expected(r), false)
+}
+
+// TestFinalCheckpointDoesNotWaitForTheInterval: with an hour-long interval
+// a bounded job still finishes promptly: the final checkpoint is triggered
+// as soon as every task has ended its input.
+func TestFinalCheckpointDoesNotWaitForTheInterval(t *testing.T) {
+	r := wcRun{p: 2, lines: 3000, distinct: 100, conf: map[string]string{
+		"execution.checkpointing.interval": "1 h",
+		"execution.checkpointing.dir":      t.TempDir(),
+	}}
+	start := time.Now()
+	res, _ := r.run(t)
+	if time.Since(start) > 30*time.Second {
+		t.Fatal("a bounded job waited for the checkpoint interval to finish")
+	}
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+}

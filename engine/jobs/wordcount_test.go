@@ -1,0 +1,96 @@
+package jobs
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type words []string
+
+func (w *words) Collect(s string) { *w = append(*w, s) }
+
+func TestTokenize(t *testing.T) {
+	for in, want := range map[string][]string{
+		"To be, or not to be,--that is the question:--": {"to", "be", "or", "not", "to", "be", "that", "is", "the", "question"},
+		"Devoutly to be wish'd.":                        {"devoutly", "to", "be", "wish", "d"},
+		"Naïve CAFÉ, über-cool 42x":                     {"naïve", "café", "über", "cool", "x"},
+		"":                                              nil,
+		"  ... ":                                        nil,
+	} {
+		var got words
+		Tokenize(in, &got)
+		if !slices.Equal(got, want) {
+			t.Errorf("Tokenize(%q) = %q; want %q", in, got, want)
+		}
+		if n := CountWords(in); n != len(want) {
+			t.Errorf("CountWords(%q) = %d; want %d", in, n, len(want))
+		}
+	}
+}
+
+func TestCountWordsAgreesWithTokenize(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.String().Draw(t, "line")
+		var got words
+		Tokenize(s, &got)
+		if CountWords(s) != len(got) {
+			t.Fatalf("CountWords(%q) = %d; Tokenize gives %d words", s, CountWords(s), len(got))
+		}
+	})
+}
+
+func TestWordCountRecordRoundTrip(t *testing.T) {
+	for _, r := range []WordCountRecord{{"to", 4}, {"a,b", 1}, {"", 0}} {
+		got, ok := ParseWordCountRecord(r.String())
+		if !ok || got != r {
+			t.Errorf("round trip of %v: %v %v", r, got, ok)
+		}
+	}
+	for _, bad := range []string{"to,4", "(to 4)", "(to,x)", "Job has been submitted"} {
+		if _, ok := ParseWordCountRecord(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestWordCountArgs(t *testing.T) {
+	o, err := ParseWordCountArgs([]string{"--input", "a", "--input", "b", "--rate", "100", "--output", "out"})
+	if err != nil || !slices.Equal(o.Inputs, []string{"a", "b"}) || o.Rate != 100 || o.Output != "out" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	o, err = ParseWordCountArgs([]string{"--generate", "unbounded", "--distinct", "5"})
+	if err != nil || o.Generate != -1 || o.Distinct != 5 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"--generate", "0"}, {"--rate", "-1"}, {"--input", "a", "--generate", "5"}, {"extra"}, {"--nope"}} {
+		_, err := ParseWordCountArgs(bad)
+		var u *UsageError
+		if err == nil || !strings.HasPrefix(err.Error(), "wordcount: ") {
+			t.Errorf("%q: err %v", bad, err)
+		} else if !asUsage(err, &u) {
+			t.Errorf("%q: not a usage error", bad)
+		}
+	}
+}
+
+func asUsage(err error, u **UsageError) bool {
+	e, ok := err.(*UsageError)
+	*u = e
+	return ok
+}
+
+func TestRegistry(t *testing.T) {
+	r := Builtin().With(Job{Name: "mine"})
+	if !slices.Equal(r.Names(), []string{"mine", "wordcount"}) {
+		t.Fatalf("names %v", r.Names())
+	}
+	if _, ok := Builtin().Lookup("mine"); ok {
+		t.Fatal("With must not change the built-in registry")
+	}
+}
