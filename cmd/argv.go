@@ -72,25 +72,15 @@ func normalizeArgs(args []string) []string {
 				a += "=" + value
 			}
 		}
-		if action == "stop" && (name == "p" || name == "savepointPath") && !hasValue {
-			// stop's -p takes an optional argument: commons-cli consumes the
-			// next token unless it is an option (Flink then treats a lone
-			// value as the job id when no job id follows).
+		if long, ok := optionalArgOptions[action][name]; ok && !hasValue {
+			// An option with an optional argument (stop -p, cancel -s):
+			// commons-cli consumes the next token unless it is an option
+			// (Flink then treats a lone value as the job id when no job id
+			// follows). pflag needs the --name=value form for that.
+			a = "--" + long + "="
 			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
 				i++
-				a = "--savepointPath=" + args[i]
-			} else {
-				a = "--savepointPath="
-			}
-			out = append(out, a)
-			continue
-		}
-		if action == "cancel" && (name == "s" || name == "withSavepoint") && !hasValue {
-			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-				a = "--withSavepoint=" + args[i]
-			} else {
-				a = "--withSavepoint="
+				a += args[i]
 			}
 			out = append(out, a)
 			continue
@@ -138,6 +128,13 @@ var valueOptions = map[string]map[string]bool{
 	"savepoint": {"d": true, "dispose": true, "type": true, "j": true, "jarfile": true},
 	"stop":      {"type": true},
 	"cancel":    {"type": true},
+}
+
+// optionalArgOptions lists, per action, the options whose argument is
+// optional, by short and long name, with their long name.
+var optionalArgOptions = map[string]map[string]string{
+	"stop":   {"p": "savepointPath", "savepointPath": "savepointPath"},
+	"cancel": {"s": "withSavepoint", "withSavepoint": "withSavepoint"},
 }
 
 // globalValueOptions take a value in every action.

@@ -56,14 +56,15 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"code":        cmdCode,
-			"finalcounts": cmdFinalCounts,
-			"wcexpect":    cmdWCExpect,
-			"genwords":    cmdGenWords,
-			"waitfile":    cmdWaitFile,
-			"latestchk":   cmdLatestChk,
-			"cpdir":       cmdCpDir,
-			"globcount":   cmdGlobCount,
+			"code":          cmdCode,
+			"finalcounts":   cmdFinalCounts,
+			"wcexpect":      cmdWCExpect,
+			"genwords":      cmdGenWords,
+			"waitfile":      cmdWaitFile,
+			"latestchk":     cmdLatestChk,
+			"cpdir":         cmdCpDir,
+			"globcount":     cmdGlobCount,
+			"countsatleast": cmdCountsAtLeast,
 		},
 	})
 }
@@ -217,6 +218,31 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("%s did not appear within 60 s", args[0])
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// countsatleast got want checks that every word of want is counted in got,
+// and no lower (what AT_LEAST_ONCE promises).
+func cmdCountsAtLeast(ts *testscript.TestScript, neg bool, args []string) {
+	read := func(f string) map[string]int64 {
+		m := map[string]int64{}
+		for _, l := range strings.Split(ts.ReadFile(f), "\n") {
+			w, n, ok := strings.Cut(l, " ")
+			if ok {
+				c, _ := strconv.ParseInt(n, 10, 64)
+				m[w] = c
+			}
+		}
+		return m
+	}
+	got, want := read(args[0]), read(args[1])
+	for w, n := range want {
+		if got[w] < n {
+			ts.Fatalf("count of %q is %d; want at least %d", w, got[w], n)
+		}
+	}
+	if len(got) != len(want) {
+		ts.Fatalf("%d words counted; want %d", len(got), len(want))
 	}
 }
 

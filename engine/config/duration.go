@@ -4,17 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 )
 
 // durationUnits lists Flink's TimeUtils labels in the order of its error
 // message. The first label of each unit is the one used for display.
-var durationUnits = []struct {
+type durationUnit struct {
 	name   string
 	unit   time.Duration
 	labels []string
-}{
+}
+
+var durationUnits = []durationUnit{
 	{"DAYS", 24 * time.Hour, []string{"d", "day", "days"}},
 	{"HOURS", time.Hour, []string{"h", "hour", "hours"}},
 	{"MINUTES", time.Minute, []string{"min", "m", "minute", "minutes"}},
@@ -60,17 +63,11 @@ func ParseDuration(text string) (time.Duration, error) {
 	}
 	unit := time.Millisecond
 	if label != "" {
-		unit = 0
-		for _, u := range durationUnits {
-			for _, l := range u.labels {
-				if l == label {
-					unit = u.unit
-				}
-			}
-		}
-		if unit == 0 {
+		i := slices.IndexFunc(durationUnits, func(u durationUnit) bool { return slices.Contains(u.labels, label) })
+		if i < 0 {
 			return 0, fmt.Errorf("Time interval unit label '%s' does not match any of the recognized units: %s", label, allDurationUnits())
 		}
+		unit = durationUnits[i].unit
 	}
 	n, ok := new(big.Int).SetString(number, 10)
 	if !ok {

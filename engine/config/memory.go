@@ -3,16 +3,19 @@ package config
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 )
 
 // MemorySize is a number of bytes.
 type MemorySize int64
 
-var memoryUnits = []struct {
+type memoryUnit struct {
 	multiplier int64
 	labels     []string
-}{
+}
+
+var memoryUnits = []memoryUnit{
 	{1, []string{"b", "bytes"}},
 	{1 << 10, []string{"k", "kb", "kibibytes"}},
 	{1 << 20, []string{"m", "mb", "mebibytes"}},
@@ -37,17 +40,11 @@ func ParseMemorySize(text string) (MemorySize, error) {
 	}
 	mult := int64(1)
 	if label != "" {
-		mult = 0
-		for _, u := range memoryUnits {
-			for _, l := range u.labels {
-				if l == label {
-					mult = u.multiplier
-				}
-			}
-		}
-		if mult == 0 {
+		i := slices.IndexFunc(memoryUnits, func(u memoryUnit) bool { return slices.Contains(u.labels, label) })
+		if i < 0 {
 			return 0, fmt.Errorf("Memory size unit '%s' does not match any of the recognized units: %s", label, allMemoryUnits())
 		}
+		mult = memoryUnits[i].multiplier
 	}
 	n, _ := new(big.Int).SetString(number, 10)
 	n.Mul(n, big.NewInt(mult))
