@@ -6,6 +6,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/rest"
 )
 
 // confSections groups the honoured keys of conf/flink-conf.yaml by prefix.
@@ -82,5 +83,5 @@ func writeOption(b *strings.Builder, o config.AnyOption) {
 
 // allOptions lists every option the command line validates.
 func allOptions() []config.AnyOption {
-	return engine.Options()
+	return append(engine.Options(), rest.Options()...)
 }

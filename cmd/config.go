@@ -3,7 +3,6 @@ package cmd
 import (
 	"log/slog"
 
-	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 )
 
@@ -24,10 +23,10 @@ func loadConfig(f *Factory, g *globalOptions, log *slog.Logger) (*config.Configu
 // validateConfig checks every honoured option, so that a bad value stops
 // the command before anything starts, and warns about deprecated keys.
 func validateConfig(c *config.Configuration, log *slog.Logger) error {
-	if err := config.Validate(c, engine.Options()); err != nil {
+	if err := config.Validate(c, allOptions()); err != nil {
 		return err
 	}
-	for _, w := range config.DeprecationWarnings(c, engine.Options()) {
+	for _, w := range config.DeprecationWarnings(c, allOptions()) {
 		log.Warn(w)
 	}
 	return nil

@@ -26,6 +26,10 @@ type Factory struct {
 	FS            vfs.FS
 	// Context is cancelled on Ctrl-C.
 	Context context.Context
+	// Args is the command line being run (without the program name).
+	Args []string
+	// Executable is the path of the gflink binary, to start detached jobs.
+	Executable string
 }
 
 // Main runs gflink with the built-in jobs and returns the exit code.
@@ -39,11 +43,11 @@ func MainWith(reg *jobs.Registry, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	wd, _ := os.Getwd()
-	exeDir := ""
-	if exe, err := os.Executable(); err == nil {
-		exeDir = filepath.Dir(exe)
+	exe, exeDir := "", ""
+	if e, err := os.Executable(); err == nil {
+		exe, exeDir = e, filepath.Dir(e)
 	}
 	f := &Factory{IO: System(), Registry: reg, Getenv: os.Getenv, WorkingDir: wd, ExecutableDir: exeDir,
-		FS: vfs.Default, Context: ctx}
+		FS: vfs.Default, Context: ctx, Executable: exe}
 	return Run(f, args)
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,11 @@ type action struct {
 func actions() []action {
 	return []action{
 		{"run", `Action "run" compiles and runs a program.`, "run [OPTIONS] <job> <arguments>", newRunCmd},
+		{"list", `Action "list" lists running and scheduled programs.`, "list [OPTIONS]", newListCmd},
+		{"stop", `Action "stop" stops a running program with a savepoint (streaming jobs only).`, "stop [OPTIONS] <Job ID>", newStopCmd},
+		{"cancel", `Action "cancel" cancels a running program.`, "cancel [OPTIONS] <Job ID>", newCancelCmd},
+		{"savepoint", `Action "savepoint" triggers savepoints for a running job or disposes existing ones.`, "savepoint [OPTIONS] <Job ID> [<target directory>]", newSavepointCmd},
+		{"checkpoint", `Action "checkpoint" triggers checkpoints for a running job.`, "checkpoint [OPTIONS] <Job ID>", newCheckpointCmd},
 	}
 }
 
@@ -46,6 +52,7 @@ func actionNames() []string {
 
 // Run executes one command line and returns its exit code.
 func Run(f *Factory, args []string) int {
+	f.Args = args
 	if len(args) == 0 {
 		printGeneralHelp(f.IO.Out)
 		fmt.Fprintln(f.IO.Out, "Please specify an action.")
@@ -90,12 +97,22 @@ func Run(f *Factory, args []string) int {
 	c.SetHelpFunc(func(c *cobra.Command, _ []string) { printActionHelp(f.IO.Out, *act, c) })
 	c.SetArgs(normalizeArgs(args)[1:])
 	err := c.ExecuteContext(f.Context)
-	reportError(f.IO, err)
+	reportError(f.IO, err, g.Output == "json")
 	return exitCode(err)
 }
 
-func reportError(io *IOStreams, err error) {
+func reportError(io *IOStreams, err error, asJSON bool) {
 	if err == nil {
+		return
+	}
+	if asJSON {
+		// Scripts get data: one JSON object on stdout, even for errors.
+		var s *SilentError
+		if !errors.As(err, &s) {
+			b, _ := json.Marshal(map[string]any{"error": err.Error(), "exitCode": exitCode(err)})
+			fmt.Fprintln(io.Out, string(b))
+			fmt.Fprintln(io.ErrOut, err)
+		}
 		return
 	}
 	var s *SilentError
@@ -162,6 +179,7 @@ func versionLine() string {
 // several letters.
 var oneDash = map[string]string{
 	"claimMode": "cm", "restoreMode": "rm", "shutdownOnAttachedExit": "sae",
+	"type": "type", "detached": "detached", "full": "full",
 }
 
 func printGeneralHelp(w io.Writer) {
@@ -221,6 +239,8 @@ func printFlags(w io.Writer, title string, fs *pflag.FlagSet, global bool) {
 			switch {
 			case f.Shorthand != "":
 				left = "-" + f.Shorthand + ",--" + f.Name
+			case oneDash[f.Name] == f.Name && f.Name == "detached":
+				left = "-detached"
 			case oneDash[f.Name] != "":
 				left = "-" + oneDash[f.Name] + ",--" + f.Name
 			default:

@@ -6,10 +6,13 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/spf13/cobra"
 )
@@ -25,6 +28,7 @@ type RunOptions struct {
 	ClaimMode             string
 	RestoreMode           string
 	ShutdownOnExit        bool
+	Detached              bool
 }
 
 func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
@@ -51,6 +55,7 @@ func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
 	fl.BoolVarP(&o.AllowNonRestoredState, "allowNonRestoredState", "n", false, "Allow to skip savepoint state that cannot be restored. You need to allow this if you removed an operator from your program that was part of the program when the savepoint was triggered.")
 	fl.StringVar(&o.ClaimMode, "claimMode", "", "Defines how should we restore from the given savepoint. Supported options: [claim - claim ownership of the savepoint and delete once it is subsumed, no_claim (default) - do not claim ownership, the first checkpoint will not reuse any files from the restored one, legacy (deprecated) - the old behaviour, do not assume ownership of the savepoint files, but can reuse some shared files.")
 	fl.StringVar(&o.RestoreMode, "restoreMode", "", "This option is deprecated, please use 'claimMode' instead.")
+	fl.BoolVarP(&o.Detached, "detached", "d", false, "If present, runs the job in detached mode: in a background process, with its log in $GFLINK_HOME/log/<jobId>.log; gflink returns once the job is RUNNING.")
 	fl.BoolVar(&o.ShutdownOnExit, "shutdownOnAttachedExit", false, "If the job is submitted in attached mode, perform a best-effort cluster shutdown when the CLI is terminated abruptly, e.g., in response to a user interrupt, such as typing Ctrl + C. (gflink always cancels its in-process job on Ctrl + C.)")
 	return c
 }
@@ -92,6 +97,24 @@ func applyRunFlags(c *config.Configuration, o *RunOptions, out io.Writer) error 
 }
 
 func runRun(f *Factory, o *RunOptions) error {
+	out, err := newOutput(f, o.Global)
+	if err != nil {
+		return err
+	}
+	child := f.Getenv(detachedChildEnv) == "1"
+	var report *childReport
+	if child {
+		report = openChildReport()
+		defer report.close()
+	}
+	err = runJob(f, o, out, report)
+	if child && err != nil {
+		report.failed(err)
+	}
+	return err
+}
+
+func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	log := newLogger(f.IO.ErrOut, logLevel(f))
 	conf, err := loadConfig(f, o.Global, log)
 	if err != nil {
@@ -107,7 +130,11 @@ func runRun(f *Factory, o *RunOptions) error {
 	if !ok {
 		return usageErrorf("Could not find job %q. Available jobs: %s.", o.Job, strings.Join(f.Registry.Names(), ", "))
 	}
-	env, err := engine.NewEnvironmentFromConfig(conf, engine.EnvironmentOptions{Stdout: f.IO.Out})
+	stdout := f.IO.Out
+	if out.json {
+		stdout = f.IO.ErrOut // stdout carries the one JSON object
+	}
+	env, err := engine.NewEnvironmentFromConfig(conf, engine.EnvironmentOptions{Stdout: stdout})
 	if err != nil {
 		return err
 	}
@@ -124,8 +151,15 @@ func runRun(f *Factory, o *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Detached && report == nil {
+		return runDetached(f, o, out, conf)
+	}
 
-	opts := engine.JobOptions{Config: conf, FS: f.FS, Logger: log}
+	jobID := f.Getenv(jobIDEnv)
+	if jobID == "" {
+		jobID = engine.NewJobID()
+	}
+	opts := engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}
 	if path, _ := engine.StateRecoveryPath.Get(conf); path != "" {
 		resolved, err := restore.Resolve(f.FS, path)
 		for _, n := range resolvedNotes(resolved) {
@@ -140,13 +174,44 @@ func runRun(f *Factory, o *RunOptions) error {
 		opts.Restore = resolved
 		opts.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)
 	}
-	j, err := engine.Submit(f.Context, graph, opts)
+
+	// The REST endpoint: bound before the job starts, so that a busy port
+	// range is an error before anything runs.
+	addr, _ := rest.BindAddress.Get(conf)
+	ports, _ := rest.BindPort.Get(conf)
+	listener, err := rest.Listen(addr, ports)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.Out, "Job has been submitted with JobID %s\n", j.ID())
+	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv))
+	running := make(chan struct{})
+	var once sync.Once
+	opts.OnStatus = func(st engine.JobStatus, at time.Time) {
+		reg.update(st, at)
+		if st == engine.StatusRunning || st.IsGloballyTerminal() {
+			once.Do(func() { close(running) })
+		}
+	}
+	j, err := engine.Submit(f.Context, graph, opts)
+	if err != nil {
+		listener.Close()
+		return err
+	}
+	storeFor, _ := rest.AsyncStoreDuration.Get(conf)
+	srv := rest.NewServer(j, rest.ServerOptions{Version: "gflink " + Version, Revision: revision(), FS: f.FS, StoreDuration: storeFor})
+	srv.Serve(listener)
+	defer srv.Close()
+	reg.update(j.Status(), time.Now())
+	<-running
+	if report != nil {
+		report.running(jobID, j.Status())
+	}
+	out.println("Job has been submitted with JobID %s", jobID)
 	res := j.Wait()
-	return reportResult(f, res)
+	// Stay reachable until whoever asked for a stop or savepoint has its
+	// answer, then go.
+	srv.WaitFetched(10 * time.Second)
+	return reportResult(f, out, res)
 }
 
 func resolvedNotes(r *restore.Resolved) []string {
@@ -158,11 +223,19 @@ func resolvedNotes(r *restore.Resolved) []string {
 
 // reportResult prints how an attached job ended, with Flink's lines, and
 // picks the exit code: 0 FINISHED, 1 FAILED, 130 cancelled by Ctrl-C.
-func reportResult(f *Factory, res engine.JobResult) error {
+func reportResult(f *Factory, out output, res engine.JobResult) error {
+	runtime := res.End.Sub(res.Start).Milliseconds()
+	result := map[string]any{"jobId": res.JobID, "status": string(res.Status), "runtimeMs": runtime}
+	if len(res.Retained) > 0 {
+		result["retainedCheckpoint"] = res.Retained[len(res.Retained)-1]
+	}
+	if res.Err != nil {
+		result["error"] = res.Err.Error()
+	}
+	out.result(result)
 	switch res.Status {
 	case engine.StatusFinished:
-		fmt.Fprintf(f.IO.Out, "Program execution finished\nJob with JobID %s has finished.\nJob Runtime: %d ms\n",
-			res.JobID, res.End.Sub(res.Start).Milliseconds())
+		out.println("Program execution finished\nJob with JobID %s has finished.\nJob Runtime: %d ms", res.JobID, runtime)
 		return nil
 	case engine.StatusCanceled:
 		fmt.Fprintf(f.IO.ErrOut, "Job %s was cancelled.\n", res.JobID)

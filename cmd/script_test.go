@@ -2,11 +2,13 @@ package cmd
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -25,7 +28,7 @@ func TestMain(m *testing.M) {
 	// The test binary doubles as the gflink binary: for the scripts
 	// (testscript runs it as "gflink") and for tests that start and kill
 	// gflink processes (GFLINK_AS_MAIN).
-	if os.Getenv("GFLINK_AS_MAIN") == "1" {
+	if os.Getenv("GFLINK_AS_MAIN") == "1" || os.Getenv(detachedChildEnv) == "1" {
 		os.Exit(Main())
 	}
 	testscript.Main(leakChecked{m}, map[string]func(){
@@ -51,8 +54,11 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("testdata", "script"),
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("GFLINK_HOME", filepath.Join(env.WorkDir, ".gflink"))
+			home := filepath.Join(env.WorkDir, ".gflink")
+			env.Setenv("GFLINK_HOME", home)
 			env.Setenv("NO_COLOR", "1")
+			// No job process outlives its script, whatever happened.
+			env.Defer(func() { killJobs(home) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -65,6 +71,9 @@ func TestScripts(t *testing.T) {
 			"cpdir":         cmdCpDir,
 			"globcount":     cmdGlobCount,
 			"countsatleast": cmdCountsAtLeast,
+			"capture":       cmdCapture,
+			"jsonget":       cmdJSONGet,
+			"waitstate":     cmdWaitState,
 		},
 	})
 }
@@ -218,6 +227,85 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("%s did not appear within 60 s", args[0])
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// capture VAR regexp sets VAR to the first group of regexp in the last
+// command's stdout.
+func cmdCapture(ts *testscript.TestScript, neg bool, args []string) {
+	re := regexp.MustCompile("(?m)" + args[1])
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if m == nil || len(m) < 2 {
+		ts.Fatalf("no match for %s in stdout", args[1])
+	}
+	ts.Setenv(args[0], m[1])
+}
+
+// jsonget VAR file path sets VAR to a value in a JSON file ("stdout" is
+// the last command's): path is dotted, with numbers indexing arrays. The
+// file must hold exactly one JSON value.
+func cmdJSONGet(ts *testscript.TestScript, neg bool, args []string) {
+	dec := json.NewDecoder(strings.NewReader(ts.ReadFile(args[1])))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		ts.Fatalf("%s is not JSON: %v", args[1], err)
+	}
+	if dec.More() {
+		ts.Fatalf("%s holds more than one JSON value", args[1])
+	}
+	for _, k := range strings.Split(args[2], ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i >= len(x) {
+				ts.Fatalf("%s: no element %s", args[2], k)
+			}
+			v = x[i]
+		default:
+			ts.Fatalf("%s: %s is not an object or array", args[2], k)
+		}
+	}
+	if v == nil {
+		ts.Fatalf("%s: no value at %s", args[1], args[2])
+	}
+	switch x := v.(type) {
+	case string:
+		ts.Setenv(args[0], x)
+	default:
+		b, _ := json.Marshal(x)
+		ts.Setenv(args[0], string(b))
+	}
+}
+
+// waitstate JOB STATE waits (up to 60 s) until the registry shows the job
+// in STATE.
+func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
+	reg := rest.NewRegistry(ts.Getenv("GFLINK_HOME"))
+	deadline := time.Now().Add(60 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		if e, err := reg.Get(args[0]); err == nil {
+			last = e.State
+			if e.State == args[1] {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ts.Fatalf("job %s is %q, not %s, after 60 s", args[0], last, args[1])
+}
+
+// killJobs kills the processes of jobs still registered as running.
+func killJobs(home string) {
+	entries, _ := rest.NewRegistry(home).List()
+	for _, e := range entries {
+		if !e.Terminal() && e.PID > 0 && e.PID != os.Getpid() {
+			if p, err := os.FindProcess(e.PID); err == nil {
+				p.Kill()
+			}
+		}
 	}
 }
 

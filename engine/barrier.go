@@ -29,6 +29,10 @@ type aligner struct {
 
 	// AT_LEAST_ONCE
 	seen map[int64]*seenBarrier
+
+	// abortedAhead holds checkpoints aborted before their barrier arrived
+	// here: their barriers are stale when they come.
+	abortedAhead map[int64]bool
 }
 
 type seenBarrier struct {
@@ -67,8 +71,15 @@ func (a *aligner) releaseAll() {
 }
 
 func (a *aligner) onBarrier(ch int32, b barrier) alignResult {
-	if b.id <= a.lastDone {
+	if b.id <= a.lastDone || a.abortedAhead[b.id] {
 		return alignResult{} // a late barrier of a checkpoint already done or given up
+	}
+	if a.exactlyOnce && a.current.id != 0 && b.id < a.current.id {
+		// An older checkpoint's barrier while a newer one aligns: that
+		// checkpoint was given up here; its barrier must neither block the
+		// channel nor count towards the newer alignment (the channel's
+		// records up to the newer barrier belong before the snapshot).
+		return alignResult{}
 	}
 	if !a.exactlyOnce {
 		s := a.seen[b.id]
@@ -167,14 +178,23 @@ func (a *aligner) onEndOfPartition(ch int32) alignResult {
 // abort gives up checkpoint id (the coordinator aborted it), releasing the
 // blocked channels.
 func (a *aligner) abort(id int64) bool {
-	if id > a.lastDone {
-		a.lastDone = id
-	}
 	delete(a.seen, id)
-	if a.current.id != 0 && a.current.id <= id {
+	if id <= a.lastDone {
+		return false
+	}
+	if a.current.id == id {
+		a.lastDone = id
 		a.current = barrier{}
 		a.releaseAll()
 		return true
+	}
+	if a.current.id == 0 || id > a.current.id {
+		// Not seen here yet (or newer than the alignment in progress, which
+		// goes on): remember it, so that its barrier is ignored.
+		if a.abortedAhead == nil {
+			a.abortedAhead = map[int64]bool{}
+		}
+		a.abortedAhead[id] = true
 	}
 	return false
 }

@@ -152,3 +152,36 @@ func TestAlignmentHoldsBackTheSender(t *testing.T) {
 		t.Fatalf("%d buffers returned", len(c0.free))
 	}
 }
+
+// An older checkpoint's barrier arriving while a newer one aligns must be
+// ignored: blocking its channel would complete the newer checkpoint before
+// that channel's own barrier came, leaving out records that precede it
+// upstream (found by review; data loss on restore).
+func TestAlignerIgnoresOlderBarrierDuringNewerAlignment(t *testing.T) {
+	a := newAligner(2, true)
+	a.onBarrier(0, b(6))
+	if res := a.onBarrier(1, b(5)); res.snapshot != nil {
+		t.Fatalf("checkpoint %d completed by barrier 5", res.snapshot.id)
+	}
+	if a.blocked(1) {
+		t.Fatal("a stale barrier blocked its channel")
+	}
+	if res := a.onBarrier(1, b(6)); res.snapshot == nil || res.snapshot.id != 6 {
+		t.Fatal("checkpoint 6 must complete when its own barrier arrives")
+	}
+}
+
+// Aborting a newer checkpoint does not drop the alignment of an older one
+// in progress (max-concurrent >= 2), and the aborted one's barrier is
+// ignored when it comes.
+func TestAlignerAbortOfNewerKeepsOlderAlignment(t *testing.T) {
+	a := newAligner(2, true)
+	a.onBarrier(0, b(6))
+	a.abort(7)
+	if res := a.onBarrier(1, b(6)); res.snapshot == nil || res.snapshot.id != 6 {
+		t.Fatal("checkpoint 6 must still complete")
+	}
+	if res := a.onBarrier(0, b(7)); res.snapshot != nil || a.blocked(0) {
+		t.Fatal("the aborted checkpoint 7's barrier must be ignored")
+	}
+}

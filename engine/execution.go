@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,10 @@ type execution struct {
 	finished int
 	clock    func() time.Time
 	maxPar   map[string]int // per uid, for this attempt
+	// runID names this attempt's output files; previousRunIDs are those of
+	// the job's earlier attempts in this process.
+	runID          string
+	previousRunIDs []string
 
 	emitted  atomic.Int64 // source records in this attempt
 	injected atomic.Bool
@@ -93,7 +98,8 @@ func (e *execution) sourceEmitted(t *task, n int64) {
 func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &execution{jm: jm, attempt: jm.attempt, cancel: cancel, done: ctx.Done(), clock: jm.clock,
-		maxPar: map[string]int{}}
+		maxPar: map[string]int{}, runID: NewJobID()[:8], previousRunIDs: slices.Clone(jm.runIDs)}
+	jm.runIDs = append(jm.runIDs, e.runID)
 	jm.attempt++
 	g := jm.graph
 	for _, n := range g.nodes {
@@ -220,6 +226,11 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 		infos[i] = checkpoint.TaskInfo{ID: t.id, Source: t.source != nil}
 	}
 	jm.coord.Start(jm.clock(), infos)
+	jm.mu.Lock()
+	for _, t := range e.tasks {
+		jm.taskStates[taskKey{t.v.id, t.subtask}] = ExecRunning
+	}
+	jm.mu.Unlock()
 	for _, t := range e.tasks {
 		e.wg.Add(1)
 		go t.run()

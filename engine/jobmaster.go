@@ -37,6 +37,9 @@ type JobOptions struct {
 	// Clock and Rand are for tests; real time and randomness if nil.
 	Clock func() time.Time
 	Rand  *mrand.Rand
+	// OnStatus is called (on the job master's goroutine) after every status
+	// change, with the time it happened.
+	OnStatus func(status JobStatus, at time.Time)
 }
 
 // JobResult is how a job ended.
@@ -159,15 +162,24 @@ type jobMaster struct {
 	timestamps map[JobStatus]int64
 	result     JobResult
 
+	onStatus      func(JobStatus, time.Time)
 	plan          *restore.Plan // initial restore
 	allowNonRest  bool
 	exec          *execution
 	attempt       int
+	runIDs        []string // of every attempt so far
 	restartAt     time.Time
 	failureCause  error
 	faultAfter    int64
 	faultMax      int64
 	faultInjected atomic.Int64
+
+	// Guarded by mu, for Info.
+	stats      statsTracker
+	exceptions []ExceptionInfo
+	taskStates map[taskKey]string
+
+	stop *stopOp // a stop-with-savepoint in progress
 }
 
 func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, error) {
@@ -181,7 +193,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	jm := &jobMaster{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
 		events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
 		done: make(chan struct{}), status: StatusInitializing, timestamps: map[JobStatus]int64{},
-		allowNonRest: o.AllowNonRestoredState}
+		allowNonRest: o.AllowNonRestoredState, taskStates: map[taskKey]string{}, onStatus: o.OnStatus}
 	if jm.jobID == "" {
 		jm.jobID = NewJobID()
 	}
@@ -232,9 +244,15 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.plan = plan
 		nextID = o.Restore.Metadata.CheckpointID + 1
 	}
+	for _, v := range g.vertices {
+		for i := 0; i < v.parallelism; i++ {
+			jm.taskStates[taskKey{v.id, i}] = ExecCreated
+		}
+	}
 	jm.coord = checkpoint.NewCoordinator(cfg, nextID)
 	if jm.plan != nil {
 		md := jm.plan.Meta
+		jm.stats.restored(md, jm.plan.Dir, jm.clock())
 		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: false,
 			Type:   checkpoint.SnapshotType{Kind: md.Kind, Format: md.Format},
 			Handle: &completedHandle{loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, md: md}})
@@ -265,8 +283,12 @@ func (jm *jobMaster) transition(to JobStatus) {
 		panic(err) // a bug in the job master, not a user error
 	}
 	jm.status = to
-	jm.timestamps[to] = jm.clock().UnixMilli()
+	at := jm.clock()
+	jm.timestamps[to] = at.UnixMilli()
 	jm.mu.Unlock()
+	if jm.onStatus != nil {
+		jm.onStatus(to, at)
+	}
 	msg := fmt.Sprintf("Job %s (%s) switched from state %s to %s.", jm.graph.Name, jm.jobID, from, to)
 	switch to {
 	case StatusCreated, StatusRunning, StatusFinished:
@@ -289,6 +311,7 @@ func (jm *jobMaster) run() {
 		jm.mu.Lock()
 		jm.result.Status = jm.status
 		jm.mu.Unlock()
+		jm.finishStop(jm.result.Status)
 		close(jm.done)
 	}()
 	jm.transition(StatusCreated)
@@ -353,6 +376,9 @@ func (jm *jobMaster) onEvent(ev taskEvent) {
 	now := jm.clock()
 	switch ev.kind {
 	case evAck:
+		jm.mu.Lock()
+		jm.stats.acked(ev.id, now, ev.ack)
+		jm.mu.Unlock()
 		jm.apply(jm.coord.Ack(now, ev.id, ev.task, ev.ack))
 	case evDecline:
 		jm.apply(jm.coord.Decline(now, ev.id, ev.task, ev.reason, ev.err))
@@ -364,12 +390,17 @@ func (jm *jobMaster) onEvent(ev taskEvent) {
 			final = &taskAck{final: ev.final}
 		}
 		jm.exec.finished++
+		jm.setTaskState(jm.exec.tasks[ev.task], ExecFinished)
 		jm.apply(jm.coord.TaskFinished(now, ev.task, final))
 		if jm.exec != nil && jm.exec.finished == len(jm.exec.tasks) {
 			jm.finishJob()
 		}
 	case evFailed:
 		t := jm.exec.tasks[ev.task]
+		jm.setTaskState(t, ExecFailed)
+		jm.mu.Lock()
+		jm.exceptions = append(jm.exceptions, ExceptionInfo{Timestamp: now.UnixMilli(), Message: ev.err.Error(), TaskName: t.name})
+		jm.mu.Unlock()
 		jm.failover(fmt.Errorf("%s failed: %w", t.name, ev.err))
 	}
 }
@@ -388,7 +419,18 @@ func (jm *jobMaster) apply(actions []checkpoint.Action) {
 		case checkpoint.Complete:
 			jm.completeCheckpoint(now, a)
 		case checkpoint.FailJob:
+			jm.mu.Lock()
+			jm.exceptions = append(jm.exceptions, ExceptionInfo{Timestamp: now.UnixMilli(), Message: a.Err.Error()})
+			jm.mu.Unlock()
 			jm.failover(a.Err)
+		case checkpoint.EndInput:
+			if jm.exec != nil {
+				for _, t := range a.Tasks {
+					jm.exec.tasks[t].mail.put(mail{kind: mailDrain})
+				}
+			}
+		case checkpoint.RequestFailed:
+			jm.reply(a.Request, SnapshotResult{Err: a.Err})
 		}
 	}
 }
@@ -406,6 +448,11 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 			return
 		}
 		p.Location = loc
+		if jm.exec != nil {
+			jm.mu.Lock()
+			jm.stats.triggered(p, len(jm.exec.tasks))
+			jm.mu.Unlock()
+		}
 	}
 	if jm.exec == nil {
 		return
@@ -417,6 +464,9 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 }
 
 func (jm *jobMaster) finalize(p *checkpoint.Pending) {
+	if jm.exec == nil {
+		return // the attempt failed over in the same batch of decisions
+	}
 	loc := p.Location.(*checkpoint.Location)
 	md := &savepoint.Metadata{Version: savepoint.MetadataVersion, JobID: jm.jobID, JobName: jm.graph.Name,
 		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: StateBackendHashMap,
@@ -502,6 +552,9 @@ func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
 			jm.exec.tasks[t].mail.put(mail{kind: mailAbort, id: p.ID})
 		}
 	}
+	jm.mu.Lock()
+	jm.stats.failed(p.ID, jm.clock(), a.Err.Error())
+	jm.mu.Unlock()
 	if !errors.Is(a.Err, checkpoint.ErrSubsumed) && !errors.Is(a.Err, checkpoint.ErrSuspending) {
 		what := "Checkpoint"
 		if p.Type.IsSavepoint() {
@@ -510,9 +563,26 @@ func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
 		jm.log.Warn(fmt.Sprintf("%s %d of job %s failed: %v", what, p.ID, jm.jobID, a.Err))
 	}
 	if p.Request != nil {
-		if r, ok := p.Request.Tag.(chan<- SnapshotResult); ok {
-			r <- SnapshotResult{ID: p.ID, Err: a.Err}
+		jm.reply(p.Request, SnapshotResult{ID: p.ID, Err: a.Err})
+	}
+}
+
+// reply answers a user's request. A stop-with-savepoint that failed before
+// its savepoint completed is answered now (the job goes on); one whose
+// savepoint completed is answered when the job ends.
+func (jm *jobMaster) reply(req *checkpoint.Request, r SnapshotResult) {
+	switch tag := req.Tag.(type) {
+	case chan<- SnapshotResult:
+		tag <- r
+	case *stopOp:
+		if r.Err != nil {
+			if jm.stop == tag {
+				jm.stop = nil
+			}
+			tag.result <- r
+			return
 		}
+		tag.id, tag.path = r.ID, r.Path
 	}
 }
 
@@ -540,17 +610,18 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})
 		}
 	}
+	path := ""
+	if h.loc.Dir != "" {
+		path = savepoint.URI(h.loc.Dir)
+	}
+	jm.mu.Lock()
+	jm.stats.completed(a.Checkpoint.ID, now, path, h.md.StateSize())
+	jm.mu.Unlock()
 	for _, old := range a.Subsumed {
 		jm.discard(old)
 	}
 	if a.Request != nil {
-		if r, ok := a.Request.Tag.(chan<- SnapshotResult); ok {
-			path := ""
-			if h.loc.Dir != "" {
-				path = savepoint.URI(h.loc.Dir)
-			}
-			r <- SnapshotResult{ID: a.Checkpoint.ID, Path: path}
-		}
+		jm.reply(a.Request, SnapshotResult{ID: a.Checkpoint.ID, Path: path})
 	}
 }
 
@@ -558,6 +629,9 @@ func (jm *jobMaster) discard(cp *checkpoint.Completed) {
 	if !cp.Owned {
 		return
 	}
+	jm.mu.Lock()
+	jm.stats.discarded(cp.ID)
+	jm.mu.Unlock()
 	h := cp.Handle.(*completedHandle)
 	if err := jm.storage.Discard(h.loc, h.md); err != nil {
 		jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", cp.ID, err))
@@ -644,6 +718,13 @@ func (jm *jobMaster) stopAttempt(reason error) {
 	if e := jm.exec; e != nil && e.cancel != nil {
 		e.cancel()
 		e.wg.Wait()
+		jm.mu.Lock()
+		for k, st := range jm.taskStates {
+			if st != ExecFinished && st != ExecFailed {
+				jm.taskStates[k] = ExecCanceled
+			}
+		}
+		jm.mu.Unlock()
 	}
 	jm.exec = nil
 	jm.apply(jm.coord.Suspend(reason))

@@ -31,11 +31,26 @@ type barrier struct {
 	loc       *checkpoint.Location // where tasks write their state
 }
 
+// eopMode says how an input ended.
+type eopMode uint8
+
+const (
+	// eopEnd: the input is exhausted; operators finish.
+	eopEnd eopMode = iota
+	// eopDrain: stop --drain ended the input; operators finish, and tasks
+	// wait for the final savepoint even without periodic checkpointing.
+	eopDrain
+	// eopSuspend: stop without drain; the job stops after its savepoint
+	// without finishing operators (no end-of-input timers fire).
+	eopSuspend
+)
+
 // event travels in-band, after the records of its batch.
 type event struct {
 	kind      eventKind
 	barrier   barrier
 	watermark int64
+	eop       eopMode
 }
 
 type netBatch[T any] struct {

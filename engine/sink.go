@@ -29,9 +29,12 @@ type SinkContext struct {
 	RestoredState [][]byte
 	// Checkpointing reports whether periodic checkpoints are enabled.
 	Checkpointing bool
-	// RunID identifies this attempt of this job (8 hex digits), for naming
-	// files so that no two attempts ever write the same name.
+	// RunID identifies this attempt of this job (8 random hex digits), for
+	// naming files so that no two attempts ever write the same name.
 	RunID string
+	// PreviousRunIDs are the run ids of this job's earlier attempts in this
+	// process: what a RecoveryCleaner may clean up after.
+	PreviousRunIDs []string
 }
 
 // SinkWriter writes records.
@@ -77,8 +80,9 @@ type TwoPhaseCommittingSink[T any] interface {
 // RecoveryCleaner is implemented by two-phase-commit sinks that remove what
 // failed attempts left behind. After a restore, subtask 0 calls CleanUp with
 // every committable of the restored checkpoint (of all subtasks): anything
-// the sink wrote that is not among them, and not written by this attempt
-// (ctx.RunID), can never be committed.
+// an earlier attempt of this job wrote (ctx.PreviousRunIDs) that is not
+// among them can never be committed. Files of other jobs, even in the same
+// place, are not this job's to touch.
 type RecoveryCleaner interface {
 	CleanUp(ctx SinkContext, committables [][]byte) error
 }
@@ -126,7 +130,7 @@ func (o *sinkOperator[T]) open(ctx *opContext) error {
 	t := ctx.t
 	o.ctx = SinkContext{Subtask: t.subtask, Parallelism: t.v.parallelism, JobID: t.exec.jm.jobID,
 		Attempt: t.exec.attempt, Checkpointing: t.exec.jm.cpCfg.Enabled(),
-		RunID: hashHex(fmt.Sprintf("%s/%d", t.exec.jm.jobID, t.exec.attempt))[:8]}
+		RunID: t.exec.runID, PreviousRunIDs: t.exec.previousRunIDs}
 	var restored [][]byte
 	if ctx.restore != nil {
 		for _, s := range ctx.restore.OperatorState {

@@ -23,6 +23,7 @@ const (
 	mailTrigger  mailKind = iota // take checkpoint b now (sources, ended tasks)
 	mailComplete                 // checkpoint id completed
 	mailAbort                    // checkpoint id aborted
+	mailDrain                    // stop --drain: end the input now
 )
 
 type mail struct {
@@ -103,6 +104,15 @@ type task struct {
 	snapshotAfterEOI int64
 	finalDone        bool
 	lastSnapshot     int64
+	lastCompleted    int64 // the newest checkpoint notified complete
+
+	// Stop-with-savepoint without drain: a source pauses after the barrier
+	// of synchronous savepoint suspendFor and stops once it completes (or
+	// resumes if it fails); a task whose inputs ended suspended stops
+	// without finishing its operators.
+	suspendFor int64
+	suspended  bool
+	sawSuspend bool
 
 	async     chan asyncJob
 	asyncDone chan struct{}
@@ -130,9 +140,11 @@ func (t *task) invoke() (err error) {
 		close(t.async)
 		<-t.asyncDone
 	}()
-	opened := 0
+	// Operators open tail first; firstOpen is the lowest index opened, so
+	// ops[firstOpen:] are the ones to close.
+	firstOpen := len(t.ops)
 	defer func() {
-		for i := opened - 1; i >= 0; i-- {
+		for i := firstOpen; i < len(t.ops); i++ {
 			if cerr := protect(t.ops[i].close); cerr != nil && err == nil {
 				err = fmt.Errorf("close %s: %w", t.name, cerr)
 			}
@@ -141,6 +153,9 @@ func (t *task) invoke() (err error) {
 			t.timer.Stop()
 		}
 	}()
+	if len(t.restore) > 0 && t.restore[0].blocks != nil {
+		defer t.restore[0].blocks.Close()
+	}
 	// Open tail first, so that each operator's output is ready before it
 	// is fed.
 	for i := len(t.ops) - 1; i >= 0; i-- {
@@ -148,13 +163,11 @@ func (t *task) invoke() (err error) {
 		if err := protect(func() error { return op.open(ctx) }); err != nil {
 			return err
 		}
-		opened = len(t.ops) - i
+		firstOpen = i
 	}
 	if len(t.restore) > 0 && t.restore[0].blocks != nil {
 		t.restore[0].blocks.Close() // all restored state is loaded
 	}
-	// close in reverse of opening: head first is not needed; any order is
-	// fine since no records flow any more.
 	t.lastFlush = t.exec.clock()
 	if t.source != nil {
 		return protect(t.runSource)
@@ -204,6 +217,22 @@ func (t *task) runSource() error {
 			return errTaskCanceled
 		default:
 		}
+		if t.suspendFor != 0 {
+			// Paused by a stop-with-savepoint: nothing is emitted after its
+			// barrier. Stop once it has completed; resume if it failed.
+			if t.lastCompleted >= t.suspendFor {
+				t.endSuspended()
+				break
+			}
+			t.onIdle()
+			select {
+			case <-t.mail.notify:
+				t.handleMail()
+			case <-t.done:
+				return errTaskCanceled
+			}
+			continue
+		}
 		st, n, err := t.source.poll()
 		if err != nil {
 			return err
@@ -228,7 +257,7 @@ func (t *task) runSource() error {
 			}
 			wait.Stop()
 		case EndOfInput:
-			t.endOfInput()
+			t.endOfInput(eopEnd)
 		}
 	}
 	return t.afterInput()
@@ -302,9 +331,19 @@ func (t *task) onEvent(ch int32, ev *event) {
 	case evBarrier:
 		t.onAlignment(t.al.onBarrier(ch, ev.barrier))
 	case evEndOfPartition:
+		switch ev.eop {
+		case eopSuspend:
+			t.sawSuspend = true
+		case eopDrain:
+			t.waitFinal = true
+		}
 		t.onAlignment(t.al.onEndOfPartition(ch))
 		if t.al.allFinished() {
-			t.endOfInput()
+			if t.sawSuspend {
+				t.endSuspended()
+			} else {
+				t.endOfInput(ev.eop)
+			}
 		}
 	}
 }
@@ -337,6 +376,7 @@ func (t *task) handleMail() {
 					panic(&userError{op: t.name, err: err})
 				}
 			}
+			t.lastCompleted = max(t.lastCompleted, m.id)
 			if t.endedInput && t.snapshotAfterEOI != 0 && m.id >= t.snapshotAfterEOI {
 				t.finalDone = true
 			}
@@ -346,6 +386,14 @@ func (t *task) handleMail() {
 			}
 			for _, op := range t.ops {
 				op.notifyAborted(m.id)
+			}
+			if t.suspendFor == m.id {
+				t.suspendFor = 0 // the stop failed: go on
+			}
+		case mailDrain:
+			if t.source != nil && !t.endedInput {
+				t.waitFinal = true
+				t.endOfInput(eopDrain)
 			}
 		}
 	}
@@ -379,6 +427,9 @@ func (t *task) checkpoint(b barrier) {
 	t.lastSnapshot = b.id
 	if t.endedInput && t.snapshotAfterEOI == 0 {
 		t.snapshotAfterEOI = b.id
+	}
+	if b.typ.IsSynchronous() && !b.typ.Drain && t.source != nil {
+		t.suspendFor = b.id
 	}
 	select {
 	case t.async <- asyncJob{b: b, caps: caps, keep: t.endedInput}:
@@ -448,26 +499,49 @@ func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 	return snaps
 }
 
-// endOfInput: every input has ended (or the source is exhausted). Operators
-// finish head first, then the end is passed downstream.
-func (t *task) endOfInput() {
+// endOfInput: every input has ended (or the source is exhausted, or
+// drained). Operators finish head first, then the end is passed downstream.
+func (t *task) endOfInput(mode eopMode) {
 	t.endedInput = true
 	for _, op := range t.ops {
 		if err := op.endInput(); err != nil {
 			panic(&userError{op: t.name, err: err})
 		}
 	}
-	eop := &event{kind: evEndOfPartition}
+	eop := &event{kind: evEndOfPartition, eop: mode}
 	for _, w := range t.writers {
 		w.broadcastEvent(eop)
 	}
 	t.exec.endOfInput(t)
 }
 
+// endSuspended stops the task after a stop-with-savepoint without drain:
+// operators are not finished (Flink's "suspend" savepoint), the stop is
+// passed downstream, and the task waits until it has been told that the
+// savepoint completed, so that its two-phase-commit sinks have committed.
+func (t *task) endSuspended() {
+	t.endedInput, t.suspended = true, true
+	eop := &event{kind: evEndOfPartition, eop: eopSuspend}
+	for _, w := range t.writers {
+		w.broadcastEvent(eop)
+	}
+}
+
 // afterInput waits, when checkpointing is on, for a checkpoint taken after
 // the input ended to complete, so that two-phase-commit sinks commit the
 // tail of their output before the task finishes (FLIP-147).
 func (t *task) afterInput() error {
+	if t.suspended {
+		for t.lastCompleted < t.lastSnapshot {
+			select {
+			case <-t.mail.notify:
+				t.handleMail()
+			case <-t.done:
+				return errTaskCanceled
+			}
+		}
+		return nil
+	}
 	for t.waitFinal && !t.finalDone {
 		select {
 		case <-t.mail.notify:

@@ -106,6 +106,7 @@ var (
 	ErrTriggerFailure  = errors.New("Trigger checkpoint failure.")
 	ErrPeriodicStopped = errors.New("Periodic checkpoint scheduler is shut down.")
 	ErrIOProblem       = errors.New("An Exception occurred while triggering the checkpoint. IO-problem detected.")
+	ErrDeclinedClosing = errors.New("Checkpoint was declined (task is closing)")
 )
 
 // counts reports whether a failure counts against
@@ -149,11 +150,23 @@ type Complete struct {
 // FailJob: too many checkpoints failed in a row.
 type FailJob struct{ Err error }
 
-func (TriggerTasks) isAction() {}
-func (Finalize) isAction()     {}
-func (Abort) isAction()        {}
-func (Complete) isAction()     {}
-func (FailJob) isAction()      {}
+// EndInput: make these sources end their input now (stop --drain).
+type EndInput struct{ Tasks []TaskID }
+
+// RequestFailed: a request failed before any checkpoint was triggered for
+// it (a drain interrupted by a failure).
+type RequestFailed struct {
+	Request *Request
+	Err     *Failure
+}
+
+func (TriggerTasks) isAction()  {}
+func (Finalize) isAction()      {}
+func (Abort) isAction()         {}
+func (Complete) isAction()      {}
+func (FailJob) isAction()       {}
+func (EndInput) isAction()      {}
+func (RequestFailed) isAction() {}
 
 type taskState int
 
@@ -195,6 +208,16 @@ type Coordinator struct {
 	// id at the moment every task had ended its input (0 until then).
 	finalFrom int64
 	failures  int // consecutive counted failures
+
+	// drain is a stop-with-savepoint --drain waiting for every task to end
+	// its input; drained is set once one was asked for, so that tasks that
+	// ended their input for it get a final snapshot even without periodic
+	// checkpointing.
+	drain   *Request
+	drained bool
+	// stopping is the id of a synchronous savepoint in flight or completed
+	// (-1 while a drain waits): no other checkpoint is triggered then.
+	stopping int64
 }
 
 // NewCoordinator returns a coordinator; the first checkpoint id is nextID.
@@ -265,6 +288,7 @@ func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
 	c.running = true
 	c.lastEndInput = time.Time{}
 	c.finalFrom = 0
+	c.drain, c.drained, c.stopping = nil, false, 0
 	c.nextPeriodic = now.Add(c.cfg.Interval)
 }
 
@@ -273,6 +297,10 @@ func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
 func (c *Coordinator) Suspend(reason error) []Action {
 	c.running = false
 	var out []Action
+	if c.drain != nil {
+		out = append(out, RequestFailed{Request: c.drain, Err: &Failure{Reason: reason}})
+		c.drain = nil
+	}
 	for _, p := range c.Pending() {
 		delete(c.pending, p.ID)
 		out = append(out, Abort{Pending: p, Err: &Failure{Reason: reason}})
@@ -410,11 +438,14 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 // and false if it will not until some other event (an ack, a completion,
 // an abort, a new attempt) changes the state.
 func (c *Coordinator) nextTrigger() (time.Time, bool) {
-	if !c.running || !c.cfg.Enabled() || !c.hasLive() || c.numPendingCheckpoints() >= c.cfg.MaxConcurrent {
+	if !c.running || !c.hasLive() || c.stopping != 0 || c.numPendingCheckpoints() >= c.cfg.MaxConcurrent {
 		return time.Time{}, false
 	}
 	if c.finalDue() {
 		return c.lastEndInput, true
+	}
+	if !c.cfg.Enabled() {
+		return time.Time{}, false
 	}
 	if c.anyFinished() && !c.cfg.AfterTasksFinish {
 		return time.Time{}, false
@@ -432,7 +463,8 @@ func (c *Coordinator) nextTrigger() (time.Time, bool) {
 // checkpoint triggered since has completed or is on its way: then the
 // final checkpoint is due, so that tasks can finish.
 func (c *Coordinator) finalDue() bool {
-	if !c.cfg.AfterTasksFinish || c.finalFrom == 0 || !c.allEndedInput() || c.lastCompleted >= c.finalFrom {
+	wanted := c.cfg.AfterTasksFinish && c.cfg.Enabled() || c.drained
+	if !wanted || c.finalFrom == 0 || !c.allEndedInput() || c.lastCompleted >= c.finalFrom {
 		return false
 	}
 	for _, p := range c.pending {
@@ -464,6 +496,53 @@ func (c *Coordinator) NextWakeup() (time.Time, bool) {
 
 // ErrNoRunningJob is returned for triggers while no attempt is running.
 var ErrNoRunningJob = errors.New("the job is not running")
+
+// ErrStopInProgress refuses a second stop-with-savepoint.
+var ErrStopInProgress = errors.New("a stop-with-savepoint is already in progress")
+
+// Stop starts a stop-with-savepoint (req.Type is a synchronous savepoint).
+// Without drain the savepoint is triggered now; sources emit nothing after
+// its barrier, and once it completes (and two-phase-commit sinks have
+// committed it) the job finishes. With drain the sources first end their
+// input (EndInput): operators finish and event time reaches its end, and
+// the savepoint is triggered once every task has ended its input, as the
+// job's final snapshot. No periodic checkpoint is triggered meanwhile.
+func (c *Coordinator) Stop(now time.Time, req *Request) ([]Action, error) {
+	if !c.running {
+		return nil, ErrNoRunningJob
+	}
+	if c.stopping != 0 {
+		return nil, ErrStopInProgress
+	}
+	if !c.allTasksRunning() {
+		return nil, &Failure{Reason: ErrNotAllRunning}
+	}
+	if !req.Type.Drain {
+		c.stopping = c.nextID
+		return c.trigger(now, req.Type, req), nil
+	}
+	c.drain, c.drained, c.stopping = req, true, -1
+	var sources []TaskID
+	for id := range c.sources {
+		if c.tasks[id] == taskRunning {
+			sources = append(sources, id)
+		}
+	}
+	slices.Sort(sources)
+	return []Action{EndInput{Tasks: sources}}, nil
+}
+
+// afterAllEnded runs when the last task has ended its input: a waiting
+// drain's savepoint is triggered, else the final checkpoint, if due.
+func (c *Coordinator) afterAllEnded(now time.Time) []Action {
+	if c.drain != nil {
+		req := c.drain
+		c.drain = nil
+		c.stopping = c.nextID
+		return c.trigger(now, req.Type, req)
+	}
+	return c.Tick(now)
+}
 
 // Trigger starts a user-requested checkpoint or savepoint now. Like
 // Flink's, it ignores the interval, min-pause and max-concurrent limits, but
@@ -503,6 +582,9 @@ func (c *Coordinator) Decline(now time.Time, id int64, task TaskID, reason, caus
 
 func (c *Coordinator) fail(p *Pending, f *Failure) []Action {
 	delete(c.pending, p.ID)
+	if c.stopping == p.ID {
+		c.stopping = 0 // the stop failed; the job goes on
+	}
 	out := []Action{Abort{Pending: p, Err: f, Tasks: c.liveTasks()}}
 	if counts(f.Reason) && !p.Type.IsSavepoint() {
 		c.failures++
@@ -577,7 +659,7 @@ func (c *Coordinator) EndOfInput(now time.Time, task TaskID) (out []Action) {
 	}
 	c.tasks[task] = taskEndedInput
 	if c.noteAllEnded(now) {
-		defer func() { out = append(out, c.Tick(now)...) }()
+		defer func() { out = append(out, c.afterAllEnded(now)...) }()
 	}
 	for _, p := range c.Pending() {
 		// One past its timeout is left for Tick to abort.
@@ -603,14 +685,19 @@ func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final any) []Acti
 	}
 	var out []Action
 	for _, p := range c.Pending() {
-		if p.awaiting[task] {
-			delete(p.awaiting, task)
-			if final != nil {
-				p.Acks[task] = final
-			}
-			if len(p.awaiting) == 0 {
-				out = append(out, Finalize{Pending: p})
-			}
+		if !p.awaiting[task] {
+			continue
+		}
+		if final == nil {
+			// A task that stops without a final snapshot (after a
+			// stop-with-savepoint) cannot contribute its state.
+			out = append(out, c.fail(p, &Failure{Reason: ErrDeclinedClosing})...)
+			continue
+		}
+		delete(p.awaiting, task)
+		p.Acks[task] = final
+		if len(p.awaiting) == 0 {
+			out = append(out, Finalize{Pending: p})
 		}
 	}
 	return out

@@ -217,17 +217,19 @@ func TestFileSinkCommitOfMissingPendingFails(t *testing.T) {
 
 func TestFileSinkCleanUpAfterRestore(t *testing.T) {
 	dir := t.TempDir()
-	for _, n := range []string{".part-old-0-0.inprogress", ".part-old-0-1.inprogress", ".part-new-1-0.inprogress", "part-old-0-7", "unrelated.txt", ".hidden"} {
+	for _, n := range []string{".part-old-0-0.inprogress", ".part-old-0-1.inprogress", ".part-new-1-0.inprogress",
+		".part-otherjob-0-0.inprogress", "part-old-0-7", "unrelated.txt", ".hidden"} {
 		os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644)
 	}
 	s := &FileSink[string]{Dir: dir}
 	keep, _ := json.Marshal(fileCommittable{Pending: ".part-old-0-1.inprogress", Finished: "part-old-0-1"})
-	if err := s.CleanUp(engine.SinkContext{RunID: "new"}, [][]byte{keep}); err != nil {
+	if err := s.CleanUp(engine.SinkContext{RunID: "new", PreviousRunIDs: []string{"old"}}, [][]byte{keep}); err != nil {
 		t.Fatal(err)
 	}
-	// Gone: the orphan of the failed run. Kept: the pending file the
-	// checkpoint references, this run's file, finished output, other files.
-	want := []string{".hidden", ".part-new-1-0.inprogress", ".part-old-0-1.inprogress", "part-old-0-7", "unrelated.txt"}
+	// Gone: the orphan of the failed earlier attempt. Kept: the pending file
+	// the checkpoint references, this attempt's file, another job's file,
+	// finished output, other files.
+	want := []string{".hidden", ".part-new-1-0.inprogress", ".part-old-0-1.inprogress", ".part-otherjob-0-0.inprogress", "part-old-0-7", "unrelated.txt"}
 	if got := listDir(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("after clean-up: %v; want %v", got, want)
 	}

@@ -25,8 +25,9 @@ import (
 // Only finished files are output. After any failure — a task error, kill -9,
 // a restore from a savepoint — the finished files hold every record exactly
 // once: a restore commits the pending files its checkpoint recorded (again,
-// idempotently) and deletes the hidden files written after it. <run>
-// differs for every attempt, so no attempt overwrites another's file.
+// idempotently) and deletes the hidden files its own failed attempts wrote
+// after it. <run> is random for every attempt, so no attempt overwrites
+// another's file.
 type FileSink[T any] struct {
 	Dir string
 	// RollSize rolls the in-progress file when it reaches this many bytes
@@ -81,10 +82,15 @@ func (s *FileSink[T]) CreateCommitter(engine.SinkContext) (engine.Committer, err
 	return &fileCommitter{fs: s.fs(), dir: s.Dir}, nil
 }
 
-// CleanUp implements engine.RecoveryCleaner: hidden part files that the
-// restored checkpoint does not reference, and that this attempt did not
-// write, were written after that checkpoint by an attempt that failed.
+// CleanUp implements engine.RecoveryCleaner: hidden part files written by
+// this job's earlier attempts that the restored checkpoint does not
+// reference were written after it by an attempt that failed; they can
+// never be committed. Other files — another job's, even in this directory —
+// are left alone.
 func (s *FileSink[T]) CleanUp(ctx engine.SinkContext, committables [][]byte) error {
+	if len(ctx.PreviousRunIDs) == 0 {
+		return nil
+	}
 	keep := map[string]bool{}
 	for _, b := range committables {
 		var c fileCommittable
@@ -100,15 +106,17 @@ func (s *FileSink[T]) CleanUp(ctx engine.SinkContext, committables [][]byte) err
 		}
 		return err
 	}
-	mine := ".part-" + ctx.RunID + "-"
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, ".part-") || !strings.HasSuffix(name, inProgressSuffix) ||
-			strings.HasPrefix(name, mine) || keep[name] {
+		if !strings.HasSuffix(name, inProgressSuffix) || keep[name] {
 			continue
 		}
-		if err := s.fs().Remove(filepath.Join(s.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		for _, run := range ctx.PreviousRunIDs {
+			if strings.HasPrefix(name, ".part-"+run+"-") {
+				if err := s.fs().Remove(filepath.Join(s.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
@@ -158,7 +159,7 @@ func (c capturedTimers[K]) encode(dst []byte, kgi int) ([]byte, int) {
 		if c := compareBytes(a.key, b.key); c != 0 {
 			return c
 		}
-		return int(a.ts - b.ts)
+		return cmp.Compare(a.ts, b.ts)
 	})
 	for _, e := range entries {
 		dst = append(dst, e.key...)

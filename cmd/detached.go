@@ -1,0 +1,228 @@
+package cmd
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/rest"
+)
+
+// Environment variables between a detached parent and its child.
+const (
+	detachedChildEnv = "GFLINK_DETACHED_CHILD" // "1" in the child
+	jobIDEnv         = "GFLINK_JOB_ID"         // the job id the parent chose
+	logFileEnv       = "GFLINK_LOG_FILE"       // the child's log file
+)
+
+// childReport is the child's side of the pipe (fd 3) to the parent: one
+// JSON line when the job is RUNNING, or why it could not start.
+type childReport struct {
+	w    *os.File
+	once sync.Once
+}
+
+type childMessage struct {
+	JobID string `json:"jobId,omitempty"`
+	State string `json:"state,omitempty"`
+	Error string `json:"error,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	Usage bool   `json:"usage,omitempty"`
+}
+
+func openChildReport() *childReport {
+	return &childReport{w: os.NewFile(3, "gflink-parent")}
+}
+
+func (r *childReport) send(m childMessage) {
+	r.once.Do(func() {
+		if r.w == nil {
+			return
+		}
+		b, _ := json.Marshal(m)
+		r.w.Write(append(b, '\n'))
+		r.w.Close()
+	})
+}
+
+func (r *childReport) running(jobID string, st engine.JobStatus) {
+	r.send(childMessage{JobID: jobID, State: string(st)})
+}
+
+func (r *childReport) failed(err error) {
+	var u *UsageError
+	r.send(childMessage{Error: err.Error(), Code: exitCode(err), Usage: errors.As(err, &u)})
+}
+
+func (r *childReport) close() {
+	r.send(childMessage{Error: "the job process ended without a report", Code: ExitFailure})
+}
+
+// runDetached starts the job in a background process and returns once it
+// is RUNNING (restored, with -s), or reports why it could not start.
+func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configuration) error {
+	jobID := engine.NewJobID()
+	home := rest.Home(f.Getenv)
+	logDir := filepath.Join(home, "log")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	logPath := filepath.Join(logDir, jobID+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open job log: %w", err)
+	}
+	defer logFile.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	exe := f.Executable
+	if exe == "" {
+		return errors.New("cannot start a detached job: the gflink executable is unknown")
+	}
+	cmd := exec.Command(exe, childArgs(f.Args)...)
+	cmd.Dir = f.WorkingDir
+	cmd.Env = append(os.Environ(), detachedChildEnv+"=1", jobIDEnv+"="+jobID, logFileEnv+"="+logPath)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logFile, logFile
+	cmd.ExtraFiles = []*os.File{pw}
+	// A session of its own: Ctrl-C in this shell does not reach the job.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return fmt.Errorf("start the detached job: %w", err)
+	}
+	pw.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	timeout, err := rest.ClientTimeout.Get(conf)
+	if err != nil || timeout <= 0 {
+		timeout = time.Minute
+	}
+	msgs := make(chan childMessage, 1)
+	go func() {
+		var m childMessage
+		line, err := bufio.NewReader(pr).ReadBytes('\n')
+		if err != nil || json.Unmarshal(line, &m) != nil {
+			m = childMessage{Error: fmt.Sprintf("the job process exited before its job was running; see its log %s", logPath), Code: ExitFailure}
+		}
+		msgs <- m
+	}()
+	var m childMessage
+	select {
+	case m = <-msgs:
+	case <-time.After(timeout):
+		return fmt.Errorf("the detached job %s did not reach RUNNING within %s; it keeps starting in the background, see its log %s", jobID, config.FormatDuration(timeout), logPath)
+	}
+	if m.Error != "" {
+		// The child exits; do not leave a zombie behind.
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
+		if m.Usage {
+			return &UsageError{Msg: m.Error}
+		}
+		fmt.Fprintln(f.IO.ErrOut, m.Error)
+		return &SilentError{Code: max(m.Code, ExitFailure)}
+	}
+	go func() { <-exited }() // reaped if it ends while we are still here
+	if m.State == string(engine.StatusFailed) {
+		return fmt.Errorf("Job %s failed right after it started; see its log %s", jobID, logPath)
+	}
+	out.println("Job has been submitted with JobID %s", jobID)
+	e, _ := rest.NewRegistry(home).Get(jobID)
+	res := map[string]any{"jobId": jobID, "state": m.State, "log": logPath}
+	if e != nil {
+		res["endpoint"] = e.Address
+	}
+	out.result(res)
+	return nil
+}
+
+// childArgs is the run command line without -d/--detached before the job
+// name.
+func childArgs(args []string) []string {
+	norm := normalizeArgs(args)
+	out := []string{norm[0]}
+	inJob := false
+	for i := 1; i < len(norm); i++ {
+		a := norm[i]
+		if !inJob && (a == "-d" || a == "--detached" || a == "--detached=true") {
+			continue
+		}
+		if !inJob && !strings.HasPrefix(a, "-") && (i == 1 || !takesValue(norm[i-1])) {
+			inJob = true
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func takesValue(opt string) bool {
+	name := strings.TrimLeft(opt, "-")
+	return !strings.Contains(name, "=") && (opt == "-D" || valueOptions["run"][name] || globalValueOptions[name])
+}
+
+// registration keeps a job's entry in $GFLINK_HOME/jobs up to date.
+type registration struct {
+	mu    sync.Mutex
+	reg   *rest.Registry
+	entry rest.Entry
+	warn  func(error)
+}
+
+func newRegistration(f *Factory, jobID, name, address, logPath string) *registration {
+	r := &registration{reg: rest.NewRegistry(rest.Home(f.Getenv)),
+		entry: rest.Entry{JobID: jobID, Name: name, PID: os.Getpid(), Address: address,
+			StartTime: time.Now().UnixMilli(), EndTime: -1, State: string(engine.StatusInitializing), Log: logPath}}
+	r.warn = func(err error) { fmt.Fprintf(f.IO.ErrOut, "WARN could not register job %s: %v\n", jobID, err) }
+	return r
+}
+
+func (r *registration) update(st engine.JobStatus, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rest.StatusRank(r.entry.State) > rest.StatusRank(string(st)) {
+		return // a late, older status
+	}
+	r.entry.State = string(st)
+	r.entry.LastModification = at.UnixMilli()
+	if st.IsGloballyTerminal() {
+		r.entry.EndTime = at.UnixMilli()
+	}
+	if err := r.reg.Put(r.entry); err != nil && r.warn != nil {
+		r.warn(err)
+		r.warn = nil
+	}
+}
+
+// revision is the commit gflink was built from, if known.
+func revision() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}

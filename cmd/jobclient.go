@@ -1,0 +1,165 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/rest"
+	"github.com/spf13/cobra"
+)
+
+var jobIDPattern = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
+
+// parseJobID checks a job id with Flink's message; ids are printed lower
+// case.
+func parseJobID(s string) (string, error) {
+	if !jobIDPattern.MatchString(s) {
+		return "", usageErrorf("Cannot parse JobID from \"%s\". The expected format is [0-9a-fA-F]{32}, e.g. fd72014d4c864993a2e5a9287b4a9c5d.", s)
+	}
+	return strings.ToLower(s), nil
+}
+
+// clientOptions are the options every verb that talks to a job shares.
+type clientOptions struct {
+	Global  *globalOptions
+	Timeout string
+}
+
+func addTimeoutFlag(c *cobra.Command, o *clientOptions) {
+	c.Flags().StringVar(&o.Timeout, "timeout", "", "How long to wait for an answer, e.g. 30s (default: client.timeout, 60 s)")
+	c.Flags().SetAnnotation("timeout", "argname", []string{"duration"})
+}
+
+// session is what a verb needs to talk to one job.
+type session struct {
+	conf    *config.Configuration
+	client  *rest.Client
+	entry   *rest.Entry // nil with -m
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// timeoutFor reads --timeout, else client.timeout.
+func timeoutFor(f *Factory, o *clientOptions, conf *config.Configuration) (time.Duration, error) {
+	if o.Timeout != "" {
+		d, err := config.ParseDuration(o.Timeout)
+		if err != nil {
+			return 0, usageErrorf("Invalid --timeout '%s': %v", o.Timeout, err)
+		}
+		return d, nil
+	}
+	return rest.ClientTimeout.Get(conf)
+}
+
+// connect finds the endpoint of a job: with -m host:port that endpoint (a
+// gflink job or a Flink cluster), else the process registered under
+// $GFLINK_HOME/jobs.
+func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
+	conf, err := loadConfig(f, o.Global, newLogger(f.IO.ErrOut, logLevel(f)))
+	if err != nil {
+		return nil, err
+	}
+	if err := validateConfig(conf, newLogger(f.IO.ErrOut, logLevel(f))); err != nil {
+		return nil, err
+	}
+	timeout, err := timeoutFor(f, o, conf)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{timeout: timeout, conf: conf}
+	if o.Global.JobManager != "" {
+		s.client = rest.NewClient(o.Global.JobManager)
+	} else if jobID != "" {
+		reg := rest.NewRegistry(rest.Home(f.Getenv))
+		e, err := reg.Get(jobID)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("Job %s not found: no gflink process runs it (jobs register in %s). Use -m host:port to address a Flink cluster or another endpoint.", jobID, reg.Dir)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Terminal() {
+			return nil, fmt.Errorf("Job %s is not running: it ended %s.", jobID, e.State)
+		}
+		s.entry, s.client = e, rest.NewClient(e.Address)
+	}
+	s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
+	return s, nil
+}
+
+// explain turns a client error into one clear line.
+func (s *session) explain(err error, what string) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: timed out after %s (set --timeout or client.timeout to wait longer)", what, fmtDuration(s.timeout))
+	case errors.Is(err, context.Canceled):
+		return &SilentError{Code: ExitCanceled}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func fmtDuration(d time.Duration) string { return config.FormatDuration(d) }
+
+// savepointDir is the directory to send for a savepoint: the one given,
+// else the client's execution.checkpointing.savepoint-dir, else none (the
+// job's own default then applies).
+func (s *session) savepointDir(given string) string {
+	if given != "" {
+		return absPath(given)
+	}
+	if d, err := checkpoint.SavepointDir.Get(s.conf); err == nil && d != "" {
+		return absPath(d)
+	}
+	return ""
+}
+
+// output prints human lines or, with -o json, one JSON object.
+type output struct {
+	io   *IOStreams
+	json bool
+}
+
+func newOutput(f *Factory, g *globalOptions) (output, error) {
+	switch g.Output {
+	case "", "text":
+		return output{io: f.IO}, nil
+	case "json":
+		return output{io: f.IO, json: true}, nil
+	}
+	return output{}, usageErrorf("Unsupported output format '%s': use -o json (or omit -o for text).", g.Output)
+}
+
+// println prints a human line (nothing in JSON mode).
+func (o output) println(format string, args ...any) {
+	if !o.json {
+		fmt.Fprintf(o.io.Out, format+"\n", args...)
+	}
+}
+
+// result prints the JSON result (nothing in text mode).
+func (o output) result(v any) {
+	if o.json {
+		b, _ := json.Marshal(v)
+		fmt.Fprintln(o.io.Out, string(b))
+	}
+}
+
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil && !strings.Contains(p, ":") {
+		return a
+	}
+	return p
+}

@@ -1,0 +1,189 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fatih/color"
+	"github.com/gflink/gflink/engine/rest"
+	"github.com/olekukonko/tablewriter"
+	"github.com/spf13/cobra"
+)
+
+// ListOptions are the options of `gflink list`.
+type ListOptions struct {
+	clientOptions
+	Running, Scheduled, All bool
+}
+
+func newListCmd(f *Factory, g *globalOptions) *cobra.Command {
+	o := &ListOptions{clientOptions: clientOptions{Global: g}}
+	c := &cobra.Command{
+		Use:  "list",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error { return runList(f, o) },
+	}
+	c.Flags().BoolVarP(&o.All, "all", "a", false, "Show all programs and their JobIDs")
+	c.Flags().BoolVarP(&o.Running, "running", "r", false, "Show only running programs and their JobIDs")
+	c.Flags().BoolVarP(&o.Scheduled, "scheduled", "s", false, "Show only scheduled programs and their JobIDs")
+	addTimeoutFlag(c, &o.clientOptions)
+	return c
+}
+
+// listedJob is one job in list's output and JSON.
+type listedJob struct {
+	JobID     string `json:"jid"`
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	StartTime int64  `json:"start-time"`
+	EndTime   int64  `json:"end-time"`
+	Endpoint  string `json:"endpoint,omitempty"`
+}
+
+func category(state string) string {
+	switch state {
+	case "CREATED", "INITIALIZING":
+		return "scheduled"
+	case "FINISHED", "CANCELED", "FAILED":
+		return "terminated"
+	}
+	return "running"
+}
+
+func runList(f *Factory, o *ListOptions) error {
+	out, err := newOutput(f, o.Global)
+	if err != nil {
+		return err
+	}
+	out.println("Waiting for response...")
+	var jobs []listedJob
+	if o.Global.JobManager != "" {
+		s, err := connect(f, &o.clientOptions, "")
+		if err != nil {
+			return err
+		}
+		defer s.cancel()
+		ov, err := s.client.JobsOverview(s.ctx)
+		if err != nil {
+			return s.explain(err, "Failed to retrieve job list")
+		}
+		for _, j := range ov {
+			jobs = append(jobs, listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base})
+		}
+	} else {
+		entries, err := rest.NewRegistry(rest.Home(f.Getenv)).List()
+		if err != nil {
+			return fmt.Errorf("Failed to retrieve job list: %w", err)
+		}
+		for _, e := range entries {
+			jobs = append(jobs, listedJob{JobID: e.JobID, Name: e.Name, State: e.State, StartTime: e.StartTime, EndTime: e.EndTime, Endpoint: e.Address})
+		}
+	}
+	showRunning, showScheduled, showTerminated := true, true, false
+	if o.All {
+		showTerminated = true
+	} else if o.Running || o.Scheduled {
+		showRunning, showScheduled = o.Running, o.Scheduled
+	}
+	// Flink's order: by state name, then (stably) by start time.
+	slices.SortStableFunc(jobs, func(a, b listedJob) int { return strings.Compare(strings.ToLower(a.State), strings.ToLower(b.State)) })
+	slices.SortStableFunc(jobs, func(a, b listedJob) int { return int(a.StartTime - b.StartTime) })
+	var running, scheduled, terminated []listedJob
+	for _, j := range jobs {
+		switch category(j.State) {
+		case "scheduled":
+			scheduled = append(scheduled, j)
+		case "terminated":
+			terminated = append(terminated, j)
+		default:
+			running = append(running, j)
+		}
+	}
+	if out.json {
+		var sel []listedJob
+		if showRunning {
+			sel = append(sel, running...)
+		}
+		if showScheduled {
+			sel = append(sel, scheduled...)
+		}
+		if showTerminated {
+			sel = append(sel, terminated...)
+		}
+		if sel == nil {
+			sel = []listedJob{}
+		}
+		out.json = true
+		out.result(sel)
+		return nil
+	}
+	if f.IO.OutTTY && !f.IO.NoColor {
+		printJobTable(f.IO.Out, running, scheduled, terminated, showRunning, showScheduled, showTerminated)
+		return nil
+	}
+	w := f.IO.Out
+	section := func(title, empty string, js []listedJob, always bool) {
+		if len(js) == 0 {
+			if always {
+				fmt.Fprintln(w, empty)
+			}
+			return
+		}
+		fmt.Fprintln(w, title)
+		for _, j := range js {
+			fmt.Fprintf(w, "%s : %s : %s (%s)\n", time.UnixMilli(j.StartTime).Format("02.01.2006 15:04:05"), j.JobID, j.Name, j.State)
+		}
+		fmt.Fprintln(w, strings.Repeat("-", 62))
+	}
+	if showRunning {
+		section("------------------ Running/Restarting Jobs -------------------", "No running jobs.", running, true)
+	}
+	if showScheduled {
+		section("----------------------- Scheduled Jobs -----------------------", "No scheduled jobs.", scheduled, true)
+	}
+	if showTerminated {
+		section("---------------------- Terminated Jobs -----------------------", "", terminated, false)
+	}
+	return nil
+}
+
+// printJobTable is list's terminal form: one table, states in colour.
+func printJobTable(w io.Writer, running, scheduled, terminated []listedJob, r, s, t bool) {
+	var rows []listedJob
+	if r {
+		rows = append(rows, running...)
+	}
+	if s {
+		rows = append(rows, scheduled...)
+	}
+	if t {
+		rows = append(rows, terminated...)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "No running jobs.")
+		return
+	}
+	tw := tablewriter.NewWriter(w)
+	tw.Header("Start time", "Job ID", "Name", "State", "Endpoint")
+	for _, j := range rows {
+		tw.Append(time.UnixMilli(j.StartTime).Format("02.01.2006 15:04:05"), j.JobID, j.Name, colorState(j.State), j.Endpoint)
+	}
+	tw.Render()
+}
+
+func colorState(s string) string {
+	switch s {
+	case "RUNNING":
+		return color.GreenString(s)
+	case "FINISHED":
+		return color.BlueString(s)
+	case "FAILED", "FAILING":
+		return color.RedString(s)
+	case "CANCELED", "CANCELLING", "RESTARTING":
+		return color.YellowString(s)
+	}
+	return s
+}

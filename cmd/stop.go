@@ -1,0 +1,98 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// StopOptions are the options of `gflink stop`.
+type StopOptions struct {
+	clientOptions
+	JobID         string
+	SavepointPath string
+	Drain         bool
+	Type          string
+	Detached      bool
+}
+
+func newStopCmd(f *Factory, g *globalOptions) *cobra.Command {
+	o := &StopOptions{clientOptions: clientOptions{Global: g}}
+	c := &cobra.Command{
+		Use:  "stop",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 0:
+				o.JobID = args[0]
+			case c.Flags().Changed("savepointPath") && o.SavepointPath != "":
+				// Flink's quirk: "stop -p <jobId>" makes the job id the
+				// option's value; with no job id left, it is the job id and
+				// the default directory is used.
+				o.JobID, o.SavepointPath = o.SavepointPath, ""
+			default:
+				return usageErrorf("Missing JobId")
+			}
+			id, err := parseJobID(o.JobID)
+			if err != nil {
+				return err
+			}
+			o.JobID = id
+			return runStop(f, o)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVarP(&o.SavepointPath, "savepointPath", "p", "", `Path to the savepoint (for example hdfs:///flink/savepoint-1537). If no directory is specified, the configured default will be used ("execution.checkpointing.savepoint-dir").`)
+	fl.SetAnnotation("savepointPath", "argname", []string{"savepointPath"})
+	fl.BoolVarP(&o.Drain, "drain", "d", false, "Send MAX_WATERMARK before taking the savepoint and stopping the pipeline.")
+	fl.BoolVar(&o.Detached, "detached", false, "Triggering savepoint in detached mode, client and JM are decoupled, return the savepoint trigger id as the unique identification of the detached savepoint.")
+	fl.StringVar(&o.Type, "type", "", "Describes the binary format in which a savepoint should be taken. Supported options: [canonical - a common format for all state backends, allow for changing state backends, native = a specific format for the chosen state backend, might be faster to take and restore from.")
+	addTimeoutFlag(c, &o.clientOptions)
+	return c
+}
+
+func runStop(f *Factory, o *StopOptions) error {
+	out, err := newOutput(f, o.Global)
+	if err != nil {
+		return err
+	}
+	format, err := formatType(o.Type)
+	if err != nil {
+		return err
+	}
+	s, err := connect(f, &o.clientOptions, o.JobID)
+	if err != nil {
+		return err
+	}
+	defer s.cancel()
+	verb := "Suspending"
+	if o.Drain {
+		verb = "Draining"
+	}
+	out.println("%s job \"%s\" with a %s savepoint.", verb, o.JobID, format)
+	if o.Detached {
+		out.println("Triggering stop-with-savepoint in detached mode for job %s.", o.JobID)
+	} else {
+		out.println("Triggering stop-with-savepoint for job %s.", o.JobID)
+		out.println("Waiting for response...")
+	}
+	trigger, err := s.client.Stop(s.ctx, o.JobID, s.savepointDir(o.SavepointPath), format, o.Drain)
+	if err != nil {
+		if o.Detached {
+			return s.explain(err, fmt.Sprintf("Could not stop with a detached savepoint job \"%s\"", o.JobID))
+		}
+		return s.explain(err, fmt.Sprintf("Could not stop with a savepoint job \"%s\"", o.JobID))
+	}
+	if o.Detached {
+		out.println("Successfully trigger stop-with-savepoint in detached mode, triggerId: %s", trigger)
+		out.result(map[string]string{"jobId": o.JobID, "triggerId": trigger})
+		return nil
+	}
+	loc, err := s.client.WaitSavepoint(s.ctx, o.JobID, trigger)
+	if err != nil {
+		return s.explain(err, fmt.Sprintf("Could not stop with a savepoint job \"%s\"", o.JobID))
+	}
+	out.println("Savepoint completed. Path: %s", loc)
+	out.result(map[string]string{"jobId": o.JobID, "savepointPath": loc})
+	return nil
+}

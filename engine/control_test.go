@@ -1,0 +1,254 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// fileSinkJob builds word count over a throttled generator into a file
+// sink and submits it.
+func fileSinkJob(t *testing.T, r wcRun, out string) *engine.Job {
+	t.Helper()
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: r.p, Stdout: &syncBuffer{}})
+	lines := engine.FromSource[string](env, r.generator(), "generator").UID("source")
+	jobs.WordCountPipeline(lines).SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: out}).UID("sink")
+	g, err := env.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.New()
+	for k, v := range r.conf {
+		c.SetString(k, v, "test")
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, Restore: r.restore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// partFileCounts reads the finished part files of a directory, failing on
+// any update seen twice.
+func partFileCounts(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	m := map[string]int64{}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "part-") {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		for _, l := range strings.Split(string(b), "\n") {
+			r, ok := jobs.ParseWordCountRecord(l)
+			if !ok {
+				continue
+			}
+			if seen[l] {
+				t.Fatalf("%s appears twice in the finished part files", l)
+			}
+			seen[l] = true
+			m[r.Word] = max(m[r.Word], r.Count)
+		}
+	}
+	return m
+}
+
+func waitResult(t *testing.T, ch <-chan engine.SnapshotResult) engine.SnapshotResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(60 * time.Second):
+		t.Fatal("no result within 60 s")
+		return engine.SnapshotResult{}
+	}
+}
+
+func waitCheckpoint(t *testing.T, j *engine.Job) {
+	t.Helper()
+	waitFor(t, func() bool { return j.Info().Checkpoints.Completed > 0 || j.Status().IsGloballyTerminal() })
+}
+
+// TestStopWithSavepointContinuesExactlyOnce: stop a running job with a
+// savepoint; it ends FINISHED, and a job restored from that savepoint into
+// the same output finishes the input with every update exactly once.
+func TestStopWithSavepointContinuesExactlyOnce(t *testing.T) {
+	out, spDir := t.TempDir(), t.TempDir()
+	r := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 150_000,
+		conf: map[string]string{"execution.checkpointing.interval": "50 ms", "execution.checkpointing.dir": t.TempDir()}}
+	j := fileSinkJob(t, r, out)
+	waitCheckpoint(t, j)
+
+	// A savepoint on the side leaves the job running.
+	ch, err := j.TriggerSavepoint(spDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := waitResult(t, ch)
+	if sp.Err != nil || !strings.HasPrefix(sp.Path, "file:/") {
+		t.Fatalf("savepoint: %+v", sp)
+	}
+	spPath, _ := savepoint.LocalPath(sp.Path)
+	if !savepoint.IsSavepointDirName(filepath.Base(spPath)) || !strings.HasPrefix(filepath.Base(spPath), "savepoint-"+j.ID()[:6]+"-") {
+		t.Errorf("savepoint directory %s is not savepoint-<jobId[:6]>-<12 hex>", spPath)
+	}
+	if j.Status() != engine.StatusRunning {
+		t.Fatalf("after a savepoint the job is %s", j.Status())
+	}
+
+	ch, err = j.StopWithSavepoint(spDir, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := waitResult(t, ch)
+	if stop.Err != nil {
+		t.Fatalf("stop: %v", stop.Err)
+	}
+	if res := j.Wait(); res.Status != engine.StatusFinished {
+		t.Fatalf("after stop the job is %s", res.Status)
+	}
+	stopPath, _ := savepoint.LocalPath(stop.Path)
+	md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(stopPath, "_metadata"))
+	if err != nil || md.Kind != savepoint.KindSyncSavepoint || md.Format != savepoint.FormatCanonical {
+		t.Fatalf("stop savepoint metadata: %+v %v", md, err)
+	}
+	info := j.Info()
+	if info.Checkpoints.LatestSavepoint == nil || info.Checkpoints.LatestSavepoint.Type != savepoint.KindSyncSavepoint {
+		t.Errorf("latest savepoint stats: %+v", info.Checkpoints.LatestSavepoint)
+	}
+
+	resolved, err := restore.Resolve(vfs.Default, stop.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := r
+	r2.rate, r2.restore = 0, resolved
+	j2 := fileSinkJob(t, r2, out)
+	if res := j2.Wait(); res.Status != engine.StatusFinished {
+		t.Fatalf("restored job: %s %v", res.Status, res.Err)
+	}
+	compareCounts(t, partFileCounts(t, out), expected(r), false)
+}
+
+// eventTimerFn sets an event-time timer per key; a drain fires them, a
+// plain stop does not.
+type eventTimerFn struct {
+	seen engine.ValueState[bool]
+}
+
+func (f *eventTimerFn) Open(ctx *engine.Context[string]) (err error) {
+	f.seen, err = engine.GetValueState[bool](ctx, "seen")
+	return err
+}
+
+func (f *eventTimerFn) ProcessElement(ctx *engine.Context[string], w string, out engine.Collector[string]) error {
+	if s, _ := f.seen.Value(); !s {
+		f.seen.Update(true)
+		ctx.TimerService().RegisterEventTimeTimer(1 << 40)
+		out.Collect(w + ":seen")
+	}
+	return nil
+}
+
+func (f *eventTimerFn) OnTimer(ctx *engine.Context[string], ts int64, out engine.Collector[string]) error {
+	out.Collect(ctx.CurrentKey() + ":fired")
+	return nil
+}
+
+func TestStopDrainFiresEventTimers(t *testing.T) {
+	for _, drain := range []bool{false, true} {
+		t.Run("drain="+strconv.FormatBool(drain), func(t *testing.T) {
+			out := &syncBuffer{}
+			env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: out})
+			src := &connectors.WordGenerator{Distinct: 20, Seed: 2, WordsPerLine: 1, Rate: 2000} // unbounded
+			lines := engine.FromSource[string](env, src, "gen").UID("source")
+			engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &eventTimerFn{}).UID("timers").Print()
+			g, _ := env.Build()
+			// No periodic checkpointing: a stop must work without it.
+			j, err := engine.Submit(context.Background(), g, engine.JobOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Stop once keys (and so timers) exist.
+			waitFor(t, func() bool { return strings.Count(out.String(), ":seen") >= 5 })
+			ch, err := j.StopWithSavepoint(t.TempDir(), "NATIVE", drain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := waitResult(t, ch)
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if st := j.Wait().Status; st != engine.StatusFinished {
+				t.Fatalf("status %s", st)
+			}
+			fired := regexp.MustCompile(`:fired`).FindAllString(out.String(), -1)
+			if drain && len(fired) == 0 {
+				t.Error("a drain must fire the event-time timers")
+			}
+			if !drain && len(fired) != 0 {
+				t.Errorf("a stop without drain fired %d timers", len(fired))
+			}
+			p, _ := savepoint.LocalPath(res.Path)
+			md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
+			if err != nil || md.Format != savepoint.FormatNative {
+				t.Fatalf("metadata %+v %v", md, err)
+			}
+		})
+	}
+}
+
+func TestSavepointErrors(t *testing.T) {
+	r := wcRun{p: 1, lines: 0, distinct: 10, rate: 1000, conf: map[string]string{}}
+	j := fileSinkJob(t, r, t.TempDir())
+	defer func() { j.Cancel(); j.Wait() }()
+	waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
+	if _, err := j.TriggerSavepoint("", ""); err == nil || err.Error() != "Config key [execution.checkpointing.savepoint-dir] is not set. Property [target-directory] must be provided." {
+		t.Errorf("no directory: %v", err)
+	}
+	if _, err := j.StopWithSavepoint("", "", false); err == nil || !strings.HasPrefix(err.Error(), "No savepoint directory configured.") {
+		t.Errorf("stop without directory: %v", err)
+	}
+	if _, err := j.TriggerSavepoint(t.TempDir(), "fancy"); err == nil || !strings.Contains(err.Error(), "[[CANONICAL, NATIVE]]") {
+		t.Errorf("bad format: %v", err)
+	}
+	// A manual checkpoint works without periodic checkpointing (kept in
+	// memory: no path).
+	ch, err := j.TriggerCheckpoint(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := waitResult(t, ch); res.Err != nil || res.ID != 1 || res.Path != "" {
+		t.Errorf("checkpoint: %+v", res)
+	}
+	j.Cancel()
+	j.Wait()
+	var nr *engine.NotRunningError
+	if _, err := j.TriggerSavepoint(t.TempDir(), ""); err == nil || !asNotRunning(err, &nr) || nr.Status != engine.StatusCanceled {
+		t.Errorf("savepoint of a cancelled job: %v", err)
+	}
+}
+
+func asNotRunning(err error, nr **engine.NotRunningError) bool {
+	e, ok := err.(*engine.NotRunningError)
+	*nr = e
+	return ok
+}

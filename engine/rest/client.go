@@ -1,0 +1,265 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Client speaks Flink's REST API: to a gflink job's endpoint or to a Flink
+// cluster.
+type Client struct {
+	// Base is the endpoint, e.g. http://127.0.0.1:8081.
+	Base string
+	HTTP *http.Client
+}
+
+// NewClient makes a client for an address: host:port or a URL.
+func NewClient(address string) *Client {
+	base := address
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &Client{Base: strings.TrimSuffix(base, "/"), HTTP: &http.Client{}}
+}
+
+// APIError is an error response of the REST API.
+type APIError struct {
+	Status int
+	Msg    string
+}
+
+func (e *APIError) Error() string { return e.Msg }
+
+// UnreachableError means the endpoint did not answer.
+type UnreachableError struct {
+	Base string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("Could not connect to the REST endpoint at %s: %v", e.Base, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+var javaClassPrefix = regexp.MustCompile(`^(?:[a-z][a-zA-Z0-9_]*\.)+[A-Z][a-zA-Z0-9_$]*: `)
+
+// cleanMessage keeps the first line of a Flink error and drops a Java
+// exception class in front of it.
+func cleanMessage(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return javaClassPrefix.ReplaceAllString(strings.TrimSpace(s), "")
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &UnreachableError{Base: c.Base, Err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return &UnreachableError{Base: c.Base, Err: err}
+	}
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && len(eb.Errors) > 0 {
+			return &APIError{Status: resp.StatusCode, Msg: cleanMessage(eb.Errors[0])}
+		}
+		return &APIError{Status: resp.StatusCode, Msg: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
+	}
+	if out != nil && len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: unexpected response: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// JobsOverview is GET /jobs/overview.
+func (c *Client) JobsOverview(ctx context.Context) ([]JobOverview, error) {
+	var out JobsOverview
+	err := c.do(ctx, http.MethodGet, "/jobs/overview", nil, &out)
+	return out.Jobs, err
+}
+
+// JobStatus is GET /jobs/:jobid/status.
+func (c *Client) JobStatus(ctx context.Context, jobID string) (string, error) {
+	var out struct {
+		Status string `json:"status"`
+	}
+	err := c.do(ctx, http.MethodGet, "/jobs/"+jobID+"/status", nil, &out)
+	return out.Status, err
+}
+
+// TriggerSavepoint is POST /jobs/:jobid/savepoints.
+func (c *Client) TriggerSavepoint(ctx context.Context, jobID, targetDir, format string, cancelJob bool) (string, error) {
+	req := SavepointTriggerRequest{CancelJob: cancelJob, FormatType: format}
+	if targetDir != "" {
+		req.TargetDirectory = &targetDir
+	}
+	var out TriggerResponse
+	err := c.do(ctx, http.MethodPost, "/jobs/"+jobID+"/savepoints", req, &out)
+	return out.RequestID, err
+}
+
+// Stop is POST /jobs/:jobid/stop.
+func (c *Client) Stop(ctx context.Context, jobID, targetDir, format string, drain bool) (string, error) {
+	req := StopRequest{Drain: drain, FormatType: format}
+	if targetDir != "" {
+		req.TargetDirectory = &targetDir
+	}
+	var out TriggerResponse
+	err := c.do(ctx, http.MethodPost, "/jobs/"+jobID+"/stop", req, &out)
+	return out.RequestID, err
+}
+
+// Cancel is PATCH /jobs/:jobid?mode=CANCEL. (Flink's own client sends
+// "cancel"; its server parses the mode case-insensitively, and its OpenAPI
+// description lists the upper-case names, so this is valid for both.)
+func (c *Client) Cancel(ctx context.Context, jobID string) error {
+	return c.do(ctx, http.MethodPatch, "/jobs/"+jobID+"?mode=CANCEL", nil, nil)
+}
+
+// TriggerCheckpoint is POST /jobs/:jobid/checkpoints.
+func (c *Client) TriggerCheckpoint(ctx context.Context, jobID string, full bool) (string, error) {
+	req := CheckpointTriggerRequest{CheckpointType: "CONFIGURED"}
+	if full {
+		req.CheckpointType = "FULL"
+	}
+	var out TriggerResponse
+	err := c.do(ctx, http.MethodPost, "/jobs/"+jobID+"/checkpoints", req, &out)
+	return out.RequestID, err
+}
+
+// Dispose is POST /savepoint-disposal.
+func (c *Client) Dispose(ctx context.Context, path string) (string, error) {
+	var out TriggerResponse
+	err := c.do(ctx, http.MethodPost, "/savepoint-disposal", DisposalRequest{SavepointPath: path}, &out)
+	return out.RequestID, err
+}
+
+// OperationError is a completed operation that failed.
+type OperationError struct{ Msg string }
+
+func (e *OperationError) Error() string { return e.Msg }
+
+type rawOperation struct {
+	Location       string        `json:"location"`
+	CheckpointID   int64         `json:"checkpointId"`
+	FailureCause   *FailureCause `json:"failure-cause"`
+	FailureCauseCC *FailureCause `json:"failureCause"`
+}
+
+func (f *FailureCause) message() string {
+	if f.StackTrace != "" {
+		return cleanMessage(f.StackTrace)
+	}
+	return f.Class
+}
+
+// poll polls a status path with Flink's client back-off (10 ms doubling
+// to 2 s) until the operation completes or ctx ends.
+func (c *Client) poll(ctx context.Context, path string) (*rawOperation, error) {
+	delay := 10 * time.Millisecond
+	for {
+		var res struct {
+			Status    QueueStatus   `json:"status"`
+			Operation *rawOperation `json:"operation"`
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, &res); err != nil {
+			return nil, err
+		}
+		if res.Status.ID == "COMPLETED" {
+			op := res.Operation
+			if op == nil {
+				op = &rawOperation{}
+			}
+			if fc := op.FailureCause; fc != nil {
+				return nil, &OperationError{Msg: fc.message()}
+			}
+			if fc := op.FailureCauseCC; fc != nil {
+				return nil, &OperationError{Msg: fc.message()}
+			}
+			return op, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+// WaitSavepoint polls a savepoint or stop trigger until it completes and
+// returns the savepoint's location.
+func (c *Client) WaitSavepoint(ctx context.Context, jobID, triggerID string) (string, error) {
+	op, err := c.poll(ctx, "/jobs/"+jobID+"/savepoints/"+triggerID)
+	if err != nil {
+		return "", err
+	}
+	return op.Location, nil
+}
+
+// WaitCheckpoint polls a checkpoint trigger and returns the checkpoint id.
+func (c *Client) WaitCheckpoint(ctx context.Context, jobID, triggerID string) (int64, error) {
+	op, err := c.poll(ctx, "/jobs/"+jobID+"/checkpoints/"+triggerID)
+	if err != nil {
+		return 0, err
+	}
+	return op.CheckpointID, nil
+}
+
+// WaitDisposal polls a disposal trigger.
+func (c *Client) WaitDisposal(ctx context.Context, triggerID string) error {
+	_, err := c.poll(ctx, "/savepoint-disposal/"+triggerID)
+	return err
+}
+
+// CheckpointPath returns a checkpoint's external path, from
+// GET /jobs/:jobid/checkpoints/details/:id ("" if it has none).
+func (c *Client) CheckpointPath(ctx context.Context, jobID string, id int64) (string, error) {
+	var out struct {
+		ExternalPath string `json:"external_path"`
+	}
+	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/jobs/%s/checkpoints/details/%d", jobID, id), nil, &out)
+	if out.ExternalPath == "<checkpoint-not-externally-addressable>" {
+		out.ExternalPath = ""
+	}
+	return out.ExternalPath, err
+}
+
+// IsNotFound reports whether err is a 404 of the REST API.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
