@@ -74,6 +74,7 @@ func TestScripts(t *testing.T) {
 			"capture":       cmdCapture,
 			"jsonget":       cmdJSONGet,
 			"waitstate":     cmdWaitState,
+			"killjob":       cmdKillJob,
 		},
 	})
 }
@@ -295,6 +296,23 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	ts.Fatalf("job %s is %q, not %s, after 60 s", args[0], last, args[1])
+}
+
+// killjob JOB kills the process running a job with SIGKILL and waits for
+// it to be gone.
+func cmdKillJob(ts *testscript.TestScript, neg bool, args []string) {
+	reg := rest.NewRegistry(ts.Getenv("GFLINK_HOME"))
+	e, err := reg.Get(args[0])
+	if err != nil {
+		ts.Fatalf("job %s: %v", args[0], err)
+	}
+	p, err := os.FindProcess(e.PID)
+	ts.Check(err)
+	ts.Check(p.Kill())
+	deadline := time.Now().Add(30 * time.Second)
+	for reg.Alive(e.PID) && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // killJobs kills the processes of jobs still registered as running.

@@ -34,6 +34,7 @@ import (
 //	finished @T <task> [final]        TaskFinished
 //	suspend [suspending|failure|shutdown]
 //	trigger @T checkpoint|savepoint|sync [tag]
+//	stop @T [drain] [tag]               Stop (stop-with-savepoint)
 //
 // Queries (their output is compared like actions):
 //
@@ -233,6 +234,18 @@ func (d *driver) exec(line string) []string {
 			return []string{"error: " + err.Error()}
 		}
 		return d.render(acts)
+	case "stop":
+		drain := len(args) > 0 && args[0] == "drain"
+		if drain {
+			args = args[1:]
+		}
+		req := &Request{Type: SnapshotType{Kind: savepoint.KindSyncSavepoint, Format: savepoint.FormatCanonical, Drain: drain},
+			Tag: arg(args, 0, "stop")}
+		acts, err := d.c.Stop(d.now, req)
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		return d.render(acts)
 	case "wakeup":
 		w, ok := d.c.NextWakeup()
 		if !ok {
@@ -323,6 +336,10 @@ func (d *driver) render(acts []Action) []string {
 			out = append(out, s)
 		case FailJob:
 			out = append(out, "failjob: "+a.Err.Error())
+		case EndInput:
+			out = append(out, fmt.Sprintf("endinput -> %v", a.Tasks))
+		case RequestFailed:
+			out = append(out, fmt.Sprintf("requestfailed %v (%v)", a.Request.Tag, a.Err))
 		default:
 			d.t.Fatalf("unknown action %T", a)
 		}
@@ -1700,4 +1717,72 @@ func TestCoordinatorProperties(t *testing.T) {
 			m.check()
 		}
 	})
+}
+
+func TestStopWithSavepoint(t *testing.T) {
+	runScript(t, `
+		> start @0 1s 2
+		# A stop triggers a synchronous savepoint at once, at the sources.
+		> stop @1s
+		trigger 1 SYNC_SAVEPOINT -> [1]
+		# No periodic checkpoint while the stop is in flight.
+		> tick @10s
+		> wakeup
+		wakeup @10m1s
+		> stop @10s
+		error: a stop-with-savepoint is already in progress
+		> ack 1 1
+		> ack 1 2
+		finalize 1
+		# The synchronous savepoint notifies the tasks (sinks commit) but is
+		# not retained for recovery.
+		> finalized 1
+		complete 1 SYNC_SAVEPOINT notify=[1 2] req=stop
+		> latest
+		latest none
+	`)
+}
+
+func TestStopWithSavepointFailureResumes(t *testing.T) {
+	runScript(t, `
+		> start @0 1s 2
+		> stop @1s
+		trigger 1 SYNC_SAVEPOINT -> [1]
+		> decline @2s 1 2 async
+		abort 1 (Asynchronous task checkpoint failed.) -> [1 2]
+		# The job goes on: periodic checkpoints resume.
+		> tick @10s
+		trigger 2 CHECKPOINT -> [1]
+	`)
+}
+
+func TestStopWithDrain(t *testing.T) {
+	runScript(t, `
+		> new interval=0s
+		> start @0 1s 2
+		# The sources end their input first; the savepoint waits for every
+		# task to have ended its input, even without periodic checkpoints.
+		> stop @1s drain
+		endinput -> [1]
+		> eoi @2s 1
+		> wakeup
+		wakeup none
+		> eoi @3s 2
+		trigger 1 SYNC_SAVEPOINT -> [1 2]
+		> ack 1 1
+		> ack 1 2
+		finalize 1
+		> finalized 1
+		complete 1 SYNC_SAVEPOINT notify=[1 2] req=stop
+	`)
+}
+
+func TestDrainInterruptedByFailure(t *testing.T) {
+	runScript(t, `
+		> start @0 1s 2
+		> stop @1s drain
+		endinput -> [1]
+		> suspend failure
+		requestfailed stop (Task has failed.)
+	`)
 }
