@@ -107,7 +107,7 @@ func TestRegistryKeepsTheLastEndedJobs(t *testing.T) {
 
 func TestCleanMessage(t *testing.T) {
 	for in, want := range map[string]string{
-		"org.apache.flink.runtime.rest.NotFoundException: Job x not found\n\tat foo": "Job x not found",
+		"org.apache.flink.runtime.rest.NotFoundException: Job x not found\n\tat foo":                                            "Job x not found",
 		"java.util.concurrent.CompletionException: org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired": "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired",
 		"plain message": "plain message",
 	} {
