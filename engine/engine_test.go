@@ -566,3 +566,40 @@ func TestFinalCheckpointDoesNotWaitForTheInterval(t *testing.T) {
 		t.Fatalf("status %s: %v", res.Status, res.Err)
 	}
 }
+
+// TestNoCheckpointingIsAtMostOnce: without checkpointing a restart starts
+// with empty state while sources go on where they were (like a Kafka
+// source's committed offsets): counts so far are lost, and nothing is
+// counted twice.
+func TestNoCheckpointingIsAtMostOnce(t *testing.T) {
+	r := wcRun{p: 2, lines: 20000, distinct: 1000, rate: 1_000_000, conf: map[string]string{
+		"restart-strategy.type":              "fixed-delay",
+		"restart-strategy.fixed-delay.delay": "1 ms",
+		"fault-injection.fail-after-records": "10000",
+	}}
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	got, want := finalCounts(t, out), expected(r)
+	var lower int
+	var total, wantTotal int64
+	for w, n := range want {
+		if got[w] > n {
+			t.Fatalf("count of %q = %d above %d: at most once must not count twice", w, got[w], n)
+		}
+		if got[w] < n {
+			lower++
+		}
+		total += got[w]
+		wantTotal += n
+	}
+	if lower == 0 {
+		t.Fatal("every count is exact: the restart must have lost the state")
+	}
+	// The sources did not start over: the second attempt counted only what
+	// followed the failure.
+	if total >= wantTotal/2+wantTotal/4 {
+		t.Errorf("final counts sum to %d of %d words: the sources were replayed", total, wantTotal)
+	}
+}

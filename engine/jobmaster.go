@@ -180,6 +180,10 @@ type jobMaster struct {
 	taskStates map[taskKey]string
 
 	stop *stopOp // a stop-with-savepoint in progress
+
+	// resume is where sources continue after a restart when checkpointing
+	// is off: their positions at the failure, and no other state.
+	resume *restore.Plan
 }
 
 func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, error) {
@@ -213,6 +217,9 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	}
 	for _, w := range warnings {
 		jm.log.Warn(w)
+	}
+	if cfg.Enabled() && !cfg.AfterTasksFinish {
+		jm.log.Warn("execution.checkpointing.checkpoints-after-tasks-finish is false: once a task has finished, no checkpoint completes, so two-phase-commit sinks never commit what they wrote after the last checkpoint before the input ended (the file sink leaves it in hidden pending files), and a failure after that restarts from that older checkpoint.")
 	}
 	jm.cpCfg = cfg
 	rng := o.Rand
@@ -263,6 +270,38 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		}
 	}
 	return jm, nil
+}
+
+// sourcePositions collects the read positions the source tasks of an
+// ended attempt kept, as a restore plan holding only those.
+func sourcePositions(e *execution) *restore.Plan {
+	plan := &restore.Plan{Operators: map[string]*restore.OperatorPlan{}}
+	incomplete := map[string]bool{}
+	for _, t := range e.tasks {
+		if t.source == nil {
+			continue
+		}
+		uid := t.uids[0]
+		if t.positions == nil {
+			// This subtask never knew its position (it failed while
+			// opening): the source starts over rather than drop its splits.
+			incomplete[uid] = true
+			continue
+		}
+		op := plan.Operators[uid]
+		if op == nil {
+			op = &restore.OperatorPlan{UID: uid, MaxParallelism: e.maxPar[uid], Subtasks: make([]restore.SubtaskRestore, t.v.parallelism)}
+			plan.Operators[uid] = op
+		}
+		op.Subtasks[t.subtask].OperatorState = t.positions
+	}
+	for uid := range incomplete {
+		delete(plan.Operators, uid)
+	}
+	if len(plan.Operators) == 0 {
+		return nil
+	}
+	return plan
 }
 
 // description is the job as the restore planner sees it.
@@ -683,6 +722,12 @@ func (jm *jobMaster) restartNow() {
 		}
 		plan = p
 		jm.log.Info(fmt.Sprintf("Restoring job %s from checkpoint %d.", jm.jobID, latest.ID))
+	} else if jm.resume != nil {
+		// Checkpointing is off: at most once. The sources go on from where
+		// they were; every other state starts empty, and what was in flight
+		// is lost.
+		plan = jm.resume
+		jm.log.Warn(fmt.Sprintf("Restarting job %s without state, as checkpointing is disabled: sources resume where they were; counts and other state so far, and records in flight, are lost (at most once).", jm.jobID))
 	} else {
 		jm.log.Info(fmt.Sprintf("Restarting job %s without state: no checkpoint has completed.", jm.jobID))
 	}
@@ -718,6 +763,9 @@ func (jm *jobMaster) stopAttempt(reason error) {
 	if e := jm.exec; e != nil && e.cancel != nil {
 		e.cancel()
 		e.wg.Wait()
+		if !jm.cpCfg.Enabled() {
+			jm.resume = sourcePositions(e)
+		}
 		jm.mu.Lock()
 		for k, st := range jm.taskStates {
 			if st != ExecFinished && st != ExecFailed {

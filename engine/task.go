@@ -114,6 +114,10 @@ type task struct {
 	suspended  bool
 	sawSuspend bool
 
+	// positions is a source's read position when the task ended (kept
+	// only when checkpointing is off).
+	positions []savepoint.OperatorListState
+
 	async     chan asyncJob
 	asyncDone chan struct{}
 	finalMu   sync.Mutex
@@ -144,6 +148,18 @@ func (t *task) invoke() (err error) {
 	// ops[firstOpen:] are the ones to close.
 	firstOpen := len(t.ops)
 	defer func() {
+		if t.source != nil && firstOpen == 0 && !t.exec.jm.cpCfg.Enabled() {
+			// Without checkpointing, a restart resumes sources where they
+			// were (like a Kafka source's committed offsets): keep the
+			// position before the reader closes.
+			protect(func() error {
+				c, err := t.ops[0].snapshot(0)
+				if err == nil && c != nil {
+					t.positions = c.opState
+				}
+				return err
+			})
+		}
 		for i := firstOpen; i < len(t.ops); i++ {
 			if cerr := protect(t.ops[i].close); cerr != nil && err == nil {
 				err = fmt.Errorf("close %s: %w", t.name, cerr)

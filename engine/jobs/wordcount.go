@@ -134,6 +134,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 type WordCountOptions struct {
 	Inputs   []string
 	Output   string
+	Upsert   string
 	Rate     float64
 	Generate int64 // words; -1: unbounded; 0: not generating
 	Distinct int
@@ -145,6 +146,7 @@ func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable); the built-in text if none")
 	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
+	fs.StringVar(&o.Upsert, "upsert", "", "a file to keep the counts in as a word<TAB>count table, upserted idempotently (instead of --output)")
 	fs.Float64Var(&o.Rate, "rate", 0, "read at most this many words per second (0: as fast as possible)")
 	fs.Func("generate", "generate this many words instead of reading files, or 'unbounded'", func(s string) error {
 		if s == "unbounded" {
@@ -182,6 +184,9 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	if o.Distinct <= 0 {
 		return o, &UsageError{Msg: "wordcount: --distinct must be > 0"}
 	}
+	if o.Upsert != "" && o.Output != "" {
+		return o, &UsageError{Msg: "wordcount: use --output or --upsert, not both"}
+	}
 	return o, nil
 }
 
@@ -192,7 +197,7 @@ func WordCount() Job {
 		Name:        "wordcount",
 		Description: "Counts words in text files, generated text, or a built-in text (Hamlet's soliloquy), emitting (word,count) updates.",
 		Usage: func(w io.Writer) {
-			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir>] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
+			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir> | --upsert <file>] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
 			var o WordCountOptions
 			fs := wordCountFlags(&o)
 			fs.SetOutput(w)
@@ -219,9 +224,15 @@ func WordCount() Job {
 				lines = engine.FromSource[string](env, &connectors.Elements[string]{Items: HamletLines}, "in-memory-input").UID("source")
 			}
 			counts := WordCountPipeline(lines)
-			if o.Output != "" {
+			switch {
+			case o.Output != "":
 				counts.SinkTo(&connectors.FileSink[WordCountRecord]{Dir: o.Output}).Name("file-sink").UID("sink")
-			} else {
+			case o.Upsert != "":
+				counts.SinkTo(&connectors.UpsertFileSink[WordCountRecord]{Path: o.Upsert,
+					Key:   func(r WordCountRecord) string { return r.Word },
+					Value: func(r WordCountRecord) string { return strconv.FormatInt(r.Count, 10) },
+				}).Name("upsert-sink").UID("sink")
+			default:
 				counts.Print().UID("sink")
 			}
 			return nil
