@@ -34,11 +34,12 @@ type childReport struct {
 }
 
 type childMessage struct {
-	JobID string `json:"jobId,omitempty"`
-	State string `json:"state,omitempty"`
-	Error string `json:"error,omitempty"`
-	Code  int    `json:"code,omitempty"`
-	Usage bool   `json:"usage,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	JobID string   `json:"jobId,omitempty"`
+	State string   `json:"state,omitempty"`
+	Error string   `json:"error,omitempty"`
+	Code  int      `json:"code,omitempty"`
+	Usage bool     `json:"usage,omitempty"`
 }
 
 func openChildReport() *childReport {
@@ -56,8 +57,8 @@ func (r *childReport) send(m childMessage) {
 	})
 }
 
-func (r *childReport) running(jobID string, st engine.JobStatus) {
-	r.send(childMessage{JobID: jobID, State: string(st)})
+func (r *childReport) running(jobID string, st engine.JobStatus, notes []string) {
+	r.send(childMessage{JobID: jobID, State: string(st), Notes: notes})
 }
 
 func (r *childReport) failed(err error) {
@@ -148,6 +149,9 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 	if m.State == string(engine.StatusFailed) {
 		return fmt.Errorf("Job %s failed right after it started; see its log %s", jobID, logPath)
 	}
+	for _, n := range m.Notes {
+		out.println("%s", n)
+	}
 	out.println("Job has been submitted with JobID %s", jobID)
 	e, _ := rest.NewRegistry(home).Get(jobID)
 	res := map[string]any{"jobId": jobID, "state": m.State, "log": logPath}
@@ -190,10 +194,11 @@ type registration struct {
 	warn  func(error)
 }
 
-func newRegistration(f *Factory, jobID, name, address, logPath string) *registration {
+func newRegistration(f *Factory, jobID, name, address, logPath, checkpointDir string) *registration {
 	r := &registration{reg: rest.NewRegistry(rest.Home(f.Getenv)),
 		entry: rest.Entry{JobID: jobID, Name: name, PID: os.Getpid(), Address: address,
-			StartTime: time.Now().UnixMilli(), EndTime: -1, State: string(engine.StatusInitializing), Log: logPath}}
+			StartTime: time.Now().UnixMilli(), EndTime: -1, State: string(engine.StatusInitializing), Log: logPath,
+			CheckpointDir: checkpointDir}}
 	r.warn = func(err error) { fmt.Fprintf(f.IO.ErrOut, "WARN could not register job %s: %v\n", jobID, err) }
 	return r
 }

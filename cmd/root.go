@@ -39,6 +39,8 @@ func actions() []action {
 		{"cancel", `Action "cancel" cancels a running program.`, "cancel [OPTIONS] <Job ID>", newCancelCmd},
 		{"savepoint", `Action "savepoint" triggers savepoints for a running job or disposes existing ones.`, "savepoint [OPTIONS] <Job ID> [<target directory>]", newSavepointCmd},
 		{"checkpoint", `Action "checkpoint" triggers checkpoints for a running job.`, "checkpoint [OPTIONS] <Job ID>", newCheckpointCmd},
+		{"checkpoints", `Action "checkpoints" lists the retained checkpoints and savepoints of a job or a directory.`, "checkpoints [OPTIONS] <Job ID | directory>", newCheckpointsCmd},
+		{"inspect", `Action "inspect" shows what a checkpoint or savepoint holds.`, "inspect [OPTIONS] <snapshot path>", newInspectCmd},
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
 	"github.com/spf13/cobra"
 )
 
@@ -29,6 +31,7 @@ type RunOptions struct {
 	RestoreMode           string
 	ShutdownOnExit        bool
 	Detached              bool
+	Check                 bool
 }
 
 func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
@@ -55,6 +58,7 @@ func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
 	fl.BoolVarP(&o.AllowNonRestoredState, "allowNonRestoredState", "n", false, "Allow to skip savepoint state that cannot be restored. You need to allow this if you removed an operator from your program that was part of the program when the savepoint was triggered.")
 	fl.StringVar(&o.ClaimMode, "claimMode", "", "Defines how should we restore from the given savepoint. Supported options: [claim - claim ownership of the savepoint and delete once it is subsumed, no_claim (default) - do not claim ownership, the first checkpoint will not reuse any files from the restored one, legacy (deprecated) - the old behaviour, do not assume ownership of the savepoint files, but can reuse some shared files.")
 	fl.StringVar(&o.RestoreMode, "restoreMode", "", "This option is deprecated, please use 'claimMode' instead.")
+	fl.BoolVar(&o.Check, "check", false, "Check the restore without running: resolve -s against the job and report, per operator uid, whether its state matches, is missing from the job, or the operator is new; exit 0 if the restore would succeed, 1 if not.")
 	fl.BoolVarP(&o.Detached, "detached", "d", false, "If present, runs the job in detached mode: in a background process, with its log in $GFLINK_HOME/log/<jobId>.log; gflink returns once the job is RUNNING.")
 	fl.BoolVar(&o.ShutdownOnExit, "shutdownOnAttachedExit", false, "If the job is submitted in attached mode, perform a best-effort cluster shutdown when the CLI is terminated abruptly, e.g., in response to a user interrupt, such as typing Ctrl + C. (gflink always cancels its in-process job on Ctrl + C.)")
 	return c
@@ -151,7 +155,12 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if err != nil {
 		return err
 	}
-	if o.Detached && report == nil {
+	for _, op := range graph.Operators() {
+		if op.Stateful && !op.UIDExplicit {
+			log.Warn(fmt.Sprintf("Operator %q has state but no uid: its state is saved under the uid %s derived from the job's structure, which changes when the structure does, and a changed job would not find it. Set one with .UID(...).", op.Name, op.UID))
+		}
+	}
+	if o.Detached && report == nil && !o.Check {
 		return runDetached(f, o, out, conf)
 	}
 
@@ -160,19 +169,37 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		jobID = engine.NewJobID()
 	}
 	opts := engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}
+	var notices []string // lines for the user about the restore
 	if path, _ := engine.StateRecoveryPath.Get(conf); path != "" {
 		resolved, err := restore.Resolve(f.FS, path)
-		for _, n := range resolvedNotes(resolved) {
-			log.Warn(n)
+		if resolved != nil {
+			for _, n := range resolved.Notes {
+				log.Warn(n)
+			}
 		}
 		if err != nil {
 			return err
+		}
+		if resolved.JobDir != "" {
+			notices = append(notices, fmt.Sprintf("Restoring from the newest complete checkpoint in %s: %s", resolved.JobDir, savepoint.URI(resolved.Dir)))
 		}
 		if err := restore.VerifyStateFiles(f.FS, resolved.Dir, resolved.Metadata); err != nil {
 			return fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w", path, err)
 		}
 		opts.Restore = resolved
 		opts.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)
+		opts.ClaimMode, _ = engine.ClaimMode.Get(conf)
+		if o.Check {
+			return checkRestore(f, out, graph, resolved, opts)
+		}
+		if opts.ClaimMode == engine.ClaimModeLegacy {
+			notices = append(notices, "Warning: The LEGACY restore mode is deprecated, please use CLAIM or NO_CLAIM mode instead.")
+		}
+		notices = append(notices, claimNotice(resolved, opts.ClaimMode, conf))
+	} else if o.Check {
+		out.println("Nothing to restore (no -s): the job and its configuration are valid.")
+		out.result(map[string]any{"ok": true, "snapshot": nil})
+		return nil
 	}
 
 	// The REST endpoint: bound before the job starts, so that a busy port
@@ -183,7 +210,13 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if err != nil {
 		return err
 	}
-	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv))
+	ckDir := ""
+	if d, _ := checkpoint.Dir.Get(conf); d != "" {
+		if p, err := savepoint.LocalPath(d); err == nil {
+			ckDir = savepoint.JobCheckpointDir(p, jobID)
+		}
+	}
+	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), ckDir)
 	running := make(chan struct{})
 	var once sync.Once
 	opts.OnStatus = func(st engine.JobStatus, at time.Time) {
@@ -197,6 +230,18 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		listener.Close()
 		return err
 	}
+	if p := j.RestorePlan(); p != nil {
+		for _, uid := range p.Dropped {
+			notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))
+		}
+	}
+	for _, n := range notices {
+		if out.json {
+			log.Info(n)
+		} else {
+			out.println("%s", n)
+		}
+	}
 	storeFor, _ := rest.AsyncStoreDuration.Get(conf)
 	srv := rest.NewServer(j, rest.ServerOptions{Version: "gflink " + Version, Revision: revision(), FS: f.FS, StoreDuration: storeFor})
 	srv.Serve(listener)
@@ -204,7 +249,7 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	reg.update(j.Status(), time.Now())
 	<-running
 	if report != nil {
-		report.running(jobID, j.Status())
+		report.running(jobID, j.Status(), notices)
 	}
 	out.println("Job has been submitted with JobID %s", jobID)
 	res := j.Wait()
@@ -214,11 +259,102 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	return reportResult(f, out, res)
 }
 
-func resolvedNotes(r *restore.Resolved) []string {
-	if r == nil {
+// claimNotice says in one line which claim mode applies and what gflink
+// may delete.
+func claimNotice(r *restore.Resolved, mode string, conf *config.Configuration) string {
+	ptr := savepoint.URI(r.Dir)
+	switch mode {
+	case engine.ClaimModeClaim:
+		n, _ := checkpoint.NumRetained.Get(conf)
+		retention, _ := checkpoint.Retention.Get(conf)
+		return fmt.Sprintf("Restoring from %s in CLAIM mode: the job owns it now and deletes it once %d newer checkpoint(s) complete (execution.checkpointing.num-retained), or when the job ends as %s says; nothing else beside it is touched.", ptr, max(n, 1), retention)
+	case engine.ClaimModeLegacy:
+		return fmt.Sprintf("Restoring from %s in LEGACY mode: gflink never deletes it.", ptr)
+	}
+	return fmt.Sprintf("Restoring from %s in NO_CLAIM mode: gflink never modifies or deletes it, and new checkpoints use none of its files; it may be deleted once the job's first checkpoint has completed.", ptr)
+}
+
+func stateNames(op *savepoint.OperatorState) string {
+	if op == nil || len(op.States) == 0 {
+		return "no named state"
+	}
+	var parts []string
+	for _, s := range op.States {
+		parts = append(parts, fmt.Sprintf("%s (%s, %d entries)", s.Name, s.Kind, s.Entries))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkRestore reports, without running anything, how a snapshot maps onto
+// the job: per operator uid, matched, missing from the job, or new.
+func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolved, opts engine.JobOptions) error {
+	ptr := savepoint.URI(r.Dir)
+	plan, perr := engine.PlanRestore(g, f.FS, r, true)
+	type row struct {
+		UID    string `json:"uid"`
+		Status string `json:"status"` // matched, missing, new
+		Name   string `json:"name,omitempty"`
+		States string `json:"states,omitempty"`
+	}
+	var rows []row
+	ok := perr == nil
+	if plan != nil {
+		names := map[string]string{}
+		stateful := map[string]bool{}
+		for _, op := range g.Operators() {
+			names[op.UID] = op.Name
+			stateful[op.UID] = op.Stateful
+		}
+		for _, uid := range plan.Matched {
+			rows = append(rows, row{uid, "matched", names[uid], stateNames(plan.Meta.Operator(uid))})
+		}
+		for _, uid := range plan.Dropped {
+			rows = append(rows, row{uid, "missing", plan.Meta.Operator(uid).Name, stateNames(plan.Meta.Operator(uid))})
+		}
+		for _, uid := range plan.New {
+			if stateful[uid] {
+				rows = append(rows, row{uid, "new", names[uid], ""})
+			}
+		}
+		if len(plan.Dropped) > 0 && !opts.AllowNonRestoredState {
+			ok = false
+		}
+	}
+	// The real restore, with the user's -n, gives the verdict and message.
+	var verdict error
+	if _, err := engine.PlanRestore(g, f.FS, r, opts.AllowNonRestoredState); err != nil {
+		verdict, ok = err, false
+	}
+	out.println("Checking the restore of %s from %s (checkpoint %d, %s):", g.Name, ptr, r.Metadata.CheckpointID, strings.ToLower(r.Metadata.Kind))
+	for _, x := range rows {
+		switch x.Status {
+		case "matched":
+			out.println("  %-34s matched: %s", x.UID, x.States)
+		case "missing":
+			how := "the restore fails (use -n to drop it)"
+			if opts.AllowNonRestoredState {
+				how = "dropped (-n)"
+			}
+			out.println("  %-34s missing from the job: %s; %s", x.UID, x.States, how)
+		case "new":
+			out.println("  %-34s new: starts empty", x.UID)
+		}
+	}
+	res := map[string]any{"snapshot": ptr, "checkpointId": r.Metadata.CheckpointID, "operators": rows, "ok": ok}
+	if verdict != nil {
+		res["error"] = verdict.Error()
+	}
+	if ok {
+		out.println("The restore would succeed.")
+		out.result(res)
 		return nil
 	}
-	return r.Notes
+	if verdict == nil && perr != nil {
+		verdict = perr
+	}
+	out.println("The restore would fail: %v", verdict)
+	out.result(res)
+	return &SilentError{Code: ExitFailure}
 }
 
 // reportResult prints how an attached job ended, with Flink's lines, and

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/rest"
@@ -32,8 +34,32 @@ func TestMain(m *testing.M) {
 		os.Exit(Main())
 	}
 	testscript.Main(leakChecked{m}, map[string]func(){
-		"gflink": func() { os.Exit(Main()) },
+		"gflink": func() { os.Exit(MainWith(testJobs(), os.Args[1:])) },
 	})
+}
+
+// testJobs are the built-in jobs plus variants of word count that a
+// changed program would be: a stateful operator renamed (its old state
+// no longer maps), and one without a uid.
+func testJobs() *jobs.Registry {
+	variant := func(name, counterUID string) jobs.Job {
+		return jobs.Job{Name: name, Build: func(env *engine.Environment, args []string) error {
+			o, err := jobs.ParseWordCountArgs(args)
+			if err != nil {
+				return err
+			}
+			src := &connectors.TextFileSource{Paths: o.Inputs, Rate: o.Rate, Weigh: jobs.CountWords}
+			lines := engine.FromSource[string](env, src, "file-input").UID("source")
+			words := engine.FlatMap(lines, jobs.Tokenize).Name("tokenizer")
+			counts := engine.Process(engine.KeyBy(words, func(w string) string { return w }), &jobs.Counter{}).Name("counter")
+			if counterUID != "" {
+				counts = counts.UID(counterUID)
+			}
+			counts.Print().UID("sink")
+			return nil
+		}}
+	}
+	return jobs.Builtin().With(variant("wordcount-v2", "counter-v2"), variant("wordcount-nouid", ""))
 }
 
 // leakChecked runs the tests, then fails if any goroutine outlived them.
@@ -75,6 +101,9 @@ func TestScripts(t *testing.T) {
 			"jsonget":       cmdJSONGet,
 			"waitstate":     cmdWaitState,
 			"killjob":       cmdKillJob,
+			"hashdir":       cmdHashDir,
+			"waitgone":      cmdWaitGone,
+			"corrupt":       cmdCorrupt,
 		},
 	})
 }
@@ -296,6 +325,45 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	ts.Fatalf("job %s is %q, not %s, after 60 s", args[0], last, args[1])
+}
+
+// hashdir VAR dir sets VAR to a hash of a directory's file names and
+// contents (to check that a snapshot is byte-for-byte unchanged).
+func cmdHashDir(ts *testscript.TestScript, neg bool, args []string) {
+	dir := ts.MkAbs(args[1])
+	entries, err := os.ReadDir(dir)
+	ts.Check(err)
+	h := sha256.New()
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		ts.Check(err)
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
+		h.Write(b)
+	}
+	ts.Setenv(args[0], fmt.Sprintf("%x", h.Sum(nil)))
+}
+
+// waitgone path waits (up to 60 s) until path no longer exists.
+func cmdWaitGone(ts *testscript.TestScript, neg bool, args []string) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(ts.MkAbs(args[0])); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s still exists after 60 s", args[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// corrupt file flips one byte in the middle of a file.
+func cmdCorrupt(ts *testscript.TestScript, neg bool, args []string) {
+	p := ts.MkAbs(args[0])
+	b, err := os.ReadFile(p)
+	ts.Check(err)
+	b[len(b)/2] ^= 0xff
+	ts.Check(os.WriteFile(p, b, 0o644))
 }
 
 // killjob JOB kills the process running a job with SIGKILL and waits for

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/savepoint"
@@ -182,6 +183,10 @@ type JobInfo struct {
 	CheckpointConfig checkpoint.Config
 	Exceptions       []ExceptionInfo
 	MaxParallelism   int
+	// Retained lists the checkpoints the job keeps (which it owns, and the
+	// restored snapshot, owned only in CLAIM mode) and the savepoints it
+	// took (never its own).
+	Retained []RetainedSnapshot
 }
 
 // VertexInfo describes one vertex (a chain of operators) of a running job.
@@ -204,7 +209,7 @@ func (j *Job) Info() JobInfo {
 	defer jm.mu.Unlock()
 	info := JobInfo{ID: jm.jobID, Name: jm.graph.Name, Status: jm.status, EndTime: -1,
 		Timestamps: map[JobStatus]int64{}, Checkpoints: jm.stats.snapshot(), CheckpointConfig: jm.cpCfg,
-		Exceptions: append([]ExceptionInfo(nil), jm.exceptions...)}
+		Exceptions: append([]ExceptionInfo(nil), jm.exceptions...), Retained: slices.Clone(jm.retained)}
 	for k, v := range jm.timestamps {
 		info.Timestamps[k] = v
 	}

@@ -34,6 +34,10 @@ type JobOptions struct {
 	// Restore is the snapshot to start from (-s); nil for a fresh start.
 	Restore               *restore.Resolved
 	AllowNonRestoredState bool
+	// ClaimMode says who owns the restored snapshot: NO_CLAIM (default)
+	// and LEGACY leave it alone; CLAIM makes it the job's own checkpoint,
+	// deleted when subsumed or when the job ends under the retention policy.
+	ClaimMode string
 	// Clock and Rand are for tests; real time and randomness if nil.
 	Clock func() time.Time
 	Rand  *mrand.Rand
@@ -180,6 +184,10 @@ type jobMaster struct {
 	taskStates map[taskKey]string
 
 	stop *stopOp // a stop-with-savepoint in progress
+	// retained mirrors the coordinator's retained checkpoints, plus the
+	// savepoints taken, for Info (guarded by mu).
+	retained []RetainedSnapshot
+	restored *RetainedSnapshot
 
 	// resume is where sources continue after a restart when checkpointing
 	// is off: their positions at the failure, and no other state.
@@ -244,7 +252,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 
 	nextID := int64(1)
 	if o.Restore != nil {
-		plan, err := restore.NewPlan(jm.fs, o.Restore, jm.description(), restore.Options{AllowNonRestoredState: o.AllowNonRestoredState})
+		plan, err := PlanRestore(g, jm.fs, o.Restore, o.AllowNonRestoredState)
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +268,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if jm.plan != nil {
 		md := jm.plan.Meta
 		jm.stats.restored(md, jm.plan.Dir, jm.clock())
-		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: false,
+		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: o.ClaimMode == ClaimModeClaim,
 			Type:   checkpoint.SnapshotType{Kind: md.Kind, Format: md.Format},
 			Handle: &completedHandle{loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, md: md}})
 	}
@@ -269,7 +277,47 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 			return nil, err
 		}
 	}
+	jm.refreshRetained()
 	return jm, nil
+}
+
+// RetainedSnapshot is a checkpoint or savepoint the job keeps or took, and
+// whether the job owns it (may delete it).
+type RetainedSnapshot struct {
+	ID                  int64
+	Kind                string // CHECKPOINT, SAVEPOINT, SYNC_SAVEPOINT
+	Format              string
+	Path                string // file: URI; "" for checkpoints in memory
+	CompletionTimestamp int64
+	Size                int64
+	Owned               bool
+	Restored            bool // the snapshot the job was started from
+}
+
+// refreshRetained updates the mirror of the retained checkpoints; it runs
+// on the job master's goroutine.
+func (jm *jobMaster) refreshRetained() {
+	var out []RetainedSnapshot
+	for _, cp := range jm.coord.Retained() {
+		h := cp.Handle.(*completedHandle)
+		r := RetainedSnapshot{ID: cp.ID, Kind: cp.Type.Kind, Format: cp.Type.Format, Owned: cp.Owned,
+			CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize()}
+		if h.loc.Dir != "" {
+			r.Path = savepoint.URI(h.loc.Dir)
+		}
+		if jm.plan != nil && h.loc.Dir == jm.plan.Dir {
+			r.Restored = true
+		}
+		out = append(out, r)
+	}
+	jm.mu.Lock()
+	for _, sp := range jm.retained {
+		if sp.Kind != savepoint.KindCheckpoint && !sp.Restored {
+			out = append(out, sp) // savepoints taken: the user's
+		}
+	}
+	jm.retained = out
+	jm.mu.Unlock()
 }
 
 // sourcePositions collects the read positions the source tasks of an
@@ -305,14 +353,30 @@ func sourcePositions(e *execution) *restore.Plan {
 }
 
 // description is the job as the restore planner sees it.
-func (jm *jobMaster) description() restore.Job {
+func (jm *jobMaster) description() restore.Job { return jm.graph.description() }
+
+func (g *JobGraph) description() restore.Job {
 	var j restore.Job
-	for _, n := range jm.graph.nodes {
+	for _, n := range g.nodes {
 		j.Operators = append(j.Operators, restore.Operator{UID: n.uid, Name: displayName(n), Parallelism: n.parallelism,
 			MaxParallelism: n.maxParallelism, MaxParallelismExplicit: n.maxParExplicit})
 	}
 	return j
 }
+
+// PlanRestore matches a snapshot against a job graph, as a job restored
+// from it would — for `run --check`, which reports the plan without
+// running anything.
+func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool) (*restore.Plan, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return restore.NewPlan(fsys, r, g.description(), restore.Options{
+		AllowNonRestoredState: allowNonRestoredState, StateBackend: StateBackendHashMap})
+}
+
+// RestorePlan returns the plan the job was restored with, or nil.
+func (j *Job) RestorePlan() *restore.Plan { return j.jm.plan }
 
 func (jm *jobMaster) transition(to JobStatus) {
 	jm.mu.Lock()
@@ -655,7 +719,12 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	}
 	jm.mu.Lock()
 	jm.stats.completed(a.Checkpoint.ID, now, path, h.md.StateSize())
+	if a.Checkpoint.Type.IsSavepoint() {
+		jm.retained = append(jm.retained, RetainedSnapshot{ID: a.Checkpoint.ID, Kind: a.Checkpoint.Type.Kind,
+			Format: a.Checkpoint.Type.Format, Path: path, CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize()})
+	}
 	jm.mu.Unlock()
+	defer jm.refreshRetained()
 	for _, old := range a.Subsumed {
 		jm.discard(old)
 	}
@@ -792,6 +861,7 @@ func (jm *jobMaster) endCheckpoints(final JobStatus) {
 		keep = jm.cpCfg.Retention == checkpoint.RetainOnCancellation
 	}
 	kept := map[string]bool{}
+	defer jm.refreshRetained()
 	for _, cp := range jm.coord.Retire() {
 		h := cp.Handle.(*completedHandle)
 		if cp.Owned && !keep {

@@ -291,6 +291,9 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 func (o *keyedProcessOperator[K, IN, OUT]) snapshot(id int64) (*opCapture, error) {
 	c := &opCapture{keyed: o.backend.Snapshot()}
 	for _, s := range o.backend.States() {
+		if (s.Kind == state.KindProcessingTime || s.Kind == state.KindEventTime) && s.Entries == 0 {
+			continue // a timer service with no timers is not worth listing
+		}
 		c.states = append(c.states, savepoint.StateDescriptor{Name: s.Name, Kind: s.Kind.String(), Type: s.Type, Entries: int64(s.Entries)})
 	}
 	return c, nil

@@ -186,9 +186,37 @@ func (t *task) invoke() (err error) {
 	}
 	t.lastFlush = t.exec.clock()
 	if t.source != nil {
-		return protect(t.runSource)
+		err = protect(t.runSource)
+	} else {
+		err = protect(func() error { return t.inOps.runInput(t, t.gate, t.head) })
 	}
-	return protect(func() error { return t.inOps.runInput(t, t.gate, t.head) })
+	if err == nil && t.endedInput && !t.suspended && t.snapshotAfterEOI == 0 {
+		// Finished without a checkpoint after its input ended (checkpointing
+		// is off): keep the final state in memory, so that savepoints and
+		// checkpoints taken while the rest of the job runs hold it — a
+		// finished source's splits stay finished, a finished operator's state
+		// is not lost.
+		err = protect(t.keepFinalState)
+	}
+	return err
+}
+
+func (t *task) keepFinalState() error {
+	caps := make([]namedCapture, 0, len(t.ops))
+	for i, op := range t.ops {
+		c, err := op.snapshot(0)
+		if err != nil {
+			return fmt.Errorf("final snapshot: %w", err)
+		}
+		if c != nil {
+			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
+		}
+	}
+	snaps := encodeCaptures(t.subtask, caps)
+	t.finalMu.Lock()
+	t.final = snaps
+	t.finalMu.Unlock()
+	return nil
 }
 
 // protect runs f, turning a panic (from user code, or a userError raised

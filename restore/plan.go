@@ -30,6 +30,18 @@ type Job struct {
 // Options are the user's restore settings.
 type Options struct {
 	AllowNonRestoredState bool
+	// StateBackend is the new job's state backend ("hashmap"); a NATIVE
+	// snapshot restores only into the backend that wrote it.
+	StateBackend string
+}
+
+// BackendMismatchError refuses a NATIVE snapshot into another backend.
+type BackendMismatchError struct {
+	Pointer, Written, Wanted string
+}
+
+func (e *BackendMismatchError) Error() string {
+	return fmt.Sprintf("Cannot restore %s: it is a NATIVE snapshot written by the '%s' state backend, and native snapshots restore only into the backend that wrote them, but the job uses the '%s' state backend. Take a CANONICAL savepoint (gflink savepoint -type canonical) to change state backends.", e.Pointer, e.Written, e.Wanted)
 }
 
 // Plan says which state each new subtask restores.
@@ -75,6 +87,11 @@ type KeyGroupBlock struct {
 func NewPlan(fsys vfs.FS, r *Resolved, job Job, opts Options) (*Plan, error) {
 	m := r.Metadata
 	p := &Plan{Pointer: savepoint.URI(r.Dir), Dir: r.Dir, Meta: m, Operators: map[string]*OperatorPlan{}}
+	// The format decides where a snapshot may go: canonical state restores
+	// into any backend, native state only into the one that wrote it.
+	if m.Format != savepoint.FormatCanonical && opts.StateBackend != "" && m.Backend != "" && m.Backend != opts.StateBackend {
+		return nil, &BackendMismatchError{Pointer: p.Pointer, Written: m.Backend, Wanted: opts.StateBackend}
+	}
 	byUID := map[string]Operator{}
 	for _, op := range job.Operators {
 		byUID[op.UID] = op

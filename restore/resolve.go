@@ -25,9 +25,11 @@ type Resolved struct {
 	Dir          string
 	MetadataFile string
 	Metadata     *savepoint.Metadata
-	// Notes are lines for the user: which checkpoint was picked from a job
-	// directory, and which were skipped and why.
+	// Notes say which checkpoints of a job directory were skipped and why.
 	Notes []string
+	// JobDir is set when the pointer named a job's checkpoint directory and
+	// the newest complete checkpoint in it was picked.
+	JobDir string
 }
 
 // Resolve finds the snapshot a pointer names: a snapshot directory holding
@@ -71,7 +73,7 @@ func Resolve(fsys vfs.FS, ptr string) (*Resolved, error) {
 		return nil, fmt.Errorf("Cannot find meta data file '%s' in directory '%s'. Please try to load the checkpoint/savepoint directly from the metadata file instead of the directory.", savepoint.MetadataFileName, path)
 	}
 	r.Dir, r.MetadataFile, r.Metadata = latest.Dir, filepath.Join(latest.Dir, savepoint.MetadataFileName), latest.Metadata
-	r.Notes = append(r.Notes, fmt.Sprintf("Restoring from the newest complete checkpoint in %s: %s", path, latest.Dir))
+	r.JobDir = path
 	return r, nil
 }
 

@@ -299,9 +299,8 @@ func TestResolveJobDirectoryPicksNewest(t *testing.T) {
 		if r.Dir != chk3 || r.MetadataFile != filepath.Join(chk3, "_metadata") || r.Metadata.CheckpointID != 3 {
 			t.Fatalf("Resolve(job dir) = %q (id %d)", r.Dir, r.Metadata.CheckpointID)
 		}
-		want := []string{"Restoring from the newest complete checkpoint in " + jobDir + ": " + chk3}
-		if !slices.Equal(r.Notes, want) {
-			t.Fatalf("notes %q, want %q", r.Notes, want)
+		if len(r.Notes) != 0 || r.JobDir != jobDir {
+			t.Fatalf("notes %q, job dir %q; want no notes and %q", r.Notes, r.JobDir, jobDir)
 		}
 	}
 }
@@ -364,8 +363,8 @@ func TestResolveJobDirectorySkipsBadCheckpoints(t *testing.T) {
 			if r.Dir != chk2 || r.Metadata.CheckpointID != 2 {
 				t.Fatalf("picked %q", r.Dir)
 			}
-			if len(r.Notes) != 2 {
-				t.Fatalf("notes %q", r.Notes)
+			if len(r.Notes) != 1 || r.JobDir != jobDir {
+				t.Fatalf("notes %q, job dir %q", r.Notes, r.JobDir)
 			}
 			if !strings.HasPrefix(r.Notes[0], "Skipping "+chk3+": ") {
 				t.Fatalf("note %q does not name %s", r.Notes[0], chk3)
@@ -374,9 +373,6 @@ func TestResolveJobDirectorySkipsBadCheckpoints(t *testing.T) {
 				if !strings.Contains(r.Notes[0], w) {
 					t.Fatalf("note %q does not say %q", r.Notes[0], w)
 				}
-			}
-			if r.Notes[1] != "Restoring from the newest complete checkpoint in "+jobDir+": "+chk2 {
-				t.Fatalf("note %q", r.Notes[1])
 			}
 		})
 	}
@@ -934,5 +930,36 @@ func TestPlanMaxParallelism(t *testing.T) {
 	for _, par := range []int{0, -1} {
 		_, err = plan(par, 128, true)
 		mustErrContains(t, err, fmt.Sprintf("Operator counter has parallelism %d; it must be at least 1.", par))
+	}
+}
+
+func TestNativeSnapshotOnlyIntoItsBackend(t *testing.T) {
+	for _, tc := range []struct {
+		format, backend string
+		ok              bool
+	}{
+		{savepoint.FormatNative, "hashmap", true},
+		{savepoint.FormatCanonical, "rocksdb", true},
+		{savepoint.FormatNative, "rocksdb", false},
+	} {
+		dir := filepath.Join(t.TempDir(), "sp")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		md := &savepoint.Metadata{JobID: "j", CheckpointID: 1, Kind: savepoint.KindSavepoint, Format: tc.format, Backend: tc.backend}
+		if err := savepoint.WriteMetadata(vfs.Default, dir, md); err != nil {
+			t.Fatal(err)
+		}
+		r, err := restore.Resolve(vfs.Default, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = restore.NewPlan(vfs.Default, r, restore.Job{}, restore.Options{StateBackend: "hashmap"})
+		if tc.ok != (err == nil) {
+			t.Errorf("%s snapshot of %s into hashmap: err %v", tc.format, tc.backend, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "written by the 'rocksdb' state backend") || !strings.Contains(err.Error(), "uses the 'hashmap' state backend")) {
+			t.Errorf("the error must name both backends: %v", err)
+		}
 	}
 }

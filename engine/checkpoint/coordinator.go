@@ -508,20 +508,20 @@ var ErrStopInProgress = errors.New("a stop-with-savepoint is already in progress
 // the savepoint is triggered once every task has ended its input, as the
 // job's final snapshot. No periodic checkpoint is triggered meanwhile.
 func (c *Coordinator) Stop(now time.Time, req *Request) ([]Action, error) {
-	if !c.running {
-		return nil, ErrNoRunningJob
-	}
 	if c.stopping != 0 {
 		return nil, ErrStopInProgress
 	}
-	if !c.allTasksRunning() {
-		return nil, &Failure{Reason: ErrNotAllRunning}
+	if err := c.canTrigger(); err != nil {
+		return nil, err
 	}
 	if !req.Type.Drain {
 		c.stopping = c.nextID
 		return c.trigger(now, req.Type, req), nil
 	}
 	c.drain, c.drained, c.stopping = req, true, -1
+	if c.allEndedInput() {
+		return c.afterAllEnded(now), nil // nothing left to drain
+	}
 	var sources []TaskID
 	for id := range c.sources {
 		if c.tasks[id] == taskRunning {
@@ -548,13 +548,24 @@ func (c *Coordinator) afterAllEnded(now time.Time) []Action {
 // Flink's, it ignores the interval, min-pause and max-concurrent limits, but
 // needs every task to be running.
 func (c *Coordinator) Trigger(now time.Time, req *Request) ([]Action, error) {
-	if !c.running {
-		return nil, ErrNoRunningJob
-	}
-	if !c.allTasksRunning() {
-		return nil, &Failure{Reason: ErrNotAllRunning}
+	if err := c.canTrigger(); err != nil {
+		return nil, err
 	}
 	return c.trigger(now, req.Type, req), nil
+}
+
+// canTrigger says whether a user-requested snapshot can be taken now. With
+// checkpoints-after-tasks-finish (the default) finished tasks contribute
+// their final snapshots; without it, as in Flink before FLIP-147, a job
+// with finished tasks cannot be checkpointed.
+func (c *Coordinator) canTrigger() error {
+	if !c.running || !c.hasLive() {
+		return ErrNoRunningJob
+	}
+	if !c.cfg.AfterTasksFinish && !c.allTasksRunning() {
+		return &Failure{Reason: ErrNotAllRunning}
+	}
+	return nil
 }
 
 // Ack records a task's snapshot for checkpoint id.

@@ -935,6 +935,7 @@ func TestManualCheckpointIsRetained(t *testing.T) {
 
 func TestTriggerErrors(t *testing.T) {
 	runScript(t, `
+		> new after-finish=false
 		> trigger @0 savepoint
 		error: the job is not running
 		> start @0 1s 2
@@ -947,10 +948,29 @@ func TestTriggerErrors(t *testing.T) {
 		> trigger savepoint
 		error: the job is not running
 	`)
-	c := NewCoordinator(Config{Interval: time.Second}, 1)
+	// With checkpoints-after-tasks-finish (the default), a user's snapshot
+	// is taken with ended and finished tasks too (FLIP-147): ended tasks
+	// are triggered directly, finished ones give their final snapshot.
+	runScript(t, `
+		> start @0 1s 2 3
+		> eoi @1s 2
+		> finished @1s 3 f3
+		> trigger savepoint
+		trigger 1 SAVEPOINT -> [1 2]
+		> acks 1
+		acks 1: 3=f3
+	`)
+	c := NewCoordinator(Config{Interval: time.Second, AfterTasksFinish: true}, 1)
 	c.Start(t0, []TaskInfo{{ID: 1, Source: true}, {ID: 2}})
 	c.EndOfInput(t0, 2)
 	_, err := c.Trigger(t0, &Request{Type: SnapshotType{Kind: savepoint.KindSavepoint}})
+	if err != nil {
+		t.Fatalf("with checkpoints-after-tasks-finish, a savepoint after a task ended: %v", err)
+	}
+	c = NewCoordinator(Config{Interval: time.Second}, 1)
+	c.Start(t0, []TaskInfo{{ID: 1, Source: true}, {ID: 2}})
+	c.EndOfInput(t0, 2)
+	_, err = c.Trigger(t0, &Request{Type: SnapshotType{Kind: savepoint.KindSavepoint}})
 	if !errors.Is(err, ErrNotAllRunning) {
 		t.Fatalf("err %v is not ErrNotAllRunning", err)
 	}
@@ -1668,16 +1688,19 @@ func TestCoordinatorProperties(t *testing.T) {
 			case 9: // user trigger
 				kind := rapid.SampledFrom([]string{savepoint.KindCheckpoint, savepoint.KindSavepoint, savepoint.KindSyncSavepoint}).Draw(rt, "kind")
 				acts, err := m.c.Trigger(m.now, &Request{Type: SnapshotType{Kind: kind}})
-				allRunning := true
+				allRunning, live := true, false
 				for _, s := range m.state {
 					allRunning = allRunning && s == taskRunning
+					live = live || s != taskFinished
 				}
 				switch {
-				case !m.running:
+				case !m.running || !live:
 					if !errors.Is(err, ErrNoRunningJob) {
 						rt.Fatalf("Trigger while not running: %v", err)
 					}
-				case !allRunning:
+				case !allRunning && !m.cfg.AfterTasksFinish:
+					// Only without checkpoints-after-tasks-finish do ended
+					// tasks block a user's snapshot.
 					if !errors.Is(err, ErrNotAllRunning) {
 						rt.Fatalf("Trigger with tasks ended: %v", err)
 					}

@@ -263,3 +263,40 @@ func IsNotFound(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
+
+// Retained returns what a job keeps: gflink's "retained" extension, or, from
+// a Flink cluster, the completed checkpoints and savepoints of its history
+// that were not discarded (ownership then unknown: checkpoints are taken as
+// the job's, savepoints as the user's).
+func (c *Client) Retained(ctx context.Context, jobID string) ([]RetainedJSON, bool, error) {
+	var out struct {
+		Retained *[]RetainedJSON `json:"retained"`
+		History  []struct {
+			ID        int64  `json:"id"`
+			Status    string `json:"status"`
+			Type      string `json:"checkpoint_type"`
+			Format    string `json:"savepointFormat"`
+			Path      string `json:"external_path"`
+			Trigger   int64  `json:"trigger_timestamp"`
+			Duration  int64  `json:"end_to_end_duration"`
+			Size      int64  `json:"state_size"`
+			Savepoint bool   `json:"is_savepoint"`
+			Discarded bool   `json:"discarded"`
+		} `json:"history"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/jobs/"+jobID+"/checkpoints", nil, &out); err != nil {
+		return nil, false, err
+	}
+	if out.Retained != nil {
+		return *out.Retained, true, nil
+	}
+	var rs []RetainedJSON
+	for _, h := range out.History {
+		if h.Status != "COMPLETED" || h.Discarded {
+			continue
+		}
+		rs = append(rs, RetainedJSON{ID: h.ID, Type: h.Type, Format: h.Format, Path: h.Path,
+			Completed: h.Trigger + h.Duration, Size: h.Size, Owned: !h.Savepoint})
+	}
+	return rs, false, nil
+}

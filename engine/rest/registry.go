@@ -29,6 +29,9 @@ type Entry struct {
 	State            string `json:"state"`
 	LastModification int64  `json:"last-modification"`
 	Log              string `json:"log,omitempty"`
+	// CheckpointDir is <execution.checkpointing.dir>/<jobId>, where the
+	// job's checkpoints are (and stay, when retained, after it ended).
+	CheckpointDir string `json:"checkpoint-dir,omitempty"`
 }
 
 // Terminal reports whether the entry's job has ended.

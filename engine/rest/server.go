@@ -433,7 +433,7 @@ func Dispose(fsys vfs.FS, path string, check func(*savepoint.Metadata) error) er
 	}
 	// Never pick a snapshot for the user (a job directory resolves to its
 	// newest checkpoint): disposal deletes, so the path must name one.
-	if filepath.Base(r.MetadataFile) != savepoint.MetadataFileName || len(r.Notes) > 0 {
+	if filepath.Base(r.MetadataFile) != savepoint.MetadataFileName || r.JobDir != "" {
 		return fmt.Errorf("'%s' is not a savepoint or checkpoint directory or its _metadata file", path)
 	}
 	if check != nil {
@@ -601,7 +601,15 @@ func (s *Server) checkpointStats() map[string]any {
 			latest[k] = checkpointStatsJSON(c)
 		}
 	}
+	// gflink's extension: what the job keeps and whether it owns it (may
+	// delete it). Flink's description allows extra properties.
+	retained := []RetainedJSON{}
+	for _, r := range s.job.Info().Retained {
+		retained = append(retained, RetainedJSON{ID: r.ID, Type: r.Kind, Format: r.Format, Path: r.Path,
+			Completed: r.CompletionTimestamp, Size: r.Size, Owned: r.Owned, Restored: r.Restored})
+	}
 	return map[string]any{
+		"retained": retained,
 		"counts": map[string]any{"restored": st.Restored, "total": st.Total, "in_progress": st.InProgress,
 			"completed": st.Completed, "failed": st.Failed},
 		"summary": map[string]any{"checkpointed_size": summary(false), "state_size": summary(false),

@@ -1,0 +1,317 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gflink/gflink/engine/rest"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/olekukonko/tablewriter"
+	"github.com/spf13/cobra"
+)
+
+// CheckpointsOptions are the options of `gflink checkpoints`.
+type CheckpointsOptions struct {
+	clientOptions
+	Target string // a job id or a directory
+	Latest bool
+}
+
+func newCheckpointsCmd(f *Factory, g *globalOptions) *cobra.Command {
+	o := &CheckpointsOptions{clientOptions: clientOptions{Global: g}}
+	c := &cobra.Command{
+		Use: "checkpoints",
+		Long: "Lists the retained checkpoints and savepoints of a job: over its REST endpoint while it runs, from disk " +
+			"when it has stopped or crashed (its registered checkpoint directory), or found under a directory — a " +
+			"job's checkpoint directory, a checkpoint base directory, or a savepoint directory. Marks which ones the " +
+			"running job owns (and may delete) and which it must not touch.",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("Specify one job id or directory: gflink checkpoints <jobId | directory> [--latest].")
+			}
+			o.Target = args[0]
+			return runCheckpoints(f, o)
+		},
+	}
+	c.Flags().BoolVar(&o.Latest, "latest", false, "Print only the path of the newest complete checkpoint or savepoint, for scripts: gflink run -s \"$(gflink checkpoints --latest <jobId | dir>)\" ...")
+	addTimeoutFlag(c, &o.clientOptions)
+	return c
+}
+
+// snapshotRow is one checkpoint or savepoint found.
+type snapshotRow struct {
+	ID        int64  `json:"id"`
+	Kind      string `json:"kind"`   // checkpoint | savepoint
+	Type      string `json:"type"`   // full | incremental
+	Format    string `json:"format"` // NATIVE | CANONICAL
+	Completed int64  `json:"completed"`
+	Size      int64  `json:"size"`
+	Path      string `json:"path"`
+	JobID     string `json:"jobId,omitempty"`
+	// Owner: "job" (the running job owns it and may delete it), "user"
+	// (the job never touches it), or "" when no job is running.
+	Owner    string `json:"owner,omitempty"`
+	Restored bool   `json:"restored,omitempty"`
+}
+
+func kindOf(t string) string {
+	if t == savepoint.KindCheckpoint {
+		return "checkpoint"
+	}
+	return "savepoint"
+}
+
+func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
+	out, err := newOutput(f, o.Global)
+	if err != nil {
+		return err
+	}
+	log := newLogger(f.IO.ErrOut, logLevel(f))
+	var rows []snapshotRow
+	var notes []string
+	if jobIDPattern.MatchString(o.Target) && !isDir(o.Target) {
+		id := strings.ToLower(o.Target)
+		rows, notes, err = jobSnapshots(f, o, id)
+	} else {
+		dir, perr := savepoint.LocalPath(o.Target)
+		if perr != nil {
+			return perr
+		}
+		rows, notes, err = FindSnapshots(f, dir)
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		log.Warn(n)
+	}
+	slices.SortStableFunc(rows, func(a, b snapshotRow) int {
+		if a.Completed != b.Completed {
+			return int(a.Completed - b.Completed)
+		}
+		return int(a.ID - b.ID)
+	})
+	if o.Latest {
+		if len(rows) == 0 {
+			return fmt.Errorf("No complete checkpoint or savepoint found for %s.", o.Target)
+		}
+		last := rows[len(rows)-1]
+		p, _ := savepoint.LocalPath(last.Path)
+		if p == "" {
+			return fmt.Errorf("The newest checkpoint of %s (%d) is kept in memory only: it has no path. Configure execution.checkpointing.dir to keep checkpoints on disk.", o.Target, last.ID)
+		}
+		out.println("%s", p)
+		out.result(map[string]any{"path": p, "id": last.ID, "kind": last.Kind})
+		return nil
+	}
+	if out.json {
+		if rows == nil {
+			rows = []snapshotRow{}
+		}
+		out.result(rows)
+		return nil
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(f.IO.Out, "No complete checkpoint or savepoint found for %s.\n", o.Target)
+		return nil
+	}
+	printSnapshots(f, rows)
+	return nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// jobSnapshots lists a job's snapshots: over REST while it runs, else from
+// its registered checkpoint directory.
+func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, []string, error) {
+	reg := rest.NewRegistry(rest.Home(f.Getenv))
+	e, err := reg.Get(id)
+	if o.Global.JobManager != "" || err == nil && !e.Terminal() {
+		s, err := connect(f, &o.clientOptions, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer s.cancel()
+		retained, gflink, err := s.client.Retained(s.ctx, id)
+		if err != nil {
+			return nil, nil, s.explain(err, fmt.Sprintf("Failed to list the checkpoints of job %s", id))
+		}
+		var rows []snapshotRow
+		for _, r := range retained {
+			row := snapshotRow{ID: r.ID, Kind: kindOf(r.Type), Type: "full", Format: r.Format, Completed: r.Completed,
+				Size: r.Size, Path: r.Path, JobID: id, Restored: r.Restored, Owner: "user"}
+			if r.Owned {
+				row.Owner = "job"
+			}
+			if !gflink && r.Type == savepoint.KindCheckpoint {
+				row.Format = savepoint.FormatNative
+			}
+			rows = append(rows, row)
+		}
+		return rows, nil, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("Job %s is not registered in %s: pass the directory holding its checkpoints instead (gflink checkpoints <dir>).", id, reg.Dir)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if e.CheckpointDir == "" || !isDir(e.CheckpointDir) {
+		return nil, nil, nil // ended; no checkpoint left on disk
+	}
+	return FindSnapshots(f, e.CheckpointDir)
+}
+
+// FindSnapshots finds complete snapshots under dir: dir itself, the chk-N
+// of a job directory, and the job directories and savepoint directories in
+// a base directory. Incomplete or damaged ones are reported in notes.
+func FindSnapshots(f *Factory, dir string) ([]snapshotRow, []string, error) {
+	st, err := f.FS.Stat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("Cannot find checkpoint or savepoint directory '%s'.", dir)
+		}
+		return nil, nil, err
+	}
+	if !st.IsDir() {
+		dir = filepath.Dir(dir)
+	}
+	var rows []snapshotRow
+	var notes []string
+	add := func(d string) {
+		m, err := savepoint.ReadMetadata(f.FS, filepath.Join(d, savepoint.MetadataFileName))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				if _, ok := savepoint.ParseCheckpointDirName(filepath.Base(d)); ok {
+					notes = append(notes, fmt.Sprintf("Skipping %s: it has no %s (the checkpoint never completed).", d, savepoint.MetadataFileName))
+				}
+				return
+			}
+			notes = append(notes, fmt.Sprintf("Skipping %s: %v", d, err))
+			return
+		}
+		if err := restore.VerifyStateFiles(f.FS, d, m); err != nil {
+			notes = append(notes, fmt.Sprintf("Skipping %s: %v", d, err))
+			return
+		}
+		size := m.StateSize()
+		if st, err := f.FS.Stat(filepath.Join(d, savepoint.MetadataFileName)); err == nil {
+			size += st.Size()
+		}
+		rows = append(rows, snapshotRow{ID: m.CheckpointID, Kind: kindOf(m.Kind), Type: "full", Format: m.Format,
+			Completed: m.CompletionTimestamp, Size: size, Path: savepoint.URI(d), JobID: m.JobID})
+	}
+	var walk func(d string, depth int)
+	walk = func(d string, depth int) {
+		if _, err := f.FS.Stat(filepath.Join(d, savepoint.MetadataFileName)); err == nil {
+			add(d)
+			return
+		}
+		entries, err := f.FS.ReadDir(d)
+		if err != nil || depth > 1 {
+			return
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			name := e.Name()
+			sub := filepath.Join(d, name)
+			switch {
+			case strings.HasPrefix(name, savepoint.CheckpointDirPrefix):
+				if _, ok := savepoint.ParseCheckpointDirName(name); ok {
+					add(sub)
+				}
+			case savepoint.IsSavepointDirName(name):
+				add(sub)
+			case jobIDPattern.MatchString(name):
+				walk(sub, depth+1)
+			}
+		}
+	}
+	walk(dir, 0)
+	return rows, notes, nil
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func ownerText(r snapshotRow) string {
+	switch r.Owner {
+	case "job":
+		if r.Restored {
+			return "job (claimed; may delete)"
+		}
+		return "job (may delete)"
+	case "user":
+		if r.Restored {
+			return "user (restored from; never deleted)"
+		}
+		return "user (never deleted)"
+	}
+	return "-"
+}
+
+func printSnapshots(f *Factory, rows []snapshotRow) {
+	header := []string{"ID", "KIND", "FORMAT", "COMPLETED", "SIZE", "OWNER", "PATH"}
+	cells := func(r snapshotRow) []string {
+		completed := "-"
+		if r.Completed > 0 {
+			completed = time.UnixMilli(r.Completed).Format("2006-01-02 15:04:05")
+		}
+		path := r.Path
+		if path == "" {
+			path = "(in memory)"
+		}
+		return []string{fmt.Sprint(r.ID), r.Kind + " (" + r.Type + ")", r.Format, completed, humanSize(r.Size), ownerText(r), path}
+	}
+	if f.IO.OutTTY && !f.IO.NoColor {
+		tw := tablewriter.NewWriter(f.IO.Out)
+		tw.Header(toAny(header)...)
+		for _, r := range rows {
+			tw.Append(toAny(cells(r))...)
+		}
+		tw.Render()
+		return
+	}
+	w := tabwriter.NewWriter(f.IO.Out, 0, 0, 2, ' ', 0)
+	writeRow(w, header)
+	for _, r := range rows {
+		writeRow(w, cells(r))
+	}
+	w.Flush()
+}
+
+func toAny(xs []string) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+func writeRow(w io.Writer, cells []string) {
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
+}

@@ -1,0 +1,136 @@
+package cmd
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/olekukonko/tablewriter"
+	"github.com/spf13/cobra"
+)
+
+// InspectOptions are the options of `gflink inspect`.
+type InspectOptions struct {
+	Global *globalOptions
+	Path   string
+}
+
+func newInspectCmd(f *Factory, g *globalOptions) *cobra.Command {
+	o := &InspectOptions{Global: g}
+	return &cobra.Command{
+		Use:  "inspect",
+		Long: "Shows what a snapshot holds: its job, checkpoint id, kind, format and state backend, and per operator uid its parallelism, max parallelism, state names, entries and size. The path may be a chk-N or savepoint directory, its _metadata file, or a job's checkpoint directory (its newest complete checkpoint).",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("Specify the snapshot to inspect: gflink inspect <path>.")
+			}
+			o.Path = args[0]
+			return runInspect(f, o)
+		},
+	}
+}
+
+type inspectedState struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Type    string `json:"type,omitempty"`
+	Entries int64  `json:"entries"`
+}
+
+type inspectedOperator struct {
+	UID            string           `json:"uid"`
+	OperatorID     string           `json:"operatorId"`
+	Name           string           `json:"name,omitempty"`
+	Parallelism    int              `json:"parallelism"`
+	MaxParallelism int              `json:"maxParallelism"`
+	Finished       bool             `json:"finished,omitempty"`
+	Size           int64            `json:"size"`
+	States         []inspectedState `json:"states"`
+}
+
+func runInspect(f *Factory, o *InspectOptions) error {
+	out, err := newOutput(f, o.Global)
+	if err != nil {
+		return err
+	}
+	r, err := restore.Resolve(f.FS, o.Path)
+	if err != nil {
+		return err
+	}
+	m := r.Metadata
+	verr := restore.VerifyStateFiles(f.FS, r.Dir, m)
+	var ops []inspectedOperator
+	maxPar := 0
+	for _, op := range m.Operators {
+		io := inspectedOperator{UID: op.UID, OperatorID: op.OperatorID, Name: op.Name, Parallelism: op.Parallelism,
+			MaxParallelism: op.MaxParallelism, Finished: op.Finished, States: []inspectedState{}}
+		for _, st := range op.Subtasks {
+			io.Size += st.Bytes
+		}
+		for _, s := range op.States {
+			io.States = append(io.States, inspectedState{Name: s.Name, Kind: s.Kind, Type: s.Type, Entries: s.Entries})
+		}
+		maxPar = max(maxPar, op.MaxParallelism)
+		ops = append(ops, io)
+	}
+	res := map[string]any{"path": savepoint.URI(r.Dir), "jobId": m.JobID, "jobName": m.JobName,
+		"checkpointId": m.CheckpointID, "kind": m.Kind, "format": m.Format, "stateBackend": m.Backend,
+		"maxParallelism": maxPar, "formatVersion": m.Version, "triggerTimestamp": m.TriggerTimestamp,
+		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "operators": ops, "intact": verr == nil}
+	if verr != nil {
+		res["damage"] = verr.Error()
+	}
+	if out.json {
+		out.result(res)
+	} else {
+		w := f.IO.Out
+		fmt.Fprintf(w, "Snapshot:         %s\n", savepoint.URI(r.Dir))
+		fmt.Fprintf(w, "Job:              %s (%s)\n", m.JobID, m.JobName)
+		fmt.Fprintf(w, "Checkpoint id:    %d\n", m.CheckpointID)
+		fmt.Fprintf(w, "Kind:             %s, %s format, %s state backend (format version %d)\n", m.Kind, m.Format, m.Backend, m.Version)
+		fmt.Fprintf(w, "Completed:        %s\n", time.UnixMilli(m.CompletionTimestamp).Format("2006-01-02 15:04:05.000"))
+		fmt.Fprintf(w, "Max parallelism:  %d\n", maxPar)
+		fmt.Fprintf(w, "State size:       %s\n", humanSize(m.StateSize()))
+		if verr != nil {
+			fmt.Fprintf(w, "DAMAGED:          %v\n", verr)
+		}
+		fmt.Fprintln(w)
+		header := []string{"UID", "OPERATOR ID", "PARALLELISM", "MAX PARALLELISM", "STATE", "KIND", "ENTRIES", "SIZE"}
+		var rows [][]string
+		for _, op := range ops {
+			size := humanSize(op.Size)
+			if len(op.States) == 0 {
+				rows = append(rows, []string{op.UID, op.OperatorID, fmt.Sprint(op.Parallelism), fmt.Sprint(op.MaxParallelism), "-", "-", "-", size})
+			}
+			for i, s := range op.States {
+				uid, id, p, mp := op.UID, op.OperatorID, fmt.Sprint(op.Parallelism), fmt.Sprint(op.MaxParallelism)
+				if i > 0 {
+					uid, id, p, mp, size = "", "", "", "", ""
+				}
+				rows = append(rows, []string{uid, id, p, mp, s.Name, s.Kind, fmt.Sprint(s.Entries), size})
+			}
+		}
+		if f.IO.OutTTY && !f.IO.NoColor {
+			tw := tablewriter.NewWriter(w)
+			tw.Header(toAny(header)...)
+			for _, row := range rows {
+				tw.Append(toAny(row)...)
+			}
+			tw.Render()
+		} else {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			writeRow(tw, header)
+			for _, row := range rows {
+				writeRow(tw, row)
+			}
+			tw.Flush()
+		}
+	}
+	if verr != nil {
+		return &SilentError{Code: ExitFailure}
+	}
+	return nil
+}
