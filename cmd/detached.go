@@ -206,7 +206,7 @@ func newRegistration(f *Factory, jobID, name, address, logPath, checkpointDir st
 func (r *registration) update(st engine.JobStatus, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rest.StatusRank(r.entry.State) > rest.StatusRank(string(st)) {
+	if rest.StatusRank(r.entry.State) > rest.StatusRank(string(st)) || at.UnixMilli() < r.entry.LastModification {
 		return // a late, older status
 	}
 	r.entry.State = string(st)

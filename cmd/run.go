@@ -246,7 +246,6 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	srv := rest.NewServer(j, rest.ServerOptions{Version: "gflink " + Version, Revision: revision(), FS: f.FS, StoreDuration: storeFor})
 	srv.Serve(listener)
 	defer srv.Close()
-	reg.update(j.Status(), time.Now())
 	<-running
 	if report != nil {
 		report.running(jobID, j.Status(), notices)
