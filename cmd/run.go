@@ -225,22 +225,30 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 			once.Do(func() { close(running) })
 		}
 	}
+	// Flink prints the submission line when the job is accepted, before
+	// it runs; here the job's print sink shares stdout, so the line (and
+	// the restore notices) must be out before the first task starts.
+	opts.OnAccepted = func(j *engine.Job) {
+		if p := j.RestorePlan(); p != nil {
+			for _, uid := range p.Dropped {
+				notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))
+			}
+		}
+		for _, n := range notices {
+			if out.json {
+				log.Info(n)
+			} else {
+				out.println("%s", n)
+			}
+		}
+		if report == nil {
+			out.println("Job has been submitted with JobID %s", jobID)
+		}
+	}
 	j, err := engine.Submit(f.Context, graph, opts)
 	if err != nil {
 		listener.Close()
 		return err
-	}
-	if p := j.RestorePlan(); p != nil {
-		for _, uid := range p.Dropped {
-			notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))
-		}
-	}
-	for _, n := range notices {
-		if out.json {
-			log.Info(n)
-		} else {
-			out.println("%s", n)
-		}
 	}
 	storeFor, _ := rest.AsyncStoreDuration.Get(conf)
 	srv := rest.NewServer(j, rest.ServerOptions{Version: "gflink " + Version, Revision: revision(), FS: f.FS, StoreDuration: storeFor})
@@ -249,8 +257,8 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	<-running
 	if report != nil {
 		report.running(jobID, j.Status(), notices)
+		out.println("Job has been submitted with JobID %s", jobID)
 	}
-	out.println("Job has been submitted with JobID %s", jobID)
 	res := j.Wait()
 	// Stay reachable until whoever asked for a stop or savepoint has its
 	// answer, then go.

@@ -44,6 +44,10 @@ type JobOptions struct {
 	// OnStatus is called (on the job master's goroutine) after every status
 	// change, with the time it happened.
 	OnStatus func(status JobStatus, at time.Time)
+	// OnAccepted is called once the job is validated and its restore
+	// mapped, before any task is deployed: what a client says about the
+	// submission then comes before anything the job itself prints.
+	OnAccepted func(*Job)
 }
 
 // JobResult is how a job ended.
@@ -78,8 +82,12 @@ func Submit(ctx context.Context, g *JobGraph, o JobOptions) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	j := &Job{jm: jm}
+	if o.OnAccepted != nil {
+		o.OnAccepted(j)
+	}
 	go jm.run()
-	return &Job{jm: jm}, nil
+	return j, nil
 }
 
 // ID is the job's id.
