@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -44,17 +45,52 @@ type textSplit struct {
 
 const minSplitSize = 256 << 10
 
+// CheckInputFiles reports the first path that is not a readable regular
+// file, so that a job can refuse a bad input before it is submitted rather
+// than fail while enumerating its splits.
+func CheckInputFiles(paths []string) error {
+	for _, p := range paths {
+		if _, err := statInput(p); err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("cannot read input file %s: %w", p, unwrapPath(err))
+		}
+		f.Close()
+	}
+	return nil
+}
+
+func statInput(p string) (os.FileInfo, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read input file %s: %w", p, unwrapPath(err))
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("input %s is a directory, not a file", p)
+	}
+	return st, nil
+}
+
+// unwrapPath drops the *PathError's "stat <path>: " prefix: the message
+// already names the path.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // Splits implements engine.Source.
 func (s *TextFileSource) Splits(parallelism int) ([][]byte, error) {
 	var total int64
 	sizes := make([]int64, len(s.Paths))
 	for i, p := range s.Paths {
-		st, err := os.Stat(p)
+		st, err := statInput(p)
 		if err != nil {
-			return nil, fmt.Errorf("input file: %w", err)
-		}
-		if st.IsDir() {
-			return nil, fmt.Errorf("input %s is a directory, not a file", p)
+			return nil, err
 		}
 		sizes[i] = st.Size()
 		total += st.Size()

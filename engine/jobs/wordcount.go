@@ -218,6 +218,9 @@ func WordCount() Job {
 				}
 				lines = engine.FromSource[string](env, g, "generator").UID("source")
 			case len(o.Inputs) > 0:
+				if err := connectors.CheckInputFiles(o.Inputs); err != nil {
+					return fmt.Errorf("wordcount: %w", err)
+				}
 				src := &connectors.TextFileSource{Paths: o.Inputs, Rate: o.Rate, Weigh: CountWords}
 				lines = engine.FromSource[string](env, src, "file-input").UID("source")
 			default:
