@@ -92,24 +92,44 @@ func runSavepoint(f *Factory, o *SavepointOptions) error {
 		out.println("Waiting for response...")
 	}
 	trigger, err := s.client.TriggerSavepoint(s.ctx, o.JobID, s.savepointDir(o.Target), format, false)
+	return s.awaitSavepoint(out, o.JobID, o.Detached, trigger, err, savepointMessages{
+		failed:            fmt.Sprintf("Failed to trigger a savepoint for the job %s", o.JobID),
+		detachedFailed:    fmt.Sprintf("Triggering a detached savepoint for the job %s failed", o.JobID),
+		detachedTriggered: "Successfully trigger manual savepoint",
+		resumeHint:        true,
+	})
+}
+
+// savepointMessages are Flink's lines for one savepoint verb (savepoint or
+// stop), which differ in wording only.
+type savepointMessages struct {
+	failed, detachedFailed, detachedTriggered string
+	resumeHint                                bool
+}
+
+// awaitSavepoint finishes a triggered savepoint or stop-with-savepoint:
+// detached, it reports the trigger id; otherwise it waits for the path.
+func (s *session) awaitSavepoint(out output, jobID string, detached bool, trigger string, err error, m savepointMessages) error {
 	if err != nil {
-		if o.Detached {
-			return s.explain(err, fmt.Sprintf("Triggering a detached savepoint for the job %s failed", o.JobID))
+		if detached {
+			return s.explain(err, m.detachedFailed)
 		}
-		return s.explain(err, fmt.Sprintf("Failed to trigger a savepoint for the job %s", o.JobID))
+		return s.explain(err, m.failed)
 	}
-	if o.Detached {
-		out.println("Successfully trigger manual savepoint, triggerId: %s", trigger)
-		out.result(map[string]string{"jobId": o.JobID, "triggerId": trigger})
+	if detached {
+		out.println("%s, triggerId: %s", m.detachedTriggered, trigger)
+		out.result(map[string]string{"jobId": jobID, "triggerId": trigger})
 		return nil
 	}
-	loc, err := s.client.WaitSavepoint(s.ctx, o.JobID, trigger)
+	loc, err := s.client.WaitSavepoint(s.ctx, jobID, trigger)
 	if err != nil {
-		return s.explain(err, fmt.Sprintf("Failed to trigger a savepoint for the job %s", o.JobID))
+		return s.explain(err, m.failed)
 	}
 	out.println("Savepoint completed. Path: %s", loc)
-	out.println("You can resume your program from this savepoint with the run command.")
-	out.result(map[string]string{"jobId": o.JobID, "savepointPath": loc})
+	if m.resumeHint {
+		out.println("You can resume your program from this savepoint with the run command.")
+	}
+	out.result(map[string]string{"jobId": jobID, "savepointPath": loc})
 	return nil
 }
 

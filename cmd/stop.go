@@ -77,22 +77,9 @@ func runStop(f *Factory, o *StopOptions) error {
 		out.println("Waiting for response...")
 	}
 	trigger, err := s.client.Stop(s.ctx, o.JobID, s.savepointDir(o.SavepointPath), format, o.Drain)
-	if err != nil {
-		if o.Detached {
-			return s.explain(err, fmt.Sprintf("Could not stop with a detached savepoint job \"%s\"", o.JobID))
-		}
-		return s.explain(err, fmt.Sprintf("Could not stop with a savepoint job \"%s\"", o.JobID))
-	}
-	if o.Detached {
-		out.println("Successfully trigger stop-with-savepoint in detached mode, triggerId: %s", trigger)
-		out.result(map[string]string{"jobId": o.JobID, "triggerId": trigger})
-		return nil
-	}
-	loc, err := s.client.WaitSavepoint(s.ctx, o.JobID, trigger)
-	if err != nil {
-		return s.explain(err, fmt.Sprintf("Could not stop with a savepoint job \"%s\"", o.JobID))
-	}
-	out.println("Savepoint completed. Path: %s", loc)
-	out.result(map[string]string{"jobId": o.JobID, "savepointPath": loc})
-	return nil
+	return s.awaitSavepoint(out, o.JobID, o.Detached, trigger, err, savepointMessages{
+		failed:            fmt.Sprintf("Could not stop with a savepoint job \"%s\"", o.JobID),
+		detachedFailed:    fmt.Sprintf("Could not stop with a detached savepoint job \"%s\"", o.JobID),
+		detachedTriggered: "Successfully trigger stop-with-savepoint in detached mode",
+	})
 }
