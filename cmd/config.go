@@ -21,12 +21,16 @@ func loadConfig(f *Factory, g *globalOptions, log *slog.Logger) (*config.Configu
 }
 
 // validateConfig checks every honoured option, so that a bad value stops
-// the command before anything starts, and warns about deprecated keys.
+// the command before anything starts, and warns about deprecated keys and
+// about keys that look like typos of honoured ones.
 func validateConfig(c *config.Configuration, log *slog.Logger) error {
 	if err := config.Validate(c, allOptions()); err != nil {
 		return err
 	}
 	for _, w := range config.DeprecationWarnings(c, allOptions()) {
+		log.Warn(w)
+	}
+	for _, w := range config.Misspellings(c, allOptions()) {
 		log.Warn(w)
 	}
 	return nil

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,39 @@ func TestDynamicProperty(t *testing.T) {
 	}
 	if _, _, err := ParseDynamicProperty("=v"); err == nil {
 		t.Error("empty key must be an error")
+	}
+}
+
+func TestMisspellings(t *testing.T) {
+	c := New()
+	c.SetString("execution.checkpointing.intervall", "1s", "-D")       // one insertion
+	c.SetString("execution.checkpointing.mdoe", "AT_LEAST_ONCE", "-D") // a transposition: two edits
+	c.SetString("state.checkpoints.num-retained", "2", "-D")           // a deprecated name: known
+	c.SetString("taskmanager.numberOfTaskSlots", "4", "-D")            // Flink's, far from gflink's
+	c.SetString("execution.checkpointing.interval", "1s", "-D")        // known
+	c.SetString("state.checkpoint.num-retained", "2", "-D")            // near the deprecated name
+	got := Misspellings(c, []AnyOption{testInterval, testMode, testRetained})
+	want := []string{
+		"Configuration key 'execution.checkpointing.intervall' (from -D) is not one gflink knows, so it has no effect; did you mean 'execution.checkpointing.interval'?",
+		"Configuration key 'execution.checkpointing.mdoe' (from -D) is not one gflink knows, so it has no effect; did you mean 'execution.checkpointing.mode'?",
+		"Configuration key 'state.checkpoint.num-retained' (from -D) is not one gflink knows, so it has no effect; did you mean 'state.checkpoints.num-retained' (now 'execution.checkpointing.num-retained')?",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Misspellings =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b  string
+		limit int
+		want  int
+	}{
+		{"", "", 3, 0}, {"abc", "abc", 3, 0}, {"abc", "abd", 3, 1}, {"abc", "acb", 3, 2},
+		{"kitten", "sitting", 5, 3}, {"kitten", "sitting", 3, 3}, {"a", "abcdef", 3, 3},
+	} {
+		if got := editDistance(tc.a, tc.b, tc.limit); got != tc.want {
+			t.Errorf("editDistance(%q, %q, %d) = %d; want %d", tc.a, tc.b, tc.limit, got, tc.want)
+		}
 	}
 }

@@ -263,3 +263,73 @@ func NonNegative(n int) error {
 	}
 	return nil
 }
+
+// Misspellings warns about keys that are set but honoured by no option and
+// lie within two edits of a key that is: almost always a typo that would
+// otherwise be ignored in silence (Flink ignores unknown keys too). Keys far
+// from every known one — the rest of a Flink cluster's configuration — pass
+// without a word.
+func Misspellings(c *Configuration, opts []AnyOption) []string {
+	type candidate struct{ name, current string }
+	known := map[string]bool{}
+	var cands []candidate
+	for _, o := range opts {
+		for _, k := range append([]string{o.Key()}, o.DeprecatedKeys()...) {
+			known[k] = true
+			cands = append(cands, candidate{k, o.Key()})
+		}
+	}
+	var out []string
+	for _, k := range c.Keys() {
+		if known[k] {
+			continue
+		}
+		var best candidate
+		bestDist := 3
+		for _, cand := range cands {
+			if d := editDistance(k, cand.name, bestDist); d < bestDist {
+				best, bestDist = cand, d
+			}
+		}
+		if best.name == "" {
+			continue
+		}
+		v, _ := c.Get(k)
+		hint := fmt.Sprintf("'%s'", best.name)
+		if best.name != best.current {
+			hint += fmt.Sprintf(" (now '%s')", best.current)
+		}
+		out = append(out, fmt.Sprintf("Configuration key '%s' (from %s) is not one gflink knows, so it has no effect; did you mean %s?", k, v.Origin, hint))
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b, or limit when
+// it is at least limit (the length difference alone decides most pairs).
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d >= limit || -d >= limit {
+		return limit
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		rowMin := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin >= limit {
+			return limit
+		}
+		prev, cur = cur, prev
+	}
+	return min(prev[len(b)], limit)
+}
