@@ -3,7 +3,10 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +42,13 @@ func TestCauseChain(t *testing.T) {
 	want := []string{"Job failed (JobID: x)", "Recovery is suppressed by NoRestartBackoffTimeStrategy", "task failed", "injected failure"}
 	if got := causeChain(err); !slices.Equal(got, want) {
 		t.Errorf("causeChain = %q; want %q", got, want)
+	}
+	// A path error is one cause: its path and its reason together.
+	_, perr := os.Open(filepath.Join(t.TempDir(), "nope"))
+	err = fmt.Errorf("task failed: %w", fmt.Errorf("open input: %w", perr))
+	got := causeChain(err)
+	if len(got) != 3 || !strings.HasPrefix(got[2], "open /") || !strings.HasSuffix(got[2], "nope: no such file or directory") {
+		t.Errorf("causeChain = %q; want the path error as one last line", got)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -410,6 +412,11 @@ func causeChain(err error) []string {
 	for err != nil {
 		msg := err.Error()
 		inner := errors.Unwrap(err)
+		switch err.(type) {
+		case *fs.PathError, *os.LinkError, *os.SyscallError:
+			// "open /x: no such file or directory" reads as one cause.
+			inner = nil
+		}
 		if inner != nil && strings.HasSuffix(msg, ": "+inner.Error()) {
 			lines = append(lines, strings.TrimSuffix(msg, ": "+inner.Error()))
 			err = inner
