@@ -298,12 +298,14 @@ func stateNames(op *savepoint.OperatorState) string {
 // the job: per operator uid, matched, missing from the job, or new.
 func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolved, opts engine.JobOptions) error {
 	ptr := savepoint.URI(r.Dir)
-	plan, perr := engine.PlanRestore(g, f.FS, r, true)
+	plan, perr := engine.MapRestore(g, f.FS, r, true)
 	type row struct {
 		UID    string `json:"uid"`
-		Status string `json:"status"` // matched, missing, new
+		Status string `json:"status"` // matched, missing, new, mismatch
 		Name   string `json:"name,omitempty"`
 		States string `json:"states,omitempty"`
+		// Problem says why a matched source's state does not fit.
+		Problem string `json:"problem,omitempty"`
 	}
 	var rows []row
 	ok := perr == nil
@@ -315,14 +317,18 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolve
 			stateful[op.UID] = op.Stateful
 		}
 		for _, uid := range plan.Matched {
-			rows = append(rows, row{uid, "matched", names[uid], stateNames(plan.Meta.Operator(uid))})
+			if err := engine.RestoredSourceMismatch(g, plan, uid); err != nil {
+				rows = append(rows, row{uid, "mismatch", names[uid], stateNames(plan.Meta.Operator(uid)), err.Error()})
+				continue
+			}
+			rows = append(rows, row{uid, "matched", names[uid], stateNames(plan.Meta.Operator(uid)), ""})
 		}
 		for _, uid := range plan.Dropped {
-			rows = append(rows, row{uid, "missing", plan.Meta.Operator(uid).Name, stateNames(plan.Meta.Operator(uid))})
+			rows = append(rows, row{uid, "missing", plan.Meta.Operator(uid).Name, stateNames(plan.Meta.Operator(uid)), ""})
 		}
 		for _, uid := range plan.New {
 			if stateful[uid] {
-				rows = append(rows, row{uid, "new", names[uid], ""})
+				rows = append(rows, row{uid, "new", names[uid], "", ""})
 			}
 		}
 		if len(plan.Dropped) > 0 && !opts.AllowNonRestoredState {
@@ -347,6 +353,8 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolve
 			out.println("  %-34s missing from the job: %s; %s", x.UID, x.States, how)
 		case "new":
 			out.println("  %-34s new: starts empty", x.UID)
+		case "mismatch":
+			out.println("  %-34s does not fit: %s; the restore fails", x.UID, x.Problem)
 		}
 	}
 	res := map[string]any{"snapshot": ptr, "checkpointId": r.Metadata.CheckpointID, "operators": rows, "ok": ok}

@@ -376,11 +376,58 @@ func (g *JobGraph) description() restore.Job {
 // from it would — for `run --check`, which reports the plan without
 // running anything.
 func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool) (*restore.Plan, error) {
+	plan, err := MapRestore(g, fsys, r, allowNonRestoredState)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range g.nodes {
+		if err := RestoredSourceMismatch(g, plan, n.uid); err != nil {
+			return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The source state of operator %s does not fit the new program: %w. A restored source continues from the positions in its snapshot; start without -s to read this job's input from the beginning.", plan.Pointer, n.uid, err)
+		}
+	}
+	return plan, nil
+}
+
+// MapRestore is PlanRestore without the check of restored source splits:
+// how the snapshot's state maps onto the job's operators.
+func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool) (*restore.Plan, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
 	return restore.NewPlan(fsys, r, g.description(), restore.Options{
 		AllowNonRestoredState: allowNonRestoredState, StateBackend: StateBackendHashMap})
+}
+
+// RestoredSourceMismatch says why the splits plan restores into the source
+// with this uid are not that source's, or returns nil (also for operators
+// that are not sources or cannot tell).
+func RestoredSourceMismatch(g *JobGraph, plan *restore.Plan, uid string) error {
+	op := plan.Operators[uid]
+	if op == nil || op.Finished {
+		return nil // a finished source reads nothing more
+	}
+	for _, n := range g.nodes {
+		if n.uid != uid {
+			continue
+		}
+		checker, ok := n.source.(RestoredSplitsChecker)
+		if !ok {
+			return nil
+		}
+		var splits [][]byte
+		for _, st := range op.Subtasks {
+			for _, l := range st.OperatorState {
+				if l.Name == sourceReaderStateName {
+					splits = append(splits, l.Items...)
+				}
+			}
+		}
+		if len(splits) == 0 {
+			return nil
+		}
+		return checker.CheckRestoredSplits(splits)
+	}
+	return nil
 }
 
 // RestorePlan returns the plan the job was restored with, or nil.

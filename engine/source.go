@@ -18,6 +18,15 @@ type Source[T any] interface {
 	CreateReader(ctx SourceContext) (SourceReader[T], error)
 }
 
+// RestoredSplitsChecker is implemented by sources that can tell whether
+// splits from a snapshot are theirs. A restored source reads the splits in
+// its snapshot, not fresh ones from its settings: without this check a job
+// restarted with other input would silently read the old input, or read
+// positions of one input in another.
+type RestoredSplitsChecker interface {
+	CheckRestoredSplits(splits [][]byte) error
+}
+
 // SourceContext describes the subtask a reader runs in.
 type SourceContext struct {
 	Subtask     int

@@ -277,3 +277,116 @@ func TestUpsertFileSinkIsIdempotent(t *testing.T) {
 		t.Fatalf("ReadUpsertTable: %v %v", tbl, err)
 	}
 }
+
+func TestGeneratorMakesExactlyWordsWords(t *testing.T) {
+	for _, words := range []int64{1, 9, 10, 11, 25} {
+		g := &WordGenerator{Words: words, Distinct: 7, Seed: 1, WordsPerLine: 10}
+		splits, _ := g.Splits(2)
+		n := 0
+		for _, line := range readAll(t, g, splits, func(p int) bool { return p == 1 }) {
+			n += len(strings.Fields(line))
+		}
+		if int64(n) != words {
+			t.Errorf("Words=%d: generated %d words", words, n)
+		}
+	}
+}
+
+// A restored source reads its snapshot's splits, not its settings: each
+// connector refuses splits that are not positions in its own input.
+func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
+	os.WriteFile(a, []byte("one two\nthree\n"), 0o644)
+	os.WriteFile(b, []byte("four\n"), 0o644)
+	snapshot := func(src engine.Source[string]) [][]byte {
+		splits, err := src.Splits(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := src.CreateReader(engine.SourceContext{Parallelism: 1})
+		r.AddSplits(splits)
+		r.PollNext(&sliceCollector{})
+		state, err := r.SnapshotState(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return state
+	}
+	textA := &TextFileSource{Paths: []string{a}}
+	gen := &WordGenerator{Distinct: 10, Seed: 1}
+	gen1000 := &WordGenerator{Words: 1000, Distinct: 10, Seed: 1}
+	elems := &Elements[string]{Items: []string{"x", "y", "z"}}
+	for _, tc := range []struct {
+		name   string
+		check  RestoredSplitsCheckerForTest
+		splits [][]byte
+		want   string // "" = accepted
+	}{
+		{"text, same file", textA, snapshot(textA), ""},
+		{"text, same file spelled differently", &TextFileSource{Paths: []string{filepath.Join(dir, ".", "a.txt"), a}}, snapshot(textA), ""},
+		{"text, another file", &TextFileSource{Paths: []string{b}}, snapshot(textA), "the snapshot's source read " + a + "; this job reads " + b},
+		{"text, a file added", &TextFileSource{Paths: []string{a, b}}, snapshot(textA), "this job reads " + a + ", " + b},
+		{"text, generator state", textA, snapshot(gen), "not a text-file source's"},
+		{"generator, same text", gen, snapshot(gen), ""},
+		{"generator, bounded now", gen1000, snapshot(gen), "generated an unbounded stream of words (10 distinct, seed 1, 10 per line); this job's generates 1000 words (10 distinct, seed 1, 10 per line)"},
+		{"generator, other seed", &WordGenerator{Distinct: 10, Seed: 2}, snapshot(gen), "seed 2"},
+		{"generator, text state", gen, snapshot(textA), "not a word generator's"},
+		{"generator, elements state", gen, snapshot(elems), "not a word generator's"},
+		{"elements, same", elems, snapshot(elems), ""},
+		{"elements, other size", &Elements[string]{Items: []string{"x"}}, snapshot(elems), "in-memory input of 3 items; this job's has 1"},
+		{"elements, generator state", elems, snapshot(gen), "not an in-memory input's"},
+	} {
+		err := tc.check.CheckRestoredSplits(tc.splits)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: err = %v; want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+
+	// A file that changed size since the snapshot is refused, naming it.
+	state := snapshot(textA)
+	os.WriteFile(a, []byte("one two\nthree\nfive\n"), 0o644)
+	if err := textA.CheckRestoredSplits(state); err == nil || !strings.Contains(err.Error(), "input file "+a+" has 19 bytes but had 14 when the snapshot was taken") {
+		t.Errorf("grown file: err = %v", err)
+	}
+}
+
+// RestoredSplitsCheckerForTest is engine.RestoredSplitsChecker, named here
+// so the table above reads plainly.
+type RestoredSplitsCheckerForTest = engine.RestoredSplitsChecker
+
+func TestSplitEncodings(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		// Valid splits round-trip.
+		s := genSplit{Next: rapid.Int64Min(0).Draw(t, "next"), End: rapid.Int64Min(-1).Draw(t, "end"),
+			Step: rapid.Int64Min(1).Draw(t, "step"), text: genText{Words: rapid.Int64Min(-1).Draw(t, "words"),
+				Distinct: rapid.Int64Min(1).Draw(t, "distinct"), Seed: rapid.Uint64().Draw(t, "seed"), PerLine: rapid.Int64Min(1).Draw(t, "perLine")}}
+		if got, err := decodeGenSplit(s.encode()); err != nil || got != s {
+			t.Fatalf("generator split %+v decoded as %+v, %v", s, got, err)
+		}
+		n := rapid.Uint64().Draw(t, "total")
+		e := rapid.Uint64Max(n).Draw(t, "end")
+		x := rapid.Uint64Max(e).Draw(t, "next")
+		if a, b, c, ok := decodeElementsSplit(encodeElementsSplit(x, e, n)); !ok || a != x || b != e || c != n {
+			t.Fatalf("elements split (%d, %d, %d) decoded as (%d, %d, %d, %v)", x, e, n, a, b, c, ok)
+		}
+		// Anything else is refused without a panic; in particular one
+		// connector's split is never taken for another's.
+		b := rapid.SliceOf(rapid.Byte()).Draw(t, "garbage")
+		if _, err := decodeGenSplit(b); err == nil && b[0] != genSplitTag {
+			t.Fatalf("decodeGenSplit accepted %x", b)
+		}
+		if _, _, _, ok := decodeElementsSplit(b); ok && b[0] != elementsSplitTag {
+			t.Fatalf("decodeElementsSplit accepted %x", b)
+		}
+		if _, err := decodeGenSplit(encodeElementsSplit(x, e, n)); err == nil {
+			t.Fatal("an elements split decoded as a generator split")
+		}
+		if _, _, _, ok := decodeElementsSplit(s.encode()); ok {
+			t.Fatal("a generator split decoded as an elements split")
+		}
+	})
+}

@@ -18,10 +18,49 @@ func (e *Elements[T]) Splits(parallelism int) ([][]byte, error) {
 	out := make([][]byte, parallelism)
 	n := len(e.Items)
 	for k := range parallelism {
-		b := binary.AppendUvarint(nil, uint64(k*n/parallelism))
-		out[k] = binary.AppendUvarint(b, uint64((k+1)*n/parallelism))
+		out[k] = encodeElementsSplit(uint64(k*n/parallelism), uint64((k+1)*n/parallelism), uint64(n))
 	}
 	return out, nil
+}
+
+// An elements split is a tag, the range [next, end) and the number of
+// items of the whole input, which a restore checks.
+const elementsSplitTag = 'E'
+
+func encodeElementsSplit(next, end, total uint64) []byte {
+	b := binary.AppendUvarint([]byte{elementsSplitTag}, next)
+	b = binary.AppendUvarint(b, end)
+	return binary.AppendUvarint(b, total)
+}
+
+func decodeElementsSplit(b []byte) (next, end, total uint64, ok bool) {
+	if len(b) == 0 || b[0] != elementsSplitTag {
+		return 0, 0, 0, false
+	}
+	b = b[1:]
+	for _, p := range []*uint64{&next, &end, &total} {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, 0, 0, false
+		}
+		*p, b = v, b[n:]
+	}
+	return next, end, total, len(b) == 0 && next <= end && end <= total
+}
+
+// CheckRestoredSplits implements engine.RestoredSplitsChecker: the splits
+// must be ranges of an input of this many items.
+func (e *Elements[T]) CheckRestoredSplits(splits [][]byte) error {
+	for _, b := range splits {
+		_, _, total, ok := decodeElementsSplit(b)
+		if !ok {
+			return fmt.Errorf("the snapshot's source state is not an in-memory input's")
+		}
+		if total != uint64(len(e.Items)) {
+			return fmt.Errorf("the snapshot's source read an in-memory input of %d items; this job's has %d", total, len(e.Items))
+		}
+	}
+	return nil
 }
 
 // CreateReader implements engine.Source.
@@ -36,9 +75,8 @@ type elementsReader[T any] struct {
 
 func (r *elementsReader[T]) AddSplits(splits [][]byte) error {
 	for _, b := range splits {
-		next, n := binary.Uvarint(b)
-		end, m := binary.Uvarint(b[max(n, 0):])
-		if n <= 0 || m <= 0 || end > uint64(len(r.items)) {
+		next, end, _, ok := decodeElementsSplit(b)
+		if !ok || end > uint64(len(r.items)) {
 			return fmt.Errorf("elements split: corrupt")
 		}
 		r.ranges = append(r.ranges, [2]uint64{next, end})
@@ -67,8 +105,7 @@ func (r *elementsReader[T]) PollNext(out engine.Collector[T]) (engine.InputStatu
 func (r *elementsReader[T]) SnapshotState(int64) ([][]byte, error) {
 	out := make([][]byte, len(r.ranges))
 	for i, rg := range r.ranges {
-		b := binary.AppendUvarint(nil, rg[0])
-		out[i] = binary.AppendUvarint(b, rg[1])
+		out[i] = encodeElementsSplit(rg[0], rg[1], uint64(len(r.items)))
 	}
 	return out, nil
 }

@@ -14,7 +14,10 @@ import (
 // Distinct distinct words. The same settings always produce the same text,
 // so runs can be compared. Lines are positions, so it is replayable.
 type WordGenerator struct {
-	// Lines is the number of lines; 0 means unbounded.
+	// Words, if > 0, is the number of words: the text ends there, its last
+	// line possibly short. Otherwise Lines is the number of lines; both 0
+	// means unbounded.
+	Words        int64
 	Lines        int64
 	WordsPerLine int
 	Distinct     int
@@ -55,12 +58,52 @@ func (g *WordGenerator) Line(i int64, buf []byte) []byte {
 	buf = buf[:0]
 	wpl := int64(g.wordsPerLine())
 	for w := int64(0); w < wpl; w++ {
+		n := i*wpl + w
+		if g.Words > 0 && n >= g.Words {
+			break
+		}
 		if w > 0 {
 			buf = append(buf, ' ')
 		}
-		buf = append(buf, Word(wordIndex(g.Seed, i*wpl+w, g.distinct()))...)
+		buf = append(buf, Word(wordIndex(g.Seed, n, g.distinct()))...)
 	}
 	return buf
+}
+
+// lines is the number of lines of the text, or -1 when it is unbounded.
+func (g *WordGenerator) lines() int64 {
+	switch {
+	case g.Words > 0:
+		wpl := int64(g.wordsPerLine())
+		return (g.Words + wpl - 1) / wpl
+	case g.Lines > 0:
+		return g.Lines
+	}
+	return -1
+}
+
+// words is the number of words of the text, or -1 when it is unbounded.
+func (g *WordGenerator) words() int64 {
+	if n := g.lines(); n >= 0 && g.Words <= 0 {
+		return n * int64(g.wordsPerLine())
+	}
+	if g.Words > 0 {
+		return g.Words
+	}
+	return -1
+}
+
+// describe names the text in messages.
+func (g *WordGenerator) describe() string {
+	return describeText(g.words(), g.distinct(), g.Seed, g.wordsPerLine())
+}
+
+func describeText(words int64, distinct int, seed uint64, wpl int) string {
+	size := "an unbounded stream of words"
+	if words >= 0 {
+		size = fmt.Sprintf("%d words", words)
+	}
+	return fmt.Sprintf("%s (%d distinct, seed %d, %d per line)", size, distinct, seed, wpl)
 }
 
 func (g *WordGenerator) wordsPerLine() int {
@@ -79,41 +122,84 @@ func (g *WordGenerator) distinct() int {
 
 // genSplit is a range of line numbers [Next, End); End < 0 is unbounded.
 // Splits are interleaved for unbounded input: split k of n produces lines
-// k, k+n, k+2n, …
+// k, k+n, k+2n, … A split also records the text it belongs to, so that a
+// restore into a generator of other text is refused rather than reading
+// positions of one text from another.
 type genSplit struct {
 	Next, End, Step int64
+	text            genText
+}
+
+// genText identifies a generated text; Words < 0 is unbounded.
+type genText struct {
+	Words    int64
+	Distinct int64
+	Seed     uint64
+	PerLine  int64
+}
+
+// genSplitTag starts every encoded generator split.
+const genSplitTag = 'G'
+
+func (g *WordGenerator) text() genText {
+	return genText{Words: g.words(), Distinct: int64(g.distinct()), Seed: g.Seed, PerLine: int64(g.wordsPerLine())}
 }
 
 func (s genSplit) encode() []byte {
-	b := binary.AppendVarint(nil, s.Next)
-	b = binary.AppendVarint(b, s.End)
-	return binary.AppendVarint(b, s.Step)
+	b := []byte{genSplitTag}
+	for _, v := range []int64{s.Next, s.End, s.Step, s.text.Words, s.text.Distinct, s.text.PerLine} {
+		b = binary.AppendVarint(b, v)
+	}
+	return binary.AppendUvarint(b, s.text.Seed)
 }
+
+var errNotGenSplit = fmt.Errorf("not a word generator's split")
 
 func decodeGenSplit(b []byte) (genSplit, error) {
 	var s genSplit
-	var n int
-	for _, p := range []*int64{&s.Next, &s.End, &s.Step} {
-		*p, n = binary.Varint(b)
-		if n <= 0 {
-			return s, fmt.Errorf("generator split: truncated")
-		}
-		b = b[n:]
+	if len(b) == 0 || b[0] != genSplitTag {
+		return s, errNotGenSplit
 	}
+	b = b[1:]
+	for _, p := range []*int64{&s.Next, &s.End, &s.Step, &s.text.Words, &s.text.Distinct, &s.text.PerLine} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return s, errNotGenSplit
+		}
+		*p, b = v, b[n:]
+	}
+	seed, n := binary.Uvarint(b)
+	if n <= 0 || n != len(b) || s.Step <= 0 || s.Next < 0 {
+		return s, errNotGenSplit
+	}
+	s.text.Seed = seed
 	return s, nil
 }
 
 // Splits implements engine.Source: one interleaved split per subtask.
 func (g *WordGenerator) Splits(parallelism int) ([][]byte, error) {
 	out := make([][]byte, parallelism)
-	end := int64(-1)
-	if g.Lines > 0 {
-		end = g.Lines
-	}
 	for k := range parallelism {
-		out[k] = genSplit{Next: int64(k), End: end, Step: int64(parallelism)}.encode()
+		out[k] = genSplit{Next: int64(k), End: g.lines(), Step: int64(parallelism), text: g.text()}.encode()
 	}
 	return out, nil
+}
+
+// CheckRestoredSplits implements engine.RestoredSplitsChecker: the splits
+// must be positions in this generator's text.
+func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
+	want := g.text()
+	for _, b := range splits {
+		s, err := decodeGenSplit(b)
+		if err != nil {
+			return fmt.Errorf("the snapshot's source state is not a word generator's")
+		}
+		if s.text != want {
+			return fmt.Errorf("the snapshot's source generated %s; this job's generates %s",
+				describeText(s.text.Words, int(s.text.Distinct), s.text.Seed, int(s.text.PerLine)), g.describe())
+		}
+	}
+	return nil
 }
 
 // CreateReader implements engine.Source.

@@ -12,6 +12,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -111,6 +113,57 @@ func (s *TextFileSource) Splits(parallelism int) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// CheckRestoredSplits implements engine.RestoredSplitsChecker. A restored
+// reader continues the snapshot's splits (finished ones stay in its state),
+// so they must cover exactly this job's files, each still the size it was:
+// otherwise a new file would be ignored, or positions in one file would be
+// read in another.
+func (s *TextFileSource) CheckRestoredSplits(splits [][]byte) error {
+	covered := map[string]int64{} // absolute path → bytes the splits cover
+	var oldPaths []string
+	for _, b := range splits {
+		var sp textSplit
+		if err := json.Unmarshal(b, &sp); err != nil || sp.Path == "" {
+			return fmt.Errorf("the snapshot's source state is not a text-file source's")
+		}
+		abs := absPath(sp.Path)
+		if _, ok := covered[abs]; !ok {
+			oldPaths = append(oldPaths, sp.Path)
+		}
+		covered[abs] = max(covered[abs], sp.End)
+	}
+	want := map[string]bool{}
+	for _, p := range s.Paths {
+		want[absPath(p)] = true
+	}
+	same := len(covered) == len(want)
+	for p := range want {
+		if _, ok := covered[p]; !ok {
+			same = false
+		}
+	}
+	if !same {
+		return fmt.Errorf("the snapshot's source read %s; this job reads %s", strings.Join(oldPaths, ", "), strings.Join(s.Paths, ", "))
+	}
+	for _, p := range s.Paths {
+		st, err := statInput(p)
+		if err != nil {
+			return err
+		}
+		if was := covered[absPath(p)]; st.Size() != was {
+			return fmt.Errorf("input file %s has %d bytes but had %d when the snapshot was taken; a restored source reads only the bytes it knew of", p, st.Size(), was)
+		}
+	}
+	return nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
 }
 
 // CreateReader implements engine.Source.

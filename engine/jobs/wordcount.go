@@ -218,7 +218,7 @@ func WordCount() Job {
 			case o.Generate != 0:
 				g := &connectors.WordGenerator{Distinct: o.Distinct, Seed: o.Seed, Rate: o.Rate, WordsPerLine: 10}
 				if o.Generate > 0 {
-					g.Lines = (o.Generate + 9) / 10
+					g.Words = o.Generate
 				}
 				lines = engine.FromSource[string](env, g, "generator").UID("source")
 			case len(o.Inputs) > 0:
