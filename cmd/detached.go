@@ -142,8 +142,13 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		if m.Usage {
 			return &UsageError{Msg: m.Error}
 		}
+		if m.Code <= ExitFailure {
+			// As the attached run reports it: on stderr, or as the one
+			// JSON object with -o json.
+			return errors.New(m.Error)
+		}
 		fmt.Fprintln(f.IO.ErrOut, m.Error)
-		return &SilentError{Code: max(m.Code, ExitFailure)}
+		return &SilentError{Code: m.Code}
 	}
 	go func() { <-exited }() // reaped if it ends while we are still here
 	if m.State == string(engine.StatusFailed) {
