@@ -24,6 +24,50 @@ var longOptions = map[string]map[string]string{
 	"inspect":     {},
 }
 
+// shortOnly lists options that Flink defines with a multi-letter short
+// name and no long name: "-detached" works, "--detached" (or a prefix
+// such as "--det") is an unrecognized option, as in commons-cli. Scripts
+// written against gflink then run against Flink too.
+var shortOnly = map[string][]string{"savepoint": {"detached"}, "stop": {"detached"}}
+
+// checkShortOnly refuses the long spelling of a short-only option.
+func checkShortOnly(args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		name, _, _ := strings.Cut(a[2:], "=")
+		for _, opt := range shortOnly[args[0]] {
+			if name != "" && strings.HasPrefix(opt, name) {
+				return usageErrorf("Unrecognized option: %s", a)
+			}
+		}
+	}
+	return nil
+}
+
+// asksForJSON reports whether argv asks for -o json, for errors found
+// before the flags are parsed.
+func asksForJSON(args []string) bool {
+	for i, a := range args {
+		switch a {
+		case "-ojson", "-o=json", "--output=json":
+			return true
+		case "-o", "--output", "-output":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // globalLongOptions are accepted by every action (Flink's custom command
 // line, plus gflink's own).
 var globalLongOptions = map[string]string{

@@ -64,3 +64,33 @@ func TestFlinkFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestShortOnlyOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		bad  bool
+	}{
+		{[]string{"savepoint", "-detached", "x"}, false},
+		{[]string{"stop", "x", "-detached"}, false},
+		{[]string{"stop", "--detached", "x"}, true},
+		{[]string{"savepoint", "x", "--det"}, true},
+		{[]string{"savepoint", "--detached=true", "x"}, true},
+		{[]string{"stop", "--drain", "x"}, false},
+		{[]string{"run", "--detached", "wordcount"}, false}, // run -d has a long name
+		{[]string{"stop", "--", "--detached"}, false},
+	} {
+		err := checkShortOnly(tc.args)
+		if (err != nil) != tc.bad {
+			t.Errorf("checkShortOnly(%q) = %v; want error: %v", tc.args, err, tc.bad)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "Unrecognized option: --") {
+			t.Errorf("checkShortOnly(%q) = %q", tc.args, err)
+		}
+	}
+	for args, want := range map[string]bool{"stop -o json x": true, "stop --output=json x": true, "stop -ojson": true,
+		"stop -o": false, "stop json": false, "list --output json": true} {
+		if got := asksForJSON(strings.Fields(args)); got != want {
+			t.Errorf("asksForJSON(%q) = %v", args, got)
+		}
+	}
+}

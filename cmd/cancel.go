@@ -57,6 +57,14 @@ func runCancel(f *Factory, o *CancelOptions) error {
 		return err
 	}
 	s, err := connect(f, &o.clientOptions, o.JobID)
+	var ended *jobEndedError
+	if errors.As(err, &ended) && ended.State == "CANCELED" && !o.savepoint {
+		// As in Flink, cancelling a cancelled job succeeds.
+		out.println("Cancelling job %s.", o.JobID)
+		out.println("Cancelled job %s.", o.JobID)
+		out.result(map[string]string{"jobId": o.JobID, "status": ended.State})
+		return nil
+	}
 	if err != nil {
 		return err
 	}

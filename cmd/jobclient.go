@@ -89,12 +89,19 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 			return nil, err
 		}
 		if e.Terminal() {
-			return nil, fmt.Errorf("Job %s is not running: it ended %s.", jobID, e.State)
+			return nil, &jobEndedError{JobID: jobID, State: e.State}
 		}
 		s.entry, s.client = e, rest.NewClient(e.Address)
 	}
 	s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
 	return s, nil
+}
+
+// jobEndedError: the registry says the job has ended.
+type jobEndedError struct{ JobID, State string }
+
+func (e *jobEndedError) Error() string {
+	return fmt.Sprintf("Job %s is not running: it ended %s.", e.JobID, e.State)
 }
 
 // explain turns a client error into one clear line.

@@ -97,6 +97,10 @@ func Run(f *Factory, args []string) int {
 	c.SetErr(f.IO.ErrOut)
 	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flinkFlagError(err) })
 	c.SetHelpFunc(func(c *cobra.Command, _ []string) { printActionHelp(f.IO.Out, *act, c) })
+	if err := checkShortOnly(args); err != nil {
+		reportError(f.IO, err, asksForJSON(args))
+		return exitCode(err)
+	}
 	c.SetArgs(normalizeArgs(args)[1:])
 	err := c.ExecuteContext(f.Context)
 	reportError(f.IO, err, g.Output == "json")
