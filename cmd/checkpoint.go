@@ -60,10 +60,18 @@ func runCheckpoint(f *Factory, o *CheckpointOptions) error {
 	} else {
 		out.println("Checkpoint %d for job %s completed.", id, o.JobID)
 	}
-	out.println("You can resume your program from this checkpoint with the run command.")
 	res := map[string]any{"jobId": o.JobID, "checkpointId": id}
-	if path, err := s.client.CheckpointPath(s.ctx, o.JobID, id); err == nil && path != "" {
-		res["path"] = path
+	path, err := s.client.CheckpointPath(s.ctx, o.JobID, id)
+	switch {
+	case err == nil && path == "":
+		// Flink prints the resume hint regardless; here it would be false.
+		out.println("The checkpoint is kept in memory only (execution.checkpointing.storage: jobmanager, no execution.checkpointing.dir): nothing can be resumed from it once the job ends.")
+	default:
+		// A Flink cluster (-m) may not say where; it says the same line.
+		out.println("You can resume your program from this checkpoint with the run command.")
+		if path != "" {
+			res["path"] = path
+		}
 	}
 	out.result(res)
 	return nil

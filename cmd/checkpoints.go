@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -31,7 +33,7 @@ func newCheckpointsCmd(f *Factory, g *globalOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use: "checkpoints",
 		Long: "Lists the retained checkpoints and savepoints of a job: over its REST endpoint while it runs, from disk " +
-			"when it has stopped or crashed (its registered checkpoint directory), or found under a directory — a " +
+			"when it has ended (its registered checkpoint directory) or its process was killed (execution.checkpointing.dir/<jobId>), or found under a directory — a " +
 			"job's checkpoint directory, a checkpoint base directory, or a savepoint directory. Marks which ones the " +
 			"running job owns (and may delete) and which it must not touch.",
 		Args: cobra.ArbitraryArgs,
@@ -88,6 +90,7 @@ func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
 			return perr
 		}
 		rows, notes, err = FindSnapshots(f, dir)
+		markRunningJobsCheckpoints(f, rows)
 	}
 	if err != nil {
 		return err
@@ -164,7 +167,12 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 		return rows, nil, nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("Job %s is not registered in %s: pass the directory holding its checkpoints instead (gflink checkpoints <dir>).", id, reg.Dir)
+		// Not registered (its process was killed, or it ran with another
+		// GFLINK_HOME): look where the configuration puts checkpoints.
+		if dir := configuredJobCheckpointDir(f, o, id); dir != "" && isDir(dir) {
+			return FindSnapshots(f, dir)
+		}
+		return nil, nil, fmt.Errorf("Job %s is not registered in %s, and the configured execution.checkpointing.dir holds no checkpoints of it: pass the directory holding them instead (gflink checkpoints <dir>/%s), or -D execution.checkpointing.dir=<dir>.", id, reg.Dir, id)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -173,6 +181,43 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 		return nil, nil, nil // ended; no checkpoint left on disk
 	}
 	return FindSnapshots(f, e.CheckpointDir)
+}
+
+// markRunningJobsCheckpoints marks the checkpoints found in the checkpoint
+// directory of a registered running job as that job's: it may delete them.
+// (A snapshot another running job claimed shows as the job's only when
+// listed by that job's id.)
+func markRunningJobsCheckpoints(f *Factory, rows []snapshotRow) {
+	entries, _ := rest.NewRegistry(rest.Home(f.Getenv)).List()
+	for i := range rows {
+		p, err := savepoint.LocalPath(rows[i].Path)
+		if err != nil || rows[i].Kind != "checkpoint" {
+			continue
+		}
+		for _, e := range entries {
+			if !e.Terminal() && e.CheckpointDir != "" && strings.HasPrefix(p, e.CheckpointDir+string(filepath.Separator)) {
+				rows[i].Owner = "job"
+			}
+		}
+	}
+}
+
+// configuredJobCheckpointDir is <execution.checkpointing.dir>/<jobId> from
+// the client's configuration (file and -D), or "".
+func configuredJobCheckpointDir(f *Factory, o *CheckpointsOptions, id string) string {
+	conf, err := loadConfig(f, o.Global, newLogger(io.Discard, slog.LevelError))
+	if err != nil {
+		return ""
+	}
+	d, err := checkpoint.Dir.Get(conf)
+	if err != nil || d == "" {
+		return ""
+	}
+	p, err := savepoint.LocalPath(d)
+	if err != nil {
+		return ""
+	}
+	return savepoint.JobCheckpointDir(p, id)
 }
 
 // FindSnapshots finds complete snapshots under dir: dir itself, the chk-N
@@ -187,6 +232,9 @@ func FindSnapshots(f *Factory, dir string) ([]snapshotRow, []string, error) {
 		return nil, nil, err
 	}
 	if !st.IsDir() {
+		if filepath.Base(dir) != savepoint.MetadataFileName {
+			return nil, nil, fmt.Errorf("'%s' is a file: give a checkpoint or savepoint directory, a directory holding them, or a %s file.", dir, savepoint.MetadataFileName)
+		}
 		dir = filepath.Dir(dir)
 	}
 	var rows []snapshotRow
@@ -207,12 +255,13 @@ func FindSnapshots(f *Factory, dir string) ([]snapshotRow, []string, error) {
 			notes = append(notes, fmt.Sprintf("Skipping %s: %v", d, err))
 			return
 		}
-		size := m.StateSize()
-		if st, err := f.FS.Stat(filepath.Join(d, savepoint.MetadataFileName)); err == nil {
-			size += st.Size()
+		// The size is the state's, as a running job reports it over REST.
+		row := snapshotRow{ID: m.CheckpointID, Kind: kindOf(m.Kind), Type: "full", Format: m.Format,
+			Completed: m.CompletionTimestamp, Size: m.StateSize(), Path: savepoint.URI(d), JobID: m.JobID}
+		if row.Kind == "savepoint" {
+			row.Owner = "user" // no job ever deletes a savepoint
 		}
-		rows = append(rows, snapshotRow{ID: m.CheckpointID, Kind: kindOf(m.Kind), Type: "full", Format: m.Format,
-			Completed: m.CompletionTimestamp, Size: size, Path: savepoint.URI(d), JobID: m.JobID})
+		rows = append(rows, row)
 	}
 	var walk func(d string, depth int)
 	walk = func(d string, depth int) {

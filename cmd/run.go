@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,6 +216,10 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	ckDir := ""
 	if d, _ := checkpoint.Dir.Get(conf); d != "" {
 		if p, err := savepoint.LocalPath(d); err == nil {
+			// Absolute: other commands read it from other directories.
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
 			ckDir = savepoint.JobCheckpointDir(p, jobID)
 		}
 	}
