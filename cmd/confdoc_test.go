@@ -70,3 +70,30 @@ func TestShippedConfigListsEveryKey(t *testing.T) {
 		t.Errorf("the documented defaults do not validate: %v", err)
 	}
 }
+
+// Flink's own keys (cmd/testdata/flink-keys.txt: the keys of Flink's
+// generated configuration docs in the namespaces gflink reads) must never be
+// taken for typos of gflink's: one configuration file serves both.
+func TestNoFlinkKeyIsTakenForATypo(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "flink-keys.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.New()
+	n := 0
+	for _, k := range strings.Fields(string(b)) {
+		c.SetString(k, "x", "-D")
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("only %d Flink keys in testdata/flink-keys.txt", n)
+	}
+	if w := config.Misspellings(c, allOptions()); len(w) > 0 {
+		t.Errorf("Flink keys taken for typos:\n%s", strings.Join(w, "\n"))
+	}
+	// The check itself works on this configuration.
+	c.SetString("execution.checkpointing.intervall", "1s", "-D")
+	if w := config.Misspellings(c, allOptions()); len(w) != 1 {
+		t.Errorf("Misspellings = %q; want the one typo", w)
+	}
+}
