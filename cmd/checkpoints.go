@@ -33,7 +33,7 @@ func newCheckpointsCmd(f *Factory, g *globalOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use: "checkpoints",
 		Long: "Lists the retained checkpoints and savepoints of a job: over its REST endpoint while it runs, from disk " +
-			"when it has ended (its registered checkpoint directory) or its process was killed (execution.checkpointing.dir/<jobId>), or found under a directory — a " +
+			"when it has ended or its process was killed (the checkpoint directory it registered; else execution.checkpointing.dir/<jobId>), or found under a directory — a " +
 			"job's checkpoint directory, a checkpoint base directory, or a savepoint directory. Marks which ones the " +
 			"running job owns (and may delete) and which it must not touch.",
 		Args: cobra.ArbitraryArgs,
@@ -149,6 +149,12 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 		}
 		defer s.cancel()
 		retained, gflink, err := s.client.Retained(s.ctx, id)
+		var ue *rest.UnreachableError
+		if errors.As(err, &ue) && e != nil && e.CheckpointDir != "" && isDir(e.CheckpointDir) {
+			// The process died a moment ago and is not yet reaped: the
+			// disk still has the answer.
+			return FindSnapshots(f, e.CheckpointDir)
+		}
 		if err != nil {
 			return nil, nil, s.explain(err, fmt.Sprintf("Failed to list the checkpoints of job %s", id))
 		}
@@ -167,8 +173,12 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 		return rows, nil, nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		// Not registered (its process was killed, or it ran with another
-		// GFLINK_HOME): look where the configuration puts checkpoints.
+		// Its process was killed: the retired entry knows where its
+		// checkpoints are. Otherwise (it ran with another GFLINK_HOME) look
+		// where the configuration puts them.
+		if lost, err := reg.Lost(id); err == nil && lost.CheckpointDir != "" && isDir(lost.CheckpointDir) {
+			return FindSnapshots(f, lost.CheckpointDir)
+		}
 		if dir := configuredJobCheckpointDir(f, o, id); dir != "" && isDir(dir) {
 			return FindSnapshots(f, dir)
 		}

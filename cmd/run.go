@@ -236,6 +236,9 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	// it runs; here the job's print sink shares stdout, so the line (and
 	// the restore notices) must be out before the first task starts.
 	opts.OnAccepted = func(j *engine.Job) {
+		// Registered before anyone is told the job id, so that a script's
+		// next command finds it.
+		reg.update(engine.StatusInitializing, time.Now())
 		if p := j.RestorePlan(); p != nil {
 			for _, uid := range p.Dropped {
 				notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))

@@ -1,6 +1,7 @@
 package connectors
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
@@ -299,6 +300,9 @@ func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
 	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
 	os.WriteFile(a, []byte("one two\nthree\n"), 0o644)
 	os.WriteFile(b, []byte("four\n"), 0o644)
+	if err := os.Symlink(dir, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
 	snapshot := func(src engine.Source[string]) [][]byte {
 		splits, err := src.Splits(2)
 		if err != nil {
@@ -324,7 +328,10 @@ func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
 		want   string // "" = accepted
 	}{
 		{"text, same file", textA, snapshot(textA), ""},
-		{"text, same file spelled differently", &TextFileSource{Paths: []string{filepath.Join(dir, ".", "a.txt"), a}}, snapshot(textA), ""},
+		{"text, same file spelled differently", &TextFileSource{Paths: []string{dir + "/./a.txt"}}, snapshot(textA), ""},
+		{"text, same file through a symlink", &TextFileSource{Paths: []string{filepath.Join(dir, "link", "a.txt")}}, snapshot(textA), ""},
+		{"text, same file twice", &TextFileSource{Paths: []string{a, a}}, snapshot(textA), "; this job reads " + a + ", " + a},
+		{"text, a file once that was read twice", textA, snapshot(&TextFileSource{Paths: []string{a, a}}), "the snapshot's source read " + a + ", " + a + "; this job reads " + a},
 		{"text, another file", &TextFileSource{Paths: []string{b}}, snapshot(textA), "the snapshot's source read " + a + "; this job reads " + b},
 		{"text, a file added", &TextFileSource{Paths: []string{a, b}}, snapshot(textA), "this job reads " + a + ", " + b},
 		{"text, generator state", textA, snapshot(gen), "not a text-file source's"},
@@ -352,6 +359,12 @@ func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
 	if err := textA.CheckRestoredSplits(state); err == nil || !strings.Contains(err.Error(), "input file "+a+" has 19 bytes but had 14 when the snapshot was taken") {
 		t.Errorf("grown file: err = %v", err)
 	}
+	// A file the snapshot read that is gone cannot be continued.
+	stateB := snapshot(&TextFileSource{Paths: []string{b}})
+	os.Remove(b)
+	if err := textA.CheckRestoredSplits(stateB); err == nil || !strings.Contains(err.Error(), "the snapshot's source read "+b+", which cannot be read here: no such file or directory") {
+		t.Errorf("deleted file: err = %v", err)
+	}
 }
 
 // RestoredSplitsCheckerForTest is engine.RestoredSplitsChecker, named here
@@ -373,20 +386,35 @@ func TestSplitEncodings(t *testing.T) {
 		if a, b, c, ok := decodeElementsSplit(encodeElementsSplit(x, e, n)); !ok || a != x || b != e || c != n {
 			t.Fatalf("elements split (%d, %d, %d) decoded as (%d, %d, %d, %v)", x, e, n, a, b, c, ok)
 		}
-		// Anything else is refused without a panic; in particular one
-		// connector's split is never taken for another's.
-		b := rapid.SliceOf(rapid.Byte()).Draw(t, "garbage")
-		if _, err := decodeGenSplit(b); err == nil && b[0] != genSplitTag {
-			t.Fatalf("decodeGenSplit accepted %x", b)
+		// Splits written before the tags still decode, flagged legacy.
+		old := binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(nil, s.Next), s.End), s.Step)
+		if got, err := decodeGenSplit(old); err != nil || !got.legacy || got.Next != s.Next || got.End != s.End || got.Step != s.Step {
+			t.Fatalf("legacy generator split %x decoded as %+v, %v", old, got, err)
 		}
-		if _, _, _, ok := decodeElementsSplit(b); ok && b[0] != elementsSplitTag {
-			t.Fatalf("decodeElementsSplit accepted %x", b)
+		oldE := binary.AppendUvarint(binary.AppendUvarint(nil, x), e)
+		if a, b, c, ok := decodeElementsSplit(oldE); !ok || a != x || b != e || c != legacyTotal {
+			t.Fatalf("legacy elements split %x decoded as (%d, %d, %d, %v)", oldE, a, b, c, ok)
+		}
+		// No split, of any layout or none, is taken by both decoders: one
+		// connector's split is never read as another's. Nothing panics.
+		for _, b := range [][]byte{rapid.SliceOf(rapid.Byte()).Draw(t, "garbage"), s.encode(), old, oldE, encodeElementsSplit(x, e, n)} {
+			_, gerr := decodeGenSplit(b)
+			_, _, _, eok := decodeElementsSplit(b)
+			if gerr == nil && eok {
+				t.Fatalf("%x decodes as both a generator and an elements split", b)
+			}
 		}
 		if _, err := decodeGenSplit(encodeElementsSplit(x, e, n)); err == nil {
 			t.Fatal("an elements split decoded as a generator split")
 		}
 		if _, _, _, ok := decodeElementsSplit(s.encode()); ok {
 			t.Fatal("a generator split decoded as an elements split")
+		}
+		if _, err := decodeGenSplit(oldE); err == nil {
+			t.Fatal("a legacy elements split decoded as a generator split")
+		}
+		if _, _, _, ok := decodeElementsSplit(old); ok {
+			t.Fatal("a legacy generator split decoded as an elements split")
 		}
 	})
 }

@@ -33,19 +33,40 @@ func encodeElementsSplit(next, end, total uint64) []byte {
 	return binary.AppendUvarint(b, total)
 }
 
+// decodeElementsSplit also reads the layout from before the tag (two
+// uvarints: next, end), for which total is reported as legacyTotal. The
+// number of integers tells them apart: a tagged split has four ('E' is
+// one), a legacy one two.
 func decodeElementsSplit(b []byte) (next, end, total uint64, ok bool) {
-	if len(b) == 0 || b[0] != elementsSplitTag {
-		return 0, 0, 0, false
+	ints := splitUvarints(b)
+	switch {
+	case len(ints) == 4 && ints[0] == elementsSplitTag:
+		next, end, total = ints[1], ints[2], ints[3]
+		return next, end, total, next <= end && end <= total
+	case len(ints) == 2:
+		return ints[0], ints[1], legacyTotal, ints[0] <= ints[1]
 	}
-	b = b[1:]
-	for _, p := range []*uint64{&next, &end, &total} {
+	return 0, 0, 0, false
+}
+
+// legacyTotal stands for the unknown input size of a legacy split.
+const legacyTotal = ^uint64(0)
+
+// splitUvarints decodes b as a sequence of uvarints, or returns nil if it
+// is not one (or holds more than four).
+func splitUvarints(b []byte) []uint64 {
+	var out []uint64
+	for len(b) > 0 && len(out) <= 4 {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
-			return 0, 0, 0, false
+			return nil
 		}
-		*p, b = v, b[n:]
+		out, b = append(out, v), b[n:]
 	}
-	return next, end, total, len(b) == 0 && next <= end && end <= total
+	if len(b) > 0 {
+		return nil
+	}
+	return out
 }
 
 // CheckRestoredSplits implements engine.RestoredSplitsChecker: the splits
@@ -56,7 +77,7 @@ func (e *Elements[T]) CheckRestoredSplits(splits [][]byte) error {
 		if !ok {
 			return fmt.Errorf("the snapshot's source state is not an in-memory input's")
 		}
-		if total != uint64(len(e.Items)) {
+		if total != legacyTotal && total != uint64(len(e.Items)) {
 			return fmt.Errorf("the snapshot's source read an in-memory input of %d items; this job's has %d", total, len(e.Items))
 		}
 	}

@@ -128,6 +128,9 @@ func (g *WordGenerator) distinct() int {
 type genSplit struct {
 	Next, End, Step int64
 	text            genText
+	// legacy: written before splits recorded their text (no tag), so the
+	// text cannot be checked.
+	legacy bool
 }
 
 // genText identifies a generated text; Words < 0 is unbounded.
@@ -157,8 +160,25 @@ var errNotGenSplit = fmt.Errorf("not a word generator's split")
 
 func decodeGenSplit(b []byte) (genSplit, error) {
 	var s genSplit
-	if len(b) == 0 || b[0] != genSplitTag {
+	if len(b) == 0 {
 		return s, errNotGenSplit
+	}
+	if b[0] != genSplitTag {
+		// The layout before the tag: exactly three varints. (A tagged
+		// split is eight integers, an elements split two or four; 'G'
+		// cannot start a legacy one, whose Next is not negative.)
+		for _, p := range []*int64{&s.Next, &s.End, &s.Step} {
+			v, n := binary.Varint(b)
+			if n <= 0 {
+				return s, errNotGenSplit
+			}
+			*p, b = v, b[n:]
+		}
+		if len(b) != 0 || s.Step <= 0 || s.Next < 0 {
+			return s, errNotGenSplit
+		}
+		s.legacy = true
+		return s, nil
 	}
 	b = b[1:]
 	for _, p := range []*int64{&s.Next, &s.End, &s.Step, &s.text.Words, &s.text.Distinct, &s.text.PerLine} {
@@ -194,7 +214,7 @@ func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
 		if err != nil {
 			return fmt.Errorf("the snapshot's source state is not a word generator's")
 		}
-		if s.text != want {
+		if !s.legacy && s.text != want {
 			return fmt.Errorf("the snapshot's source generated %s; this job's generates %s",
 				describeText(s.text.Words, int(s.text.Distinct), s.text.Seed, int(s.text.PerLine)), g.describe())
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"golang.org/x/sys/unix"
 )
 
 // TextFileSource reads text files line by line. Each file is cut into
@@ -62,6 +63,32 @@ func CheckInputFiles(paths []string) error {
 		f.Close()
 	}
 	return nil
+}
+
+// CheckCreatableDir reports why dir could not be created (or used, if it
+// exists), without creating anything: the nearest existing ancestor must be
+// a directory this process may write in.
+func CheckCreatableDir(dir string) error {
+	p := filepath.Clean(dir)
+	for {
+		st, err := os.Stat(p)
+		switch {
+		case err == nil && !st.IsDir():
+			return fmt.Errorf("%s: not a directory", p)
+		case err == nil:
+			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
+			return fmt.Errorf("%s: %w", p, unwrapPath(err))
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		p = parent
+	}
 }
 
 func statInput(p string) (os.FileInfo, error) {
@@ -117,53 +144,78 @@ func (s *TextFileSource) Splits(parallelism int) ([][]byte, error) {
 
 // CheckRestoredSplits implements engine.RestoredSplitsChecker. A restored
 // reader continues the snapshot's splits (finished ones stay in its state),
-// so they must cover exactly this job's files, each still the size it was:
-// otherwise a new file would be ignored, or positions in one file would be
-// read in another.
+// so they must cover exactly this job's files — the same files, as often
+// (a file given twice is read twice), each still the size it was: otherwise
+// a new file would be ignored, or positions in one file read in another.
+// Files are compared as files, so another spelling of a path or a symlink
+// to the same file is the same input.
 func (s *TextFileSource) CheckRestoredSplits(splits [][]byte) error {
-	covered := map[string]int64{} // absolute path → bytes the splits cover
-	var oldPaths []string
+	type input struct {
+		path    string // as the snapshot or the job names it
+		info    os.FileInfo
+		n       int   // occurrences in the input list
+		covered int64 // bytes the snapshot's splits cover
+	}
+	var old []*input
+	find := func(list []*input, st os.FileInfo) *input {
+		for _, in := range list {
+			if os.SameFile(in.info, st) {
+				return in
+			}
+		}
+		return nil
+	}
+	var oldNames []string
 	for _, b := range splits {
 		var sp textSplit
 		if err := json.Unmarshal(b, &sp); err != nil || sp.Path == "" {
 			return fmt.Errorf("the snapshot's source state is not a text-file source's")
 		}
-		abs := absPath(sp.Path)
-		if _, ok := covered[abs]; !ok {
-			oldPaths = append(oldPaths, sp.Path)
+		st, err := os.Stat(sp.Path)
+		if err != nil {
+			return fmt.Errorf("the snapshot's source read %s, which cannot be read here: %w", sp.Path, unwrapPath(err))
 		}
-		covered[abs] = max(covered[abs], sp.End)
-	}
-	want := map[string]bool{}
-	for _, p := range s.Paths {
-		want[absPath(p)] = true
-	}
-	same := len(covered) == len(want)
-	for p := range want {
-		if _, ok := covered[p]; !ok {
-			same = false
+		in := find(old, st)
+		if in == nil {
+			in = &input{path: sp.Path, info: st}
+			old = append(old, in)
 		}
+		if sp.Start == 0 {
+			// Every occurrence of a file in the input list has one split
+			// that starts at 0.
+			in.n++
+			oldNames = append(oldNames, sp.Path)
+		}
+		in.covered = max(in.covered, sp.End)
 	}
-	if !same {
-		return fmt.Errorf("the snapshot's source read %s; this job reads %s", strings.Join(oldPaths, ", "), strings.Join(s.Paths, ", "))
-	}
+	var cur []*input
 	for _, p := range s.Paths {
 		st, err := statInput(p)
 		if err != nil {
 			return err
 		}
-		if was := covered[absPath(p)]; st.Size() != was {
-			return fmt.Errorf("input file %s has %d bytes but had %d when the snapshot was taken; a restored source reads only the bytes it knew of", p, st.Size(), was)
+		in := find(cur, st)
+		if in == nil {
+			in = &input{path: p, info: st}
+			cur = append(cur, in)
+		}
+		in.n++
+	}
+	same := len(old) == len(cur)
+	for _, in := range cur {
+		if o := find(old, in.info); o == nil || o.n != in.n {
+			same = false
+		}
+	}
+	if !same {
+		return fmt.Errorf("the snapshot's source read %s; this job reads %s", strings.Join(oldNames, ", "), strings.Join(s.Paths, ", "))
+	}
+	for _, in := range cur {
+		if was := find(old, in.info).covered; in.info.Size() != was {
+			return fmt.Errorf("input file %s has %d bytes but had %d when the snapshot was taken; a restored source reads only the bytes it knew of", in.path, in.info.Size(), was)
 		}
 	}
 	return nil
-}
-
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return filepath.Clean(p)
 }
 
 // CreateReader implements engine.Source.

@@ -1,12 +1,9 @@
 package jobs
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -230,17 +227,14 @@ func WordCount() Job {
 			default:
 				lines = engine.FromSource[string](env, &connectors.Elements[string]{Items: HamletLines}, "in-memory-input").UID("source")
 			}
-			// The sinks create these too; doing it now turns a bad path into
-			// an error before the job is submitted.
+			// The sinks create these directories; checking now turns a bad
+			// path into an error before the job is submitted (without
+			// creating anything: run --check builds the job too).
 			for _, d := range []struct{ flag, dir string }{{"--output", o.Output}, {"--upsert", filepath.Dir(o.Upsert)}} {
 				if d.dir == "" || d.dir == "." {
 					continue
 				}
-				if err := os.MkdirAll(d.dir, 0o755); err != nil {
-					var pe *fs.PathError
-					if errors.As(err, &pe) {
-						err = fmt.Errorf("%s: %w", pe.Path, pe.Err)
-					}
+				if err := connectors.CheckCreatableDir(d.dir); err != nil {
 					return fmt.Errorf("wordcount: cannot create the %s directory %s: %w", d.flag, d.dir, err)
 				}
 			}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,8 +93,56 @@ func (r *Registry) Get(jobID string) (*Entry, error) {
 		return nil, fmt.Errorf("job registry entry %s: %w", r.path(jobID), err)
 	}
 	if !e.Terminal() && !r.Alive(e.PID) {
-		r.FS.Remove(r.path(jobID))
+		r.retire(e)
 		return nil, fs.ErrNotExist
+	}
+	return &e, nil
+}
+
+// lostDir keeps the entries of processes that died without ending their
+// job: out of every listing, but their checkpoint directory stays known,
+// so that `checkpoints <jobId>` finds what a killed job left.
+func (r *Registry) lostDir() string { return filepath.Join(r.Dir, "lost") }
+
+// retire moves a dead process's entry out of the registry into lostDir,
+// keeping the newest maxTerminal there.
+func (r *Registry) retire(e Entry) {
+	if err := r.FS.MkdirAll(r.lostDir(), 0o755); err == nil {
+		if b, err := json.MarshalIndent(e, "", "  "); err == nil {
+			vfs.WriteFileAtomic(r.FS, filepath.Join(r.lostDir(), e.JobID+".json"), b)
+		}
+	}
+	r.FS.Remove(r.path(e.JobID))
+	des, err := r.FS.ReadDir(r.lostDir())
+	if err != nil || len(des) <= maxTerminal {
+		return
+	}
+	type aged struct {
+		name string
+		mod  int64
+	}
+	var all []aged
+	for _, de := range des {
+		if info, err := de.Info(); err == nil {
+			all = append(all, aged{de.Name(), info.ModTime().UnixNano()})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b aged) int { return cmp.Compare(a.mod, b.mod) })
+	for _, a := range all[:max(len(all)-maxTerminal, 0)] {
+		r.FS.Remove(filepath.Join(r.lostDir(), a.name))
+	}
+}
+
+// Lost returns the entry of a job whose process died without ending it
+// (see lostDir), or an error wrapping fs.ErrNotExist.
+func (r *Registry) Lost(jobID string) (*Entry, error) {
+	b, err := vfs.ReadFile(r.FS, filepath.Join(r.lostDir(), jobID+".json"))
+	if err != nil {
+		return nil, err
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("lost job entry %s: %w", jobID, err)
 	}
 	return &e, nil
 }

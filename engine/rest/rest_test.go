@@ -2,6 +2,7 @@ package rest
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,8 +89,35 @@ func TestRegistry(t *testing.T) {
 	if _, err := r.Get("b"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Get of a cleaned entry: %v", err)
 	}
+	// ... but kept aside, so that its checkpoints can still be found.
+	if e, err := r.Lost("b"); err != nil || e.JobID != "b" || e.State != "RUNNING" {
+		t.Errorf("Lost(b) = %+v, %v", e, err)
+	}
+	if _, err := r.Lost("a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Lost of a live job: %v", err)
+	}
 	if e, err := r.Get("c"); err != nil || !e.Terminal() {
 		t.Errorf("an ended job stays listed: %v %v", e, err)
+	}
+}
+
+func TestRegistryKeepsTheLastLostJobs(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	r.Alive = func(int) bool { return false }
+	for i := 0; i < maxTerminal+3; i++ {
+		id := fmt.Sprintf("j%03d", i)
+		r.Put(Entry{JobID: id, State: "RUNNING"})
+		r.Get(id) // found dead: retired
+	}
+	if got, _ := r.List(); len(got) != 0 {
+		t.Errorf("List = %v; want no entry", got)
+	}
+	des, _ := os.ReadDir(r.lostDir())
+	if len(des) != maxTerminal {
+		t.Errorf("%d lost entries kept; want %d", len(des), maxTerminal)
+	}
+	if _, err := r.Lost(fmt.Sprintf("j%03d", maxTerminal+2)); err != nil {
+		t.Errorf("the newest lost entry is gone: %v", err)
 	}
 }
 
