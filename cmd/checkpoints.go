@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -219,15 +218,7 @@ func configuredJobCheckpointDir(f *Factory, o *CheckpointsOptions, id string) st
 	if err != nil {
 		return ""
 	}
-	d, err := checkpoint.Dir.Get(conf)
-	if err != nil || d == "" {
-		return ""
-	}
-	p, err := savepoint.LocalPath(d)
-	if err != nil {
-		return ""
-	}
-	return savepoint.JobCheckpointDir(p, id)
+	return jobCheckpointDir(conf, id)
 }
 
 // FindSnapshots finds complete snapshots under dir: dir itself, the chk-N

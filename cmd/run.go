@@ -213,17 +213,7 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if err != nil {
 		return err
 	}
-	ckDir := ""
-	if d, _ := checkpoint.Dir.Get(conf); d != "" {
-		if p, err := savepoint.LocalPath(d); err == nil {
-			// Absolute: other commands read it from other directories.
-			if abs, err := filepath.Abs(p); err == nil {
-				p = abs
-			}
-			ckDir = savepoint.JobCheckpointDir(p, jobID)
-		}
-	}
-	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), ckDir)
+	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID))
 	running := make(chan struct{})
 	var once sync.Once
 	opts.OnStatus = func(st engine.JobStatus, at time.Time) {
@@ -274,6 +264,24 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	// answer, then go.
 	srv.WaitFetched(10 * time.Second)
 	return reportResult(f, out, res)
+}
+
+// jobCheckpointDir is <execution.checkpointing.dir>/<jobId>, absolute
+// (other commands read it from other directories), or "" when checkpoints
+// are not kept on the local filesystem.
+func jobCheckpointDir(conf *config.Configuration, jobID string) string {
+	d, err := checkpoint.Dir.Get(conf)
+	if err != nil || d == "" {
+		return ""
+	}
+	p, err := savepoint.LocalPath(d)
+	if err != nil {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return savepoint.JobCheckpointDir(p, jobID)
 }
 
 // claimNotice says in one line which claim mode applies and what gflink

@@ -381,7 +381,7 @@ func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestored
 		return nil, err
 	}
 	for _, n := range g.nodes {
-		if err := RestoredSourceMismatch(g, plan, n.uid); err != nil {
+		if err := sourceMismatch(n, plan); err != nil {
 			return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The source state of operator %s does not fit the new program: %w. A restored source continues from the positions in its snapshot; start without -s to read this job's input from the beginning.", plan.Pointer, n.uid, err)
 		}
 	}
@@ -402,32 +402,32 @@ func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredS
 // with this uid are not that source's, or returns nil (also for operators
 // that are not sources or cannot tell).
 func RestoredSourceMismatch(g *JobGraph, plan *restore.Plan, uid string) error {
-	op := plan.Operators[uid]
-	if op == nil || op.Finished {
-		return nil // a finished source reads nothing more
-	}
 	for _, n := range g.nodes {
-		if n.uid != uid {
-			continue
+		if n.uid == uid {
+			return sourceMismatch(n, plan)
 		}
-		checker, ok := n.source.(RestoredSplitsChecker)
-		if !ok {
-			return nil
-		}
-		var splits [][]byte
-		for _, st := range op.Subtasks {
-			for _, l := range st.OperatorState {
-				if l.Name == sourceReaderStateName {
-					splits = append(splits, l.Items...)
-				}
-			}
-		}
-		if len(splits) == 0 {
-			return nil
-		}
-		return checker.CheckRestoredSplits(splits)
 	}
 	return nil
+}
+
+func sourceMismatch(n *node, plan *restore.Plan) error {
+	checker, ok := n.source.(RestoredSplitsChecker)
+	op := plan.Operators[n.uid]
+	if !ok || op == nil || op.Finished {
+		return nil // not a checking source, no state, or finished: reads nothing more
+	}
+	var splits [][]byte
+	for _, st := range op.Subtasks {
+		for _, l := range st.OperatorState {
+			if l.Name == sourceReaderStateName {
+				splits = append(splits, l.Items...)
+			}
+		}
+	}
+	if len(splits) == 0 {
+		return nil
+	}
+	return checker.CheckRestoredSplits(splits)
 }
 
 // RestorePlan returns the plan the job was restored with, or nil.
