@@ -815,6 +815,10 @@ func (jm *jobMaster) handleFailure(cause error) {
 	jm.log.Warn(fmt.Sprintf("Job %s (%s) failed: %v", jm.graph.Name, jm.jobID, cause))
 	jm.stopAttempt(checkpoint.ErrTaskFailure)
 	ok, delay := jm.strat.OnFailure(jm.clock())
+	suppressedBy := fmt.Sprint(jm.strat)
+	if restartsSuppressed(cause) {
+		ok, suppressedBy = false, "the failure: no restart could succeed"
+	}
 	jm.mu.Lock()
 	restarting := jm.status == StatusRestarting
 	jm.mu.Unlock()
@@ -823,7 +827,7 @@ func (jm *jobMaster) handleFailure(cause error) {
 			jm.transition(StatusFailing)
 		}
 		jm.transition(StatusFailed)
-		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): %w", jm.jobID, fmt.Errorf("Recovery is suppressed by %s: %w", jm.strat, cause))
+		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): %w", jm.jobID, fmt.Errorf("Recovery is suppressed by %s: %w", suppressedBy, cause))
 		jm.endCheckpoints(StatusFailed)
 		return
 	}

@@ -206,13 +206,76 @@ func TestFileSinkRollsOnSize(t *testing.T) {
 	}
 }
 
-func TestFileSinkCommitOfMissingPendingFails(t *testing.T) {
+// A committable whose pending file and finished file are both gone was
+// committed before and moved away by a consumer: recommitting it after a
+// restore is done, not a failure (which restarted the job forever).
+func TestFileSinkRecommitOfMovedPartIsDone(t *testing.T) {
 	dir := t.TempDir()
 	c := &fileCommitter{fs: vfs.Default, dir: dir}
 	b, _ := json.Marshal(fileCommittable{Pending: ".part-x-0-0.inprogress", Finished: "part-x-0-0"})
+	if err := c.Commit([][]byte{b}); err != nil {
+		t.Fatalf("recommit of a part file moved away: %v", err)
+	}
+}
+
+// Committables carry the absolute directory they were written in: a job
+// restored with another --output commits the restored checkpoint's files
+// where they are, and its own files in the new directory.
+func TestFileSinkCommitsInTheDirectoryWritten(t *testing.T) {
+	old, cur := t.TempDir(), t.TempDir()
+	ctx := engine.SinkContext{RunID: "r1", Parallelism: 1, Checkpointing: true}
+	w, _ := (&FileSink[string]{Dir: old}).CreateWriter(ctx)
+	w.Write("one")
+	committables, err := w.(engine.CommittingSinkWriter[string]).PrepareCommit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	c, _ := (&FileSink[string]{Dir: cur}).CreateCommitter(ctx)
+	for range 2 { // the second commit is a recommit after a restore
+		if err := c.Commit(committables); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := listDir(t, old); !slices.Equal(got, []string{"part-r1-0-0"}) {
+		t.Fatalf("old directory: %v", got)
+	}
+	if got := listDir(t, cur); len(got) != 0 {
+		t.Fatalf("new directory: %v", got)
+	}
+}
+
+// A relative --output is made absolute when written: the committable
+// does not depend on the working directory of the run that restores it.
+func TestFileSinkCommittableDirIsAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	w, _ := (&FileSink[string]{Dir: "out"}).CreateWriter(engine.SinkContext{RunID: "r", Parallelism: 1})
+	w.Write("x")
+	committables, _ := w.(engine.CommittingSinkWriter[string]).PrepareCommit()
+	w.Close()
+	var fc fileCommittable
+	if err := json.Unmarshal(committables[0], &fc); err != nil || !filepath.IsAbs(fc.Dir) {
+		t.Fatalf("committable %s: dir must be absolute (%v)", committables[0], err)
+	}
+}
+
+// A pending file that exists but cannot be renamed cannot be committed by
+// any restart: the error suppresses restarts and names the file. So does
+// a committable whose names leave the directory (a snapshot edited by hand).
+func TestFileSinkCommitThatCannotSucceedSuppressesRestarts(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".part-x-0-0.inprogress"), []byte("x"), 0o600)
+	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(1, func(op vfs.Op, _ string) bool { return op == vfs.OpRename })}
+	c := &fileCommitter{fs: efs, dir: dir}
+	b, _ := json.Marshal(fileCommittable{Pending: ".part-x-0-0.inprogress", Finished: "part-x-0-0"})
 	err := c.Commit([][]byte{b})
-	if err == nil || !strings.Contains(err.Error(), "pending file .part-x-0-0.inprogress is missing") {
-		t.Fatalf("err = %v", err)
+	var s *engine.SuppressRestartsError
+	if !errors.As(err, &s) || !strings.Contains(err.Error(), filepath.Join(dir, "part-x-0-0")) {
+		t.Fatalf("err = %v; want a SuppressRestartsError naming the file", err)
+	}
+	evil, _ := json.Marshal(fileCommittable{Dir: dir, Pending: "../../etc/passwd", Finished: "part-x-0-1"})
+	if err := c.Commit([][]byte{evil}); !errors.As(err, &s) || !strings.Contains(err.Error(), "../../etc/passwd") {
+		t.Fatalf("err = %v; want a refusal naming the entry", err)
 	}
 }
 

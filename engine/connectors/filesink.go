@@ -56,7 +56,12 @@ func (s *FileSink[T]) fs() vfs.FS {
 }
 
 // fileCommittable names a pending file and the finished name it gets.
+// Dir is the absolute directory it was written in: a job restored with
+// another --output (or from another working directory) still commits each
+// file where it was written, so the output of both runs is complete.
+// Committables of older builds have no Dir and mean the sink's own.
 type fileCommittable struct {
+	Dir      string `json:"dir,omitempty"`
 	Pending  string `json:"pending"`
 	Finished string `json:"finished"`
 }
@@ -66,7 +71,11 @@ func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T]
 	if err := s.fs().MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	w := &fileWriter[T]{s: s, prefix: fmt.Sprintf("part-%s-%d-", ctx.RunID, ctx.Subtask),
+	dir, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("output directory %s: %w", s.Dir, err)
+	}
+	w := &fileWriter[T]{s: s, dir: dir, prefix: fmt.Sprintf("part-%s-%d-", ctx.RunID, ctx.Subtask),
 		rollSize: s.RollSize, rollInterval: s.RollInterval}
 	if w.rollSize <= 0 {
 		w.rollSize = defaultRollSize
@@ -124,6 +133,7 @@ func (s *FileSink[T]) CleanUp(ctx engine.SinkContext, committables [][]byte) err
 
 type fileWriter[T any] struct {
 	s            *FileSink[T]
+	dir          string // s.Dir, absolute
 	prefix       string
 	counter      int
 	rollSize     int64
@@ -171,7 +181,7 @@ func (w *fileWriter[T]) Write(v T) error {
 func (w *fileWriter[T]) openPart() error {
 	w.curName = fmt.Sprintf("%s%d", w.prefix, w.counter)
 	w.counter++
-	f, err := w.s.fs().Create(filepath.Join(w.s.Dir, "."+w.curName+inProgressSuffix))
+	f, err := w.s.fs().Create(filepath.Join(w.dir, "."+w.curName+inProgressSuffix))
 	if err != nil {
 		return fmt.Errorf("open part file: %w", err)
 	}
@@ -205,7 +215,7 @@ func (w *fileWriter[T]) roll() error {
 	if err := w.cur.Close(); err != nil {
 		return fmt.Errorf("close part file: %w", err)
 	}
-	w.pending = append(w.pending, fileCommittable{Pending: "." + w.curName + inProgressSuffix, Finished: w.curName})
+	w.pending = append(w.pending, fileCommittable{Dir: w.dir, Pending: "." + w.curName + inProgressSuffix, Finished: w.curName})
 	w.cur = nil
 	return nil
 }
@@ -245,27 +255,62 @@ type fileCommitter struct {
 	dir string
 }
 
-// Commit renames pending files to their finished names. A file already
-// finished is skipped, so committing twice is harmless.
+// Commit renames pending files to their finished names, in the directory
+// each was written in. It is idempotent, as Flink's FileSink committer is
+// after a recovery:
+//   - the finished file exists: committed before;
+//   - neither the pending nor the finished file exists: committed before
+//     and since moved away by a consumer (Flink's commitAfterRecovery takes
+//     a missing temporary file as a commit that happened);
+//   - the pending file exists: rename it.
+//
+// A rename that fails for another reason cannot succeed on a retry of the
+// same committable either, so the error suppresses restarts: the job fails
+// once, naming the file, instead of restarting forever.
 func (c *fileCommitter) Commit(committables [][]byte) error {
+	dirs := map[string]bool{}
 	for _, b := range committables {
 		var fc fileCommittable
 		if err := json.Unmarshal(b, &fc); err != nil {
 			return fmt.Errorf("file sink committable: %w", err)
 		}
-		finished := filepath.Join(c.dir, fc.Finished)
+		if err := checkPartName(fc.Pending, fc.Finished); err != nil {
+			return engine.SuppressRestarts(err)
+		}
+		dir := fc.Dir
+		if dir == "" {
+			dir = c.dir
+		}
+		finished := filepath.Join(dir, fc.Finished)
 		if _, err := c.fs.Stat(finished); err == nil {
 			continue // committed before
 		}
-		if err := c.fs.Rename(filepath.Join(c.dir, fc.Pending), finished); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("cannot commit %s: its pending file %s is missing", fc.Finished, fc.Pending)
+		err := c.fs.Rename(filepath.Join(dir, fc.Pending), finished)
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := c.fs.Stat(filepath.Join(dir, fc.Pending)); errors.Is(serr, fs.ErrNotExist) {
+				continue // committed before, and moved away since
 			}
-			return fmt.Errorf("commit %s: %w", fc.Finished, err)
+		}
+		if err != nil {
+			return engine.SuppressRestarts(fmt.Errorf("cannot commit part file %s: %w", finished, err))
+		}
+		dirs[dir] = true
+	}
+	for dir := range dirs {
+		if err := vfs.SyncDir(c.fs, dir); err != nil {
+			return fmt.Errorf("commit part files in %s: %w", dir, err)
 		}
 	}
-	if len(committables) > 0 {
-		return vfs.SyncDir(c.fs, c.dir)
+	return nil
+}
+
+// checkPartName refuses committables whose names would leave their
+// directory: they come from a snapshot, which a user can edit.
+func checkPartName(names ...string) error {
+	for _, n := range names {
+		if n == "" || n != filepath.Base(n) || n == "." || n == ".." {
+			return fmt.Errorf("file sink committable names %q, which is not a part file name", n)
+		}
 	}
 	return nil
 }
