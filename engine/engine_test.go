@@ -603,3 +603,38 @@ func TestNoCheckpointingIsAtMostOnce(t *testing.T) {
 		t.Errorf("final counts sum to %d of %d words: the sources were replayed", total, wantTotal)
 	}
 }
+
+// TestSuppressRestartsFailsTheJobOnce: a failure no restart can mend
+// fails the job at once, though the restart strategy would allow many
+// restarts, and the message says why.
+func TestSuppressRestartsFailsTheJobOnce(t *testing.T) {
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: &syncBuffer{}})
+	src := &connectors.Elements[string]{Items: []string{"a", "b", "boom"}}
+	s := engine.FromSource[string](env, src, "in").UID("source")
+	calls := 0
+	engine.Map(s, func(v string) string {
+		if v == "boom" {
+			calls++
+			panic(engine.SuppressRestarts(errors.New("cannot commit part file /x/part-0")))
+		}
+		return v
+	}).Name("mapper").Print()
+	g, _ := env.Build()
+	c := config.New()
+	c.SetString("restart-strategy.type", "fixed-delay", "test")
+	c.SetString("restart-strategy.fixed-delay.attempts", "100", "test")
+	c.SetString("restart-strategy.fixed-delay.delay", "0s", "test")
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := j.Wait()
+	if res.Status != engine.StatusFailed || calls != 1 {
+		t.Fatalf("status %s after %d failures; want FAILED after 1", res.Status, calls)
+	}
+	for _, want := range []string{"no restart could succeed", "cannot commit part file /x/part-0"} {
+		if !strings.Contains(res.Err.Error(), want) {
+			t.Errorf("error %q does not mention %q", res.Err, want)
+		}
+	}
+}
