@@ -207,7 +207,12 @@ type Coordinator struct {
 	// finalFrom is the first id that can be the final checkpoint: the next
 	// id at the moment every task had ended its input (0 until then).
 	finalFrom int64
-	failures  int // consecutive counted failures
+	// finalRetryAt is when a final checkpoint may be tried again after one
+	// failed: the first goes right away, but a retry must wait like any
+	// periodic checkpoint, or a final checkpoint that keeps failing (a full
+	// disk, a sink that declines) is retried in a tight loop.
+	finalRetryAt time.Time
+	failures     int // consecutive counted failures
 
 	// drain is a stop-with-savepoint --drain waiting for every task to end
 	// its input; drained is set once one was asked for, so that tasks that
@@ -288,6 +293,7 @@ func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
 	c.running = true
 	c.lastEndInput = time.Time{}
 	c.finalFrom = 0
+	c.finalRetryAt = time.Time{}
 	c.drain, c.drained, c.stopping = nil, false, 0
 	c.nextPeriodic = now.Add(c.cfg.Interval)
 }
@@ -409,7 +415,7 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 	failed := false
 	for _, p := range c.Pending() {
 		if now.Sub(p.Triggered) >= c.cfg.Timeout {
-			for _, a := range c.fail(p, &Failure{Reason: ErrExpired}) {
+			for _, a := range c.fail(now, p, &Failure{Reason: ErrExpired}) {
 				if _, ok := a.(FailJob); ok {
 					failed = true
 				}
@@ -430,7 +436,7 @@ func (c *Coordinator) Tick(now time.Time) []Action {
 		c.nextPeriodic = now.Add(c.cfg.Interval)
 	}
 	// The final checkpoint goes right away, without waiting for the
-	// interval or the min-pause (Flink 1.18+).
+	// interval or the min-pause (Flink 1.18+); only a retry waits.
 	return append(out, c.trigger(now, SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative}, nil)...)
 }
 
@@ -442,6 +448,9 @@ func (c *Coordinator) nextTrigger() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if c.finalDue() {
+		if c.finalRetryAt.After(c.lastEndInput) {
+			return c.finalRetryAt, true
+		}
 		return c.lastEndInput, true
 	}
 	if !c.cfg.Enabled() {
@@ -588,13 +597,29 @@ func (c *Coordinator) Decline(now time.Time, id int64, task TaskID, reason, caus
 	if !ok {
 		return nil
 	}
-	return c.fail(p, &Failure{Reason: reason, Cause: cause})
+	return c.fail(now, p, &Failure{Reason: reason, Cause: cause})
 }
 
-func (c *Coordinator) fail(p *Pending, f *Failure) []Action {
+// finalRetryPause is how long a failed final checkpoint waits before the
+// next try: the interval, or the min-pause if longer. Without periodic
+// checkpointing (a final checkpoint after a failed stop --drain)
+// defaultFinalRetryPause stands in for both.
+func (c *Coordinator) finalRetryPause() time.Duration {
+	if d := max(c.cfg.Interval, c.cfg.MinPause); d > 0 {
+		return d
+	}
+	return defaultFinalRetryPause
+}
+
+const defaultFinalRetryPause = time.Second
+
+func (c *Coordinator) fail(now time.Time, p *Pending, f *Failure) []Action {
 	delete(c.pending, p.ID)
 	if c.stopping == p.ID {
 		c.stopping = 0 // the stop failed; the job goes on
+	}
+	if c.finalFrom != 0 && p.ID >= c.finalFrom && !p.Type.IsSavepoint() {
+		c.finalRetryAt = now.Add(c.finalRetryPause())
 	}
 	out := []Action{Abort{Pending: p, Err: f, Tasks: c.liveTasks()}}
 	if counts(f.Reason) && !p.Type.IsSavepoint() {
@@ -627,7 +652,7 @@ func (c *Coordinator) Finalized(now time.Time, id int64, handle any, err error) 
 		return nil
 	}
 	if err != nil {
-		return c.fail(p, &Failure{Reason: ErrFinalize, Cause: err})
+		return c.fail(now, p, &Failure{Reason: ErrFinalize, Cause: err})
 	}
 	delete(c.pending, id)
 	cp := &Completed{ID: id, Type: p.Type, Triggered: p.Triggered, Completed: now, Handle: handle,
@@ -702,7 +727,7 @@ func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final any) []Acti
 		if final == nil {
 			// A task that stops without a final snapshot (after a
 			// stop-with-savepoint) cannot contribute its state.
-			out = append(out, c.fail(p, &Failure{Reason: ErrDeclinedClosing})...)
+			out = append(out, c.fail(now, p, &Failure{Reason: ErrDeclinedClosing})...)
 			continue
 		}
 		delete(p.awaiting, task)

@@ -1073,6 +1073,9 @@ func TestFinalCheckpointWaitsForPendingSlot(t *testing.T) {
 	`)
 }
 
+// A failed final checkpoint is retried, but only after the interval: it
+// used to be retried at once, in a tight loop (964 failed checkpoints in
+// under a second once the input ended, issue 8).
 func TestFinalCheckpointRetriedAfterFailure(t *testing.T) {
 	runScript(t, `
 		> new tolerable=10
@@ -1082,9 +1085,88 @@ func TestFinalCheckpointRetriedAfterFailure(t *testing.T) {
 		> decline @2s 1 1 declined
 		abort 1 (Checkpoint was declined.) -> [1]
 		> wakeup
-		wakeup @1s
-		> tick
+		wakeup @12s
+		> tick @2s
+		> tick @11999ms
+		> tick @12s
 		trigger 2 CHECKPOINT -> [1]
+		# Every retry waits again, whatever the reason of the failure.
+		> ack @13s 2 1
+		finalize 2
+		> finalized @13s 2 fail
+		abort 2 (Failure to finalize checkpoint. ...
+		> wakeup
+		wakeup @23s
+		> tick @23s
+		trigger 3 CHECKPOINT -> [1]
+		> ack @24s 3 1
+		finalize 3
+		> finalized 3
+		complete 3 CHECKPOINT notify=[1]
+		# Back to the periodic schedule, which the final checkpoints did
+		# not move.
+		> wakeup
+		wakeup @10s
+	`)
+}
+
+// The min-pause, when longer than the interval, spaces retries too.
+func TestFinalCheckpointRetryWaitsForMinPause(t *testing.T) {
+	runScript(t, `
+		> new interval=1s min-pause=1m tolerable=10
+		> start @0 1s
+		> eoi @1s 1
+		trigger 1 CHECKPOINT -> [1]
+		> decline @2s 1 1 async
+		abort 1 (Asynchronous task checkpoint failed.) -> [1]
+		> wakeup
+		wakeup @1m2s
+		> tick @1m1s
+		> tick @1m2s
+		trigger 2 CHECKPOINT -> [1]
+	`)
+}
+
+// An expired final checkpoint is retried after the interval as well.
+func TestFinalCheckpointRetryAfterExpiry(t *testing.T) {
+	runScript(t, `
+		> new interval=5s timeout=3s tolerable=10
+		> start @0 1s
+		> eoi @1s 1
+		trigger 1 CHECKPOINT -> [1]
+		> tick @4s
+		abort 1 (Checkpoint expired before completing.) -> [1]
+		> wakeup
+		wakeup @9s
+		> tick @9s
+		trigger 2 CHECKPOINT -> [1]
+	`)
+}
+
+// Without periodic checkpointing, the final checkpoint a failed stop
+// --drain leaves due is retried after a second, not in a loop.
+func TestFinalCheckpointRetryWithoutInterval(t *testing.T) {
+	runScript(t, `
+		> new interval=0s tolerable=10
+		> start @0 1s
+		> stop @1s drain
+		endinput -> [1]
+		> eoi @2s 1
+		trigger 1 SYNC_SAVEPOINT -> [1]
+		> decline @3s 1 1 declined
+		abort 1 (Checkpoint was declined.) -> [1]
+		# The task waits for a final checkpoint: the first goes at once.
+		> wakeup
+		wakeup @2s
+		> tick @3s
+		trigger 2 CHECKPOINT -> [1]
+		> decline @3s 2 1 declined
+		abort 2 (Checkpoint was declined.) -> [1]
+		> wakeup
+		wakeup @4s
+		> tick @3500ms
+		> tick @4s
+		trigger 3 CHECKPOINT -> [1]
 	`)
 }
 
