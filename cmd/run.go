@@ -24,11 +24,14 @@ import (
 
 // RunOptions are the options of `gflink run`.
 type RunOptions struct {
-	Global                *globalOptions
-	Job                   string
-	Args                  []string
-	Parallelism           string
-	FromSavepoint         string
+	Global        *globalOptions
+	Job           string
+	Args          []string
+	Parallelism   string
+	FromSavepoint string
+	// FromSavepointSet: -s was given, even as "" (what
+	// -s "$(gflink checkpoints --latest dir)" gives when there is none).
+	FromSavepointSet      bool
 	AllowNonRestoredState bool
 	ClaimMode             string
 	RestoreMode           string
@@ -49,6 +52,7 @@ func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
 				return usageErrorf("No job specified. Specify the name of a job (built in: %s).", strings.Join(f.Registry.Names(), ", "))
 			}
 			o.Job, o.Args = args[0], args[1:]
+			o.FromSavepointSet = c.Flags().Changed("fromSavepoint")
 			return runRun(f, o)
 		},
 	}
@@ -76,6 +80,11 @@ func applyRunFlags(c *config.Configuration, o *RunOptions, out io.Writer) error 
 			return usageErrorf("The parallelism must be a positive number: %s", o.Parallelism)
 		}
 		c.SetString(engine.Parallelism.Key(), o.Parallelism, "-p")
+	}
+	if o.FromSavepointSet && strings.TrimSpace(o.FromSavepoint) == "" {
+		// Starting fresh instead would lose the state a script meant to
+		// restore, and exit 0 under set -e.
+		return usageErrorf("The savepoint path given with -s/--fromSavepoint is empty. Give a savepoint or checkpoint directory, its _metadata file, or a job's checkpoint directory; omit -s to start without state.")
 	}
 	if o.FromSavepoint != "" {
 		c.SetString(engine.StateRecoveryPath.Key(), o.FromSavepoint, "-s")
