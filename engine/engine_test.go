@@ -366,11 +366,22 @@ func TestCancelAppliesRetention(t *testing.T) {
 			for k, v := range checkpointConf(dir, "execution.checkpointing.externalized-checkpoint-retention", tc.retention) {
 				c.SetString(k, v, "test")
 			}
-			j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+			// What is on disk at the moment CANCELED is published: the
+			// retention policy must have run by then (issue 8: `gflink
+			// cancel` returned while checkpoints were still being deleted).
+			jobID := engine.NewJobID()
+			jobDir := filepath.Join(dir, jobID)
+			keptAtCanceled := make(chan bool, 1)
+			onStatus := func(s engine.JobStatus, _ time.Time) {
+				if s == engine.StatusCanceled {
+					_, err := os.Stat(jobDir)
+					keptAtCanceled <- err == nil
+				}
+			}
+			j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, JobID: jobID, OnStatus: onStatus})
 			if err != nil {
 				t.Fatal(err)
 			}
-			jobDir := filepath.Join(dir, j.ID())
 			waitFor(t, func() bool {
 				ids, _ := restore.CheckpointIDs(vfs.Default, jobDir)
 				for _, id := range ids {
@@ -384,6 +395,9 @@ func TestCancelAppliesRetention(t *testing.T) {
 			res := j.Wait()
 			if res.Status != engine.StatusCanceled {
 				t.Fatalf("status %s", res.Status)
+			}
+			if kept := <-keptAtCanceled; kept != tc.kept {
+				t.Fatalf("when CANCELED was published, job checkpoint directory kept = %v; want %v", kept, tc.kept)
 			}
 			_, err = os.Stat(jobDir)
 			if kept := err == nil; kept != tc.kept {

@@ -474,9 +474,9 @@ func (jm *jobMaster) run() {
 	}()
 	jm.transition(StatusCreated)
 	if err := jm.deploy(jm.plan); err != nil {
-		jm.transition(StatusFailed)
 		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): %w", jm.jobID, fmt.Errorf("Could not start the job: %w", err))
 		jm.endCheckpoints(StatusFailed)
+		jm.transition(StatusFailed)
 		return
 	}
 	jm.transition(StatusRunning)
@@ -826,9 +826,9 @@ func (jm *jobMaster) handleFailure(cause error) {
 		if !restarting {
 			jm.transition(StatusFailing)
 		}
-		jm.transition(StatusFailed)
 		jm.result.Err = fmt.Errorf("Job failed (JobID: %s): %w", jm.jobID, fmt.Errorf("Recovery is suppressed by %s: %w", suppressedBy, cause))
 		jm.endCheckpoints(StatusFailed)
+		jm.transition(StatusFailed)
 		return
 	}
 	if !restarting {
@@ -875,14 +875,14 @@ func (jm *jobMaster) cancelNow() {
 	}
 	jm.transition(StatusCancelling)
 	jm.stopAttempt(checkpoint.ErrShutdown)
-	jm.transition(StatusCanceled)
 	jm.endCheckpoints(StatusCanceled)
+	jm.transition(StatusCanceled)
 }
 
 func (jm *jobMaster) finishJob() {
 	jm.stopAttempt(checkpoint.ErrShutdown)
-	jm.transition(StatusFinished)
 	jm.endCheckpoints(StatusFinished)
+	jm.transition(StatusFinished)
 }
 
 // stopAttempt cancels every task of the current attempt, waits for them to
@@ -910,7 +910,10 @@ func (jm *jobMaster) stopAttempt(reason error) {
 // §3): FINISHED deletes every checkpoint the job owns; CANCELED keeps them
 // under RETAIN_ON_CANCELLATION; FAILED keeps them unless the policy is
 // NO_EXTERNALIZED_CHECKPOINTS. Incomplete chk-N directories are removed
-// either way.
+// either way. It runs before the terminal status is published: whoever
+// sees CANCELED, FINISHED or FAILED (`gflink cancel` polling the status, a
+// script listing the checkpoint directory next) must find the policy
+// applied, not files still being deleted.
 func (jm *jobMaster) endCheckpoints(final JobStatus) {
 	keep := false
 	switch final {
