@@ -71,7 +71,9 @@ func NewSavepointDir(fsys vfs.FS, target, jobID string) (string, error) {
 	if len(prefix) > 6 {
 		prefix = prefix[:6]
 	}
-	if err := fsys.MkdirAll(target, 0o755); err != nil {
+	// Owner-only, as every snapshot file and directory: a job's state is
+	// its user's.
+	if err := fsys.MkdirAll(target, vfs.PrivateDirMode); err != nil {
 		return "", fmt.Errorf("Failed to create savepoint directory at %s: %w", target, err)
 	}
 	for attempt := 0; attempt < 10; attempt++ {
@@ -79,7 +81,7 @@ func NewSavepointDir(fsys vfs.FS, target, jobID string) (string, error) {
 		if _, err := fsys.Stat(dir); err == nil {
 			continue
 		}
-		if err := fsys.MkdirAll(dir, 0o755); err == nil {
+		if err := fsys.MkdirAll(dir, vfs.PrivateDirMode); err == nil {
 			return dir, nil
 		}
 	}

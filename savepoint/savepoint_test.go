@@ -1105,25 +1105,124 @@ func TestDiscardLeavesUnknownFiles(t *testing.T) {
 
 func TestDiscardNeverTouchesFilesOutside(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, "sp")
-	os.MkdirAll(dir, 0o755)
 	outside := filepath.Join(root, "precious")
 	writeStateFile(t, root, "precious", []byte("p"))
-	m := &savepoint.Metadata{JobID: "j", CheckpointID: 1, Operators: []savepoint.OperatorState{{UID: "a", Subtasks: []savepoint.SubtaskState{
-		{Index: 0, Operator: &savepoint.StreamStateHandle{Path: "../precious"}},
-		{Index: 1, Operator: &savepoint.StreamStateHandle{Path: outside}},
-	}}}}
-	if err := savepoint.WriteMetadata(vfs.Default, dir, m); err != nil {
+	for _, rel := range []string{"../precious", outside, "sub/../../precious"} {
+		dir := filepath.Join(root, "sp")
+		os.MkdirAll(dir, 0o755)
+		writeStateFile(t, dir, "mine.state", []byte("m"))
+		m := &savepoint.Metadata{JobID: "j", CheckpointID: 1, Operators: []savepoint.OperatorState{{UID: "a", Subtasks: []savepoint.SubtaskState{
+			{Index: 0, Operator: &savepoint.StreamStateHandle{Path: "mine.state"}},
+			{Index: 1, Operator: &savepoint.StreamStateHandle{Path: rel}},
+		}}}}
+		if err := savepoint.WriteMetadata(vfs.Default, dir, m); err != nil {
+			t.Fatal(err)
+		}
+		err := savepoint.Discard(vfs.Default, dir, m)
+		mustErr(t, err, "refusing to discard "+dir+": its _metadata names the state file '"+rel+"', which points outside the snapshot directory; nothing was deleted")
+		if !exists(outside) {
+			t.Fatalf("%s: Discard deleted a file outside the snapshot", rel)
+		}
+		if names := listDir(t, dir); !slices.Equal(names, []string{"_metadata", "mine.state"}) {
+			t.Fatalf("%s: a refused disposal deleted something: directory holds %q", rel, names)
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// TestDiscardRefusesSymlinks: a crafted _metadata whose relative paths
+// cross a symbolic link must not delete what the link points at (it once
+// deleted a file in another user's 0700 directory).
+func TestDiscardRefusesSymlinks(t *testing.T) {
+	root := t.TempDir()
+	victim := filepath.Join(root, "victim")
+	os.MkdirAll(victim, 0o700)
+	writeStateFile(t, victim, "secret", []byte("s"))
+	for _, tc := range []struct {
+		name, rel, why string
+		link, target   string
+	}{
+		{"symlinked directory", "link/secret", "goes through the symbolic link", "link", victim},
+		{"symlinked file", "evil.state", "goes through the symbolic link", "evil.state", filepath.Join(victim, "secret")},
+		{"directory named as a file", "sub", "is not a regular file", "", ""},
+	} {
+		dir := filepath.Join(root, "sp")
+		os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+		writeStateFile(t, dir, "mine.state", []byte("m"))
+		if tc.link != "" {
+			if err := os.Symlink(tc.target, filepath.Join(dir, tc.link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := &savepoint.Metadata{JobID: "j", CheckpointID: 1, Operators: []savepoint.OperatorState{{UID: "a", Subtasks: []savepoint.SubtaskState{
+			{Index: 0, Operator: &savepoint.StreamStateHandle{Path: "mine.state"}},
+			{Index: 1, Operator: &savepoint.StreamStateHandle{Path: tc.rel}},
+		}}}}
+		if err := savepoint.WriteMetadata(vfs.Default, dir, m); err != nil {
+			t.Fatal(err)
+		}
+		err := savepoint.Discard(vfs.Default, dir, m)
+		mustErr(t, err, "refusing to discard "+dir+": its _metadata names the state file '"+tc.rel+"', which "+tc.why, "nothing was deleted")
+		if !exists(filepath.Join(victim, "secret")) {
+			t.Fatalf("%s: Discard deleted a file through a symbolic link", tc.name)
+		}
+		if !exists(filepath.Join(dir, "_metadata")) || !exists(filepath.Join(dir, "mine.state")) {
+			t.Fatalf("%s: a refused disposal deleted something", tc.name)
+		}
+		os.RemoveAll(dir)
+	}
+	// The snapshot directory itself may not be a link either.
+	real := filepath.Join(root, "real")
+	m := writeSnapshotForDiscard(t, filepath.Join(real, "chk-1"))
+	link := filepath.Join(root, "chk-link")
+	os.Symlink(filepath.Join(real, "chk-1"), link)
+	mustErr(t, savepoint.Discard(vfs.Default, link, m), "discard "+link+": it is a symbolic link")
+	if !exists(filepath.Join(real, "chk-1", "one.state")) {
+		t.Fatal("Discard deleted through a symlinked snapshot directory")
+	}
+}
+
+// TestRemoveBeneathRefusesEscapes: the removal itself cannot be redirected
+// out of the snapshot directory, whatever was checked before it.
+func TestRemoveBeneathRefusesEscapes(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "sp")
+	os.MkdirAll(dir, 0o755)
+	writeStateFile(t, root, "outside", []byte("o"))
+	os.Symlink(root, filepath.Join(dir, "up"))
+	for _, rel := range []string{"../outside", "up/outside"} {
+		if err := vfs.Default.RemoveBeneath(dir, rel); err == nil {
+			t.Errorf("RemoveBeneath(%s) succeeded", rel)
+		}
+	}
+	if !exists(filepath.Join(root, "outside")) {
+		t.Fatal("RemoveBeneath deleted a file outside its directory")
+	}
+}
+
+// TestSnapshotFilesAreOwnerOnly: savepoint directories, state files and
+// _metadata are created 0700/0600, so other local users cannot read a
+// job's state.
+func TestSnapshotFilesAreOwnerOnly(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "savepoints")
+	dir, err := savepoint.NewSavepointDir(vfs.Default, target, "0123456789abcdef0123456789abcdef")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := savepoint.Discard(vfs.Default, dir, m); err != nil {
+	if err := vfs.WriteFileSynced(vfs.Default, filepath.Join(dir, "state"), []byte("s")); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(outside) {
-		t.Fatal("Discard deleted a file outside the snapshot")
+	if err := savepoint.WriteMetadata(vfs.Default, dir, &savepoint.Metadata{JobID: "j"}); err != nil {
+		t.Fatal(err)
 	}
-	if exists(dir) {
-		t.Fatal("snapshot directory still exists")
+	for p, want := range map[string]os.FileMode{target: 0o700, dir: 0o700, filepath.Join(dir, "state"): 0o600, filepath.Join(dir, "_metadata"): 0o600} {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %v; want %v", p, got, want)
+		}
 	}
 }
 

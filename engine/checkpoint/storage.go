@@ -51,13 +51,14 @@ type Storage struct {
 }
 
 // Init creates the job's checkpoint directory with shared/ and taskowned/,
-// as Flink does when a job starts.
+// as Flink does when a job starts; owner-only (vfs.PrivateDirMode), as every
+// snapshot directory.
 func (s *Storage) Init() error {
 	if s.JobDir == "" {
 		return nil
 	}
 	for _, d := range []string{s.JobDir, filepath.Join(s.JobDir, savepoint.SharedDirName), filepath.Join(s.JobDir, savepoint.TaskOwnedDirName)} {
-		if err := s.FS.MkdirAll(d, 0o755); err != nil {
+		if err := s.FS.MkdirAll(d, vfs.PrivateDirMode); err != nil {
 			return fmt.Errorf("create checkpoint directory: %w", err)
 		}
 	}
@@ -80,7 +81,7 @@ func (s *Storage) Location(id int64, typ SnapshotType, target string) (*Location
 		return loc, nil
 	}
 	loc.Dir = savepoint.CheckpointDir(s.JobDir, id)
-	if err := s.FS.MkdirAll(loc.Dir, 0o755); err != nil {
+	if err := s.FS.MkdirAll(loc.Dir, vfs.PrivateDirMode); err != nil {
 		return nil, fmt.Errorf("create %s: %w", loc.Dir, err)
 	}
 	return loc, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,17 @@ func (e ErrorFS) Create(name string) (File, error) {
 	return &errorFile{File: f, name: name, fs: e}, nil
 }
 
+func (e ErrorFS) CreatePerm(name string, perm os.FileMode) (File, error) {
+	if err := e.check(OpCreate, name); err != nil {
+		return nil, err
+	}
+	f, err := e.FS.CreatePerm(name, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &errorFile{File: f, name: name, fs: e}, nil
+}
+
 func (e ErrorFS) Open(name string) (File, error) {
 	if err := e.check(OpOpen, name); err != nil {
 		return nil, err
@@ -139,6 +151,20 @@ func (e ErrorFS) Stat(name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return e.FS.Stat(name)
+}
+
+func (e ErrorFS) Lstat(name string) (fs.FileInfo, error) {
+	if err := e.check(OpStat, name); err != nil {
+		return nil, err
+	}
+	return e.FS.Lstat(name)
+}
+
+func (e ErrorFS) RemoveBeneath(dir, rel string) error {
+	if err := e.check(OpRemove, filepath.Join(dir, rel)); err != nil {
+		return err
+	}
+	return e.FS.RemoveBeneath(dir, rel)
 }
 
 func (e ErrorFS) ReadDir(name string) ([]fs.DirEntry, error) {
@@ -230,6 +256,15 @@ func (l *LogFS) Create(name string) (File, error) {
 	return &logFile{File: f, name: name, l: l}, nil
 }
 
+func (l *LogFS) CreatePerm(name string, perm os.FileMode) (File, error) {
+	l.record(OpCreate, name)
+	f, err := l.FS.CreatePerm(name, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &logFile{File: f, name: name, l: l}, nil
+}
+
 func (l *LogFS) Open(name string) (File, error) { return l.FS.Open(name) }
 
 func (l *LogFS) OpenDir(name string) (File, error) {
@@ -250,6 +285,11 @@ func (l *LogFS) RemoveAll(name string) error {
 	return l.FS.RemoveAll(name)
 }
 
+func (l *LogFS) RemoveBeneath(dir, rel string) error {
+	l.record(OpRemove, filepath.Join(dir, rel))
+	return l.FS.RemoveBeneath(dir, rel)
+}
+
 func (l *LogFS) Rename(o, n string) error {
 	l.record(OpRename, o, n)
 	return l.FS.Rename(o, n)
@@ -261,6 +301,7 @@ func (l *LogFS) MkdirAll(dir string, perm os.FileMode) error {
 }
 
 func (l *LogFS) Stat(name string) (fs.FileInfo, error)      { return l.FS.Stat(name) }
+func (l *LogFS) Lstat(name string) (fs.FileInfo, error)     { return l.FS.Lstat(name) }
 func (l *LogFS) ReadDir(name string) ([]fs.DirEntry, error) { return l.FS.ReadDir(name) }
 
 type logFile struct {

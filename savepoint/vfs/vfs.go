@@ -23,8 +23,12 @@ type File interface {
 
 // FS is the filesystem as gflink needs it.
 type FS interface {
-	// Create creates or truncates the named file for writing.
+	// Create creates or truncates the named file for writing; a new file
+	// is readable by everyone the umask allows (0644): for job output.
 	Create(name string) (File, error)
+	// CreatePerm is Create with the permissions a new file gets (before
+	// the umask): snapshots and the job registry are owner-only.
+	CreatePerm(name string, perm os.FileMode) (File, error)
 	// Open opens the named file for reading.
 	Open(name string) (File, error)
 	// OpenDir opens a directory so that it can be fsynced.
@@ -34,8 +38,24 @@ type FS interface {
 	Rename(oldname, newname string) error
 	MkdirAll(dir string, perm os.FileMode) error
 	Stat(name string) (fs.FileInfo, error)
+	// Lstat is Stat that does not follow a symbolic link in the last
+	// element of name.
+	Lstat(name string) (fs.FileInfo, error)
 	ReadDir(name string) ([]fs.DirEntry, error)
+	// RemoveBeneath removes dir/rel, resolving rel inside dir only: a
+	// path that leaves dir, through ".." or a symbolic link, is refused
+	// even if the tree changes while it is resolved (os.Root), so that a
+	// crafted snapshot cannot make disposal delete another file.
+	RemoveBeneath(dir, rel string) error
 }
+
+// Owner-only permissions of snapshots (checkpoints, savepoints) and of the
+// job registry, which holds each job's REST token: other local users must
+// neither read a job's state nor learn its token.
+const (
+	PrivateFileMode os.FileMode = 0o600
+	PrivateDirMode  os.FileMode = 0o700
+)
 
 // Default is the operating system's filesystem.
 var Default FS = osFS{}
@@ -44,6 +64,18 @@ type osFS struct{}
 
 func (osFS) Create(name string) (File, error) {
 	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+}
+func (osFS) CreatePerm(name string, perm os.FileMode) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
+}
+func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+func (osFS) RemoveBeneath(dir, rel string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.Remove(rel)
 }
 func (osFS) Open(name string) (File, error)              { return os.Open(name) }
 func (osFS) OpenDir(name string) (File, error)           { return os.Open(name) }
@@ -82,11 +114,16 @@ func SyncDir(fsys FS, dir string) error {
 // writes a temporary file beside it, fsyncs it, renames it over name and
 // fsyncs the directory. On error the temporary file is removed. A reader
 // therefore never sees a half-written file under name, even after kill -9 or
-// a power cut.
-func WriteFileAtomic(fsys FS, name string, data []byte) (err error) {
+// a power cut. A new file gets mode 0644 (before the umask).
+func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	return WriteFileAtomicPerm(fsys, name, data, 0o644)
+}
+
+// WriteFileAtomicPerm is WriteFileAtomic with the file's permissions.
+func WriteFileAtomicPerm(fsys FS, name string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(name)
 	tmp := filepath.Join(dir, "."+filepath.Base(name)+".inprogress")
-	f, err := fsys.Create(tmp)
+	f, err := fsys.CreatePerm(tmp, perm)
 	if err != nil {
 		return err
 	}
@@ -114,9 +151,10 @@ func WriteFileAtomic(fsys FS, name string, data []byte) (err error) {
 
 // WriteFileSynced writes data to a new file and fsyncs it, but does not make
 // it appear atomically: for state files that only become visible through a
-// _metadata file written afterwards.
+// _metadata file written afterwards. The file is owner-only
+// (PrivateFileMode), as every snapshot file is.
 func WriteFileSynced(fsys FS, name string, data []byte) (err error) {
-	f, err := fsys.Create(name)
+	f, err := fsys.CreatePerm(name, PrivateFileMode)
 	if err != nil {
 		return err
 	}
