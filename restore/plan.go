@@ -149,6 +149,9 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 	if op.Parallelism > maxPar {
 		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The new parallelism %d of operator %s is higher than its max parallelism %d, which the snapshot fixes. Lower the parallelism.", pointer, op.Parallelism, old.UID, maxPar)
 	}
+	if err := CheckKeyGroups(pointer, old); err != nil {
+		return nil, err
+	}
 	plan := &OperatorPlan{UID: op.UID, MaxParallelism: maxPar, Finished: old.Finished,
 		Subtasks: make([]SubtaskRestore, op.Parallelism), States: old.States}
 

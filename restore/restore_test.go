@@ -22,6 +22,9 @@ const jobID = "cca7bc1e257f0dab0123456789abcdef"
 type subSpec struct {
 	index int
 	kgs   map[int]string // key group -> payload; non-nil means keyed state
+	// rng, when set, is written as the keyed handle's range instead of
+	// the one Flink's formula gives the subtask.
+	rng *[2]int
 	ops   []savepoint.OperatorListState
 	// opRaw, when set, is stored as the operator state block instead of
 	// the encoding of ops.
@@ -60,8 +63,9 @@ func writeSnapshot(t *testing.T, dir string, id int64, ops ...opSpec) *savepoint
 				}
 				slices.Sort(kgs)
 				kh := &savepoint.KeyedStateHandle{Stream: stream}
-				if len(kgs) > 0 {
-					kh.Start, kh.End = kgs[0], kgs[len(kgs)-1]
+				kh.Start, kh.End = restore.KeyGroupRange(o.maxPar, o.par, s.index)
+				if s.rng != nil {
+					kh.Start, kh.End = s.rng[0], s.rng[1]
 				}
 				for _, kg := range kgs {
 					off, n := b.AddBlock([]byte(s.kgs[kg]))
@@ -961,5 +965,53 @@ func TestNativeSnapshotOnlyIntoItsBackend(t *testing.T) {
 		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "written by the 'rocksdb' state backend") || !strings.Contains(err.Error(), "uses the 'hashmap' state backend")) {
 			t.Errorf("the error must name both backends: %v", err)
 		}
+	}
+}
+
+// TestPlanRefusesKeyGroupsNotCoveredOnce: a _metadata with a valid
+// checksum whose key-group ranges overlap, leave a gap, or list a key group
+// outside its subtask's range (or twice) is refused, naming the operator
+// and the ranges; it used to restore with wrong counts.
+func TestPlanRefusesKeyGroupsNotCoveredOnce(t *testing.T) {
+	kgs := func(from, to int) map[int]string {
+		m := map[int]string{}
+		for kg := from; kg <= to; kg++ {
+			m[kg] = fmt.Sprintf("kg-%d", kg)
+		}
+		return m
+	}
+	for name, c := range map[string]struct {
+		subs []subSpec
+		want string
+	}{
+		"overlap": {[]subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 1, kgs: kgs(4, 7), rng: &[2]int{3, 7}}},
+			"subtask 1 has the range [3, 7]; at parallelism 2 it owns [4, 7]"},
+		"gap": {[]subSpec{{index: 0, kgs: kgs(0, 2), rng: &[2]int{0, 2}}, {index: 1, kgs: kgs(4, 7)}},
+			"subtask 0 has the range [0, 2]; at parallelism 2 it owns [0, 3]"},
+		"outside max parallelism": {[]subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 1, kgs: kgs(4, 7), rng: &[2]int{4, 8}}},
+			"subtask 1 has the range [4, 8]"},
+		"key group outside its range": {[]subSpec{{index: 0, kgs: kgs(0, 4)}, {index: 1, kgs: kgs(5, 7)}},
+			"subtask 0 with the range [0, 3] lists key group 4"},
+		"subtask twice": {[]subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 0, kgs: kgs(0, 3)}},
+			"subtask 0 is listed twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "sp")
+			writeSnapshot(t, dir, 1, opSpec{uid: "counter", par: 2, maxPar: 8, subs: c.subs})
+			job := restore.Job{Operators: []restore.Operator{{UID: "counter", Parallelism: 2, MaxParallelism: 8}}}
+			_, err := restore.NewPlan(vfs.Default, resolve(t, dir), job, restore.Options{})
+			if err == nil || !errors.Is(err, savepoint.ErrCorrupt) ||
+				!strings.Contains(err.Error(), "The key groups of operator counter do not cover [0, 8) exactly once") ||
+				!strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v; want a refusal with %q", err, c.want)
+			}
+		})
+	}
+	// The same operator with the ranges Flink's formula gives restores.
+	dir := filepath.Join(t.TempDir(), "ok")
+	writeSnapshot(t, dir, 1, opSpec{uid: "counter", par: 2, maxPar: 8, subs: []subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 1, kgs: kgs(4, 7)}}})
+	job := restore.Job{Operators: []restore.Operator{{UID: "counter", Parallelism: 3, MaxParallelism: 8}}}
+	if _, err := restore.NewPlan(vfs.Default, resolve(t, dir), job, restore.Options{}); err != nil {
+		t.Fatal(err)
 	}
 }
