@@ -25,7 +25,7 @@ type subSpec struct {
 	// rng, when set, is written as the keyed handle's range instead of
 	// the one Flink's formula gives the subtask.
 	rng *[2]int
-	ops   []savepoint.OperatorListState
+	ops []savepoint.OperatorListState
 	// opRaw, when set, is stored as the operator state block instead of
 	// the encoding of ops.
 	opRaw []byte
