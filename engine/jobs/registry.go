@@ -7,6 +7,7 @@ package jobs
 import (
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/gflink/gflink/engine"
 )
@@ -14,7 +15,10 @@ import (
 // Job is a named job: a function that builds a pipeline from its
 // arguments, like the main method of a Flink jar.
 type Job struct {
-	Name        string
+	Name string
+	// DisplayName is the name the job runs under, which `list` shows (e.g.
+	// WordCount); `run` accepts it too.
+	DisplayName string
 	Description string
 	// Build adds the job's sources, operators and sinks to env. args are
 	// the arguments after the job's name on the command line. An error of
@@ -58,10 +62,20 @@ func (r *Registry) With(jobs ...Job) *Registry {
 	return out
 }
 
-// Lookup finds a job.
+// Lookup finds a job by its name or display name, ignoring case: a user
+// who copies "WordCount" from `list` means the wordcount job. An exact
+// name wins over a case-insensitive match.
 func (r *Registry) Lookup(name string) (Job, bool) {
-	j, ok := r.jobs[name]
-	return j, ok
+	if j, ok := r.jobs[name]; ok {
+		return j, true
+	}
+	for _, n := range r.Names() {
+		j := r.jobs[n]
+		if strings.EqualFold(j.Name, name) || j.DisplayName != "" && strings.EqualFold(j.DisplayName, name) {
+			return j, true
+		}
+	}
+	return Job{}, false
 }
 
 // Names lists the jobs, sorted.

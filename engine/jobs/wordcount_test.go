@@ -94,3 +94,22 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("With must not change the built-in registry")
 	}
 }
+
+// TestLookupAcceptsDisplayName: `run WordCount` (the name `list` shows)
+// finds the wordcount job, in any case; an unknown name is not found.
+func TestLookupAcceptsDisplayName(t *testing.T) {
+	r := Builtin()
+	for _, name := range []string{"wordcount", "WordCount", "WORDCOUNT", "wordCount"} {
+		if j, ok := r.Lookup(name); !ok || j.Name != "wordcount" {
+			t.Errorf("Lookup(%q) = %q, %v; want wordcount", name, j.Name, ok)
+		}
+	}
+	if _, ok := r.Lookup("word count"); ok {
+		t.Error("Lookup(\"word count\") found a job")
+	}
+	// An exact name wins over another job's case-insensitive match.
+	r = r.With(Job{Name: "WordCount"})
+	if j, _ := r.Lookup("WordCount"); j.DisplayName != "" {
+		t.Errorf("Lookup(WordCount) took the built-in job over the one named exactly so")
+	}
+}
