@@ -200,6 +200,16 @@ func TestLegacyFileWinsOverYAML(t *testing.T) {
 	if d, _ := testInterval.Get(l.Config); d != 2*time.Minute {
 		t.Errorf("interval = %v; flink-conf.yaml must win", d)
 	}
+	// The user is told which file is used and which ignored.
+	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "using "+filepath.Join(dir, LegacyFileName)) ||
+		!strings.Contains(l.Warnings[0], "ignoring "+filepath.Join(dir, FileName)) {
+		t.Errorf("Warnings = %q; want one naming the file used and the one ignored", l.Warnings)
+	}
+	// With config.yaml alone, nothing to say.
+	os.Remove(filepath.Join(dir, LegacyFileName))
+	if l, err := Load(Sources{ConfigDir: dir}); err != nil || len(l.Warnings) != 0 {
+		t.Errorf("config.yaml alone: %v, warnings %q", err, l.Warnings)
+	}
 }
 
 func TestDirectoryDiscovery(t *testing.T) {

@@ -73,6 +73,12 @@ func Load(src Sources) (*Loaded, error) {
 			return nil, fmt.Errorf("The configuration directory '%s' contains neither %s nor %s.", dir, LegacyFileName, FileName)
 		}
 		if file != "" {
+			if other := filepath.Join(dir, FileName); filepath.Base(file) == LegacyFileName && isFile(other) {
+				// Flink 1.19/1.20 silently prefer the legacy file; a user who
+				// edits config.yaml would wonder why nothing changes.
+				l.Warnings = append(l.Warnings, fmt.Sprintf("Both %s and %s are in %s: using %s (as Flink 1.19 and 1.20 do) and ignoring %s. Remove one of them.",
+					LegacyFileName, FileName, dir, file, other))
+			}
 			l.Dir, l.File = dir, file
 			if err := l.readFile(file); err != nil {
 				return nil, err
@@ -122,6 +128,11 @@ func findDir(src Sources, getenv func(string) string) (dir string, explicit bool
 func isDir(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }
 
 func configFileIn(dir string) (string, error) {
