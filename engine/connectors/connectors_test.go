@@ -397,15 +397,17 @@ func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
 		{"text, a file once that was read twice", textA, snapshot(&TextFileSource{Paths: []string{a, a}}), "the snapshot's source read " + a + ", " + a + "; this job reads " + a},
 		{"text, another file", &TextFileSource{Paths: []string{b}}, snapshot(textA), "the snapshot's source read " + a + "; this job reads " + b},
 		{"text, a file added", &TextFileSource{Paths: []string{a, b}}, snapshot(textA), "this job reads " + a + ", " + b},
-		{"text, generator state", textA, snapshot(gen), "not a text-file source's"},
+		{"text, generator state", textA, snapshot(gen), "the snapshot's source generated an unbounded stream of words (10 distinct, seed 1, 10 per line); this job's reads the files " + a},
+		{"text, elements state", textA, snapshot(elems), "the snapshot's source read an in-memory input of 3 items (such as word count's built-in text); this job's reads the files " + a},
 		{"generator, same text", gen, snapshot(gen), ""},
 		{"generator, bounded now", gen1000, snapshot(gen), "generated an unbounded stream of words (10 distinct, seed 1, 10 per line); this job's generates 1000 words (10 distinct, seed 1, 10 per line)"},
 		{"generator, other seed", &WordGenerator{Distinct: 10, Seed: 2}, snapshot(gen), "seed 2"},
-		{"generator, text state", gen, snapshot(textA), "not a word generator's"},
-		{"generator, elements state", gen, snapshot(elems), "not a word generator's"},
+		{"generator, text state", gen, snapshot(textA), "the snapshot's source read the files " + a + "; this job's generates an unbounded stream of words (10 distinct, seed 1, 10 per line)"},
+		{"generator, elements state", gen, snapshot(elems), "the snapshot's source read an in-memory input of 3 items (such as word count's built-in text); this job's generates"},
 		{"elements, same", elems, snapshot(elems), ""},
 		{"elements, other size", &Elements[string]{Items: []string{"x"}}, snapshot(elems), "in-memory input of 3 items; this job's has 1"},
-		{"elements, generator state", elems, snapshot(gen), "not an in-memory input's"},
+		{"elements, generator state", elems, snapshot(gen), "the snapshot's source generated an unbounded stream of words (10 distinct, seed 1, 10 per line); this job's reads an in-memory input of 3 items"},
+		{"elements, text state", elems, snapshot(textA), "the snapshot's source read the files " + a + "; this job's reads an in-memory input of 3 items"},
 	} {
 		err := tc.check.CheckRestoredSplits(tc.splits)
 		switch {

@@ -75,7 +75,7 @@ func (e *Elements[T]) CheckRestoredSplits(splits [][]byte) error {
 	for _, b := range splits {
 		_, _, total, ok := decodeElementsSplit(b)
 		if !ok {
-			return fmt.Errorf("the snapshot's source state is not an in-memory input's")
+			return inputMismatch(splits, fmt.Sprintf("reads an in-memory input of %d items", len(e.Items)))
 		}
 		if total != legacyTotal && total != uint64(len(e.Items)) {
 			return fmt.Errorf("the snapshot's source read an in-memory input of %d items; this job's has %d", total, len(e.Items))

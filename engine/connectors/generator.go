@@ -212,7 +212,7 @@ func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
 	for _, b := range splits {
 		s, err := decodeGenSplit(b)
 		if err != nil {
-			return fmt.Errorf("the snapshot's source state is not a word generator's")
+			return inputMismatch(splits, "generates "+g.describe())
 		}
 		if !s.legacy && s.text != want {
 			return fmt.Errorf("the snapshot's source generated %s; this job's generates %s",

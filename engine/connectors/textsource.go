@@ -169,7 +169,7 @@ func (s *TextFileSource) CheckRestoredSplits(splits [][]byte) error {
 	for _, b := range splits {
 		var sp textSplit
 		if err := json.Unmarshal(b, &sp); err != nil || sp.Path == "" {
-			return fmt.Errorf("the snapshot's source state is not a text-file source's")
+			return inputMismatch(splits, "reads the files "+strings.Join(s.Paths, ", "))
 		}
 		st, err := os.Stat(sp.Path)
 		if err != nil {
