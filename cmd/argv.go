@@ -72,7 +72,7 @@ func asksForJSON(args []string) bool {
 // line, plus gflink's own).
 var globalLongOptions = map[string]string{
 	"jobmanager": "jobmanager", "config-dir": "config-dir", "output": "output", "timeout": "timeout",
-	"help": "help",
+	"token": "token", "help": "help",
 }
 
 // normalizeArgs rewrites argv (without the program name) for cobra. For
@@ -184,5 +184,5 @@ var optionalArgOptions = map[string]map[string]string{
 // globalValueOptions take a value in every action.
 var globalValueOptions = map[string]bool{
 	"m": true, "jobmanager": true, "config-dir": true, "o": true, "output": true, "timeout": true,
-	"t": true, "target": true, "z": true,
+	"token": true, "t": true, "target": true, "z": true,
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/spf13/cobra"
 )
@@ -115,7 +116,7 @@ func waitTerminal(f *Factory, s *session, jobID string) string {
 		}
 		var ue *rest.UnreachableError
 		if errors.As(err, &ue) && s.entry != nil {
-			if e, gerr := rest.NewRegistry(rest.Home(f.Getenv)).Get(jobID); gerr == nil && e.Terminal() {
+			if e, gerr := jobregistry.NewRegistry(jobregistry.Home(f.Getenv)).Get(jobID); gerr == nil && e.Terminal() {
 				return e.State
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -139,7 +140,7 @@ func isDir(p string) bool {
 // jobSnapshots lists a job's snapshots: over REST while it runs, else from
 // its registered checkpoint directory.
 func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, []string, error) {
-	reg := rest.NewRegistry(rest.Home(f.Getenv))
+	reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
 	e, err := reg.Get(id)
 	if o.Global.JobManager != "" || err == nil && !e.Terminal() {
 		s, err := connect(f, &o.clientOptions, id)
@@ -197,7 +198,7 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 // (A snapshot another running job claimed shows as the job's only when
 // listed by that job's id.)
 func markRunningJobsCheckpoints(f *Factory, rows []snapshotRow) {
-	entries, _ := rest.NewRegistry(rest.Home(f.Getenv)).List()
+	entries, _ := jobregistry.NewRegistry(jobregistry.Home(f.Getenv)).List()
 	for i := range rows {
 		p, err := savepoint.LocalPath(rows[i].Path)
 		if err != nil || rows[i].Kind != "checkpoint" {

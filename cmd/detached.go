@@ -16,6 +16,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 )
 
@@ -74,7 +75,7 @@ func (r *childReport) close() {
 // is RUNNING (restored, with -s), or reports why it could not start.
 func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configuration) error {
 	jobID := engine.NewJobID()
-	home := rest.Home(f.Getenv)
+	home := jobregistry.Home(f.Getenv)
 	logDir := filepath.Join(home, "log")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
@@ -158,7 +159,7 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		out.println("%s", n)
 	}
 	out.println("Job has been submitted with JobID %s", jobID)
-	e, _ := rest.NewRegistry(home).Get(jobID)
+	e, _ := jobregistry.NewRegistry(home).Get(jobID)
 	res := map[string]any{"jobId": jobID, "state": m.State, "log": logPath}
 	if e != nil {
 		res["endpoint"] = e.Address
@@ -194,16 +195,16 @@ func takesValue(opt string) bool {
 // registration keeps a job's entry in $GFLINK_HOME/jobs up to date.
 type registration struct {
 	mu    sync.Mutex
-	reg   *rest.Registry
-	entry rest.Entry
+	reg   *jobregistry.Registry
+	entry jobregistry.Entry
 	warn  func(error)
 }
 
-func newRegistration(f *Factory, jobID, name, address, logPath, checkpointDir string) *registration {
-	r := &registration{reg: rest.NewRegistry(rest.Home(f.Getenv)),
-		entry: rest.Entry{JobID: jobID, Name: name, PID: os.Getpid(), Address: address,
+func newRegistration(f *Factory, jobID, name, address, logPath, checkpointDir, token string) *registration {
+	r := &registration{reg: jobregistry.NewRegistry(jobregistry.Home(f.Getenv)),
+		entry: jobregistry.Entry{JobID: jobID, Name: name, PID: os.Getpid(), Address: address,
 			StartTime: time.Now().UnixMilli(), EndTime: -1, State: string(engine.StatusInitializing), Log: logPath,
-			CheckpointDir: checkpointDir}}
+			CheckpointDir: checkpointDir, Token: token, Executable: jobregistry.SelfExecutable()}}
 	r.warn = func(err error) { fmt.Fprintf(f.IO.ErrOut, "WARN could not register job %s: %v\n", jobID, err) }
 	return r
 }
@@ -211,7 +212,7 @@ func newRegistration(f *Factory, jobID, name, address, logPath, checkpointDir st
 func (r *registration) update(st engine.JobStatus, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rest.StatusRank(r.entry.State) > rest.StatusRank(string(st)) || at.UnixMilli() < r.entry.LastModification {
+	if jobregistry.StatusRank(r.entry.State) > jobregistry.StatusRank(string(st)) || at.UnixMilli() < r.entry.LastModification {
 		return // a late, older status
 	}
 	r.entry.State = string(st)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/spf13/cobra"
 )
@@ -43,7 +45,7 @@ func addTimeoutFlag(c *cobra.Command, o *clientOptions) {
 type session struct {
 	conf    *config.Configuration
 	client  *rest.Client
-	entry   *rest.Entry // nil with -m
+	entry   *jobregistry.Entry // nil with -m
 	timeout time.Duration
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -77,10 +79,11 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 		return nil, err
 	}
 	s := &session{timeout: timeout, conf: conf}
+	reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
 	if o.Global.JobManager != "" {
 		s.client = rest.NewClient(o.Global.JobManager)
+		s.client.Token = restToken(f, o.Global, reg, s.client.Base)
 	} else if jobID != "" {
-		reg := rest.NewRegistry(rest.Home(f.Getenv))
 		e, err := reg.Get(jobID)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("Job %s not found: no gflink process runs it (jobs register in %s). Use -m host:port to address a Flink cluster or another endpoint.", jobID, reg.Dir)
@@ -91,10 +94,63 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 		if e.Terminal() {
 			return nil, &jobEndedError{JobID: jobID, State: e.State}
 		}
+		if err := reg.Check(e); err != nil {
+			return nil, err
+		}
 		s.entry, s.client = e, rest.NewClient(e.Address)
+		s.client.Token = e.Token
 	}
 	s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
+	if s.entry != nil {
+		if err := s.checkEndpoint(reg, jobID); err != nil {
+			s.cancel()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// restToken is the token to send to the endpoint at base given with -m:
+// --token, else $GFLINK_REST_TOKEN, else the token of a job registered at
+// that address. None is sent otherwise: a token is never handed to an
+// endpoint it was not made for.
+func restToken(f *Factory, g *globalOptions, reg *jobregistry.Registry, base string) string {
+	if g.Token != "" {
+		return g.Token
+	}
+	if t := f.Getenv(restTokenEnv); t != "" {
+		return t
+	}
+	entries, _ := reg.List()
+	for _, e := range entries {
+		if !e.Terminal() && e.Token != "" && rest.NewClient(e.Address).Base == base {
+			return e.Token
+		}
+	}
+	return ""
+}
+
+// restTokenEnv holds the token for -m, for scripts that get it elsewhere.
+const restTokenEnv = "GFLINK_REST_TOKEN"
+
+// checkEndpoint asks the registered endpoint for the entry's job: an
+// endpoint that does not know the job, or refuses the entry's token, is not
+// the process that registered it, and is not used. An unreachable one is
+// left to the command, which reports it as it always has.
+func (s *session) checkEndpoint(reg *jobregistry.Registry, jobID string) error {
+	_, err := s.client.JobStatus(s.ctx, jobID)
+	var ae *rest.APIError
+	if !errors.As(err, &ae) {
+		return nil
+	}
+	reason := fmt.Sprintf("the endpoint %s answers %d: %s", s.entry.Address, ae.Status, ae.Msg)
+	switch ae.Status {
+	case http.StatusNotFound:
+		reason = fmt.Sprintf("the endpoint %s does not serve job %s", s.entry.Address, jobID)
+	case http.StatusUnauthorized:
+		reason = fmt.Sprintf("the endpoint %s refuses the entry's token", s.entry.Address)
+	}
+	return &jobregistry.ForgedEntryError{JobID: jobID, File: filepath.Join(reg.Dir, jobID+".json"), Reason: reason}
 }
 
 // jobEndedError: the registry says the job has ended.

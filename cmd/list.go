@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fatih/color"
-	"github.com/gflink/gflink/engine/rest"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 )
@@ -74,7 +74,7 @@ func runList(f *Factory, o *ListOptions) error {
 			jobs = append(jobs, listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base})
 		}
 	} else {
-		entries, err := rest.NewRegistry(rest.Home(f.Getenv)).List()
+		entries, err := jobregistry.NewRegistry(jobregistry.Home(f.Getenv)).List()
 		if err != nil {
 			return fmt.Errorf("Failed to retrieve job list: %w", err)
 		}

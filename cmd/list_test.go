@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/jobs"
-	"github.com/gflink/gflink/engine/rest"
 )
 
 // TestListOnATerminal: on a terminal, list prints one table with the
 // states in colour; piped, Flink's plain layout (the scripts cover that).
 func TestListOnATerminal(t *testing.T) {
 	home := t.TempDir()
-	reg := rest.NewRegistry(home)
-	reg.Put(rest.Entry{JobID: "0123456789abcdef0123456789abcdef", Name: "WordCount", State: "FINISHED", StartTime: 1, Address: "http://127.0.0.1:8081"})
+	reg := jobregistry.NewRegistry(home)
+	reg.Put(jobregistry.Entry{JobID: "0123456789abcdef0123456789abcdef", Name: "WordCount", State: "FINISHED", StartTime: 1, Address: "http://127.0.0.1:8081"})
 	io, out, _ := TestStreams()
 	io.OutTTY, io.NoColor = true, false
 	f := &Factory{IO: io, Registry: jobs.Builtin(), Getenv: func(k string) string {

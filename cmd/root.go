@@ -23,6 +23,8 @@ type globalOptions struct {
 	ConfigDir  string
 	JobManager string
 	Output     string
+	// Token is the REST token sent with -m (--token).
+	Token string
 }
 
 // action describes one verb for help texts.
@@ -161,6 +163,8 @@ func addGlobalFlags(c *cobra.Command, g *globalOptions) {
 	fl.StringVar(&g.ConfigDir, "config-dir", "", "The configuration directory (default: $GFLINK_CONF_DIR, $FLINK_CONF_DIR, ./conf, or conf/ beside the binary)")
 	fl.SetAnnotation("config-dir", "argname", []string{"dir"})
 	fl.StringVarP(&g.JobManager, "jobmanager", "m", "", "Address of the JobManager (host:port) to which to connect")
+	fl.StringVar(&g.Token, "token", "", "The secret token of a gflink job's REST endpoint, sent with -m (default: $GFLINK_REST_TOKEN, else the token of the job registered at that address in $GFLINK_HOME/jobs)")
+	fl.SetAnnotation("token", "argname", []string{"token"})
 	fl.StringVarP(&g.Output, "output", "o", "", "Output format: json prints exactly one JSON object on stdout")
 	fl.SetAnnotation("output", "argname", []string{"format"})
 	fl.BoolP("help", "h", false, "Show the help message for the action")
@@ -226,7 +230,7 @@ func printActionBlock(w io.Writer, a action, c *cobra.Command) {
 }
 
 func isGlobal(name string) bool {
-	return slices.Contains([]string{"D", "config-dir", "jobmanager", "output", "help"}, name)
+	return slices.Contains([]string{"D", "config-dir", "jobmanager", "output", "token", "help"}, name)
 }
 
 // printFlags renders flags the way commons-cli's HelpFormatter does: width

@@ -172,6 +172,13 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 			log.Warn(fmt.Sprintf("Operator %q has state but no uid: its state is saved under the uid %s derived from the job's structure, which changes when the structure does, and a changed job would not find it. Set one with .UID(...).", op.Name, op.UID))
 		}
 	}
+	srvOpts, err := rest.ServerOptionsFrom(conf)
+	if err != nil {
+		return err
+	}
+	if srvOpts.DisableAuthentication && !o.Check {
+		log.Warn("rest.authentication.enabled is false: the job's REST endpoint serves every request without a token, so every local user who can reach its port can cancel or stop the job and write savepoints as you.")
+	}
 	if o.Detached && report == nil && !o.Check {
 		return runDetached(f, o, out, conf)
 	}
@@ -222,7 +229,12 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if err != nil {
 		return err
 	}
-	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID))
+	// The job's secret: in its registry entry (owner-only) for gflink's
+	// commands, required by its endpoint.
+	if !srvOpts.DisableAuthentication {
+		srvOpts.Token = rest.NewToken()
+	}
+	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID), srvOpts.Token)
 	running := make(chan struct{})
 	var once sync.Once
 	opts.OnStatus = func(st engine.JobStatus, at time.Time) {
@@ -259,8 +271,8 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		listener.Close()
 		return err
 	}
-	storeFor, _ := rest.AsyncStoreDuration.Get(conf)
-	srv := rest.NewServer(j, rest.ServerOptions{Version: "gflink " + Version, Revision: revision(), FS: f.FS, StoreDuration: storeFor})
+	srvOpts.Version, srvOpts.Revision, srvOpts.FS = "gflink "+Version, revision(), f.FS
+	srv := rest.NewServer(j, srvOpts)
 	srv.Serve(listener)
 	defer srv.Close()
 	<-running

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gflink/gflink/engine/rest"
+	"github.com/gflink/gflink/engine/jobregistry"
+	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/spf13/cobra"
 )
@@ -161,8 +162,8 @@ func runDispose(f *Factory, o *SavepointOptions) error {
 			return s.explain(err, fmt.Sprintf("Failed to dispose the savepoint '%s'", o.Dispose))
 		}
 	} else {
-		reg := rest.NewRegistry(rest.Home(f.Getenv))
-		err := rest.Dispose(f.FS, path, func(md *savepoint.Metadata) error {
+		reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
+		err := restore.Dispose(f.FS, path, func(md *savepoint.Metadata) error {
 			if md.Kind != savepoint.KindCheckpoint {
 				return nil
 			}

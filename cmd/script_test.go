@@ -18,8 +18,8 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/jobs"
-	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -312,7 +312,7 @@ func cmdJSONGet(ts *testscript.TestScript, neg bool, args []string) {
 // waitstate JOB STATE waits (up to 60 s) until the registry shows the job
 // in STATE.
 func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
-	reg := rest.NewRegistry(ts.Getenv("GFLINK_HOME"))
+	reg := jobregistry.NewRegistry(ts.Getenv("GFLINK_HOME"))
 	deadline := time.Now().Add(60 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
@@ -369,7 +369,7 @@ func cmdCorrupt(ts *testscript.TestScript, neg bool, args []string) {
 // killjob JOB kills the process running a job with SIGKILL and waits for
 // it to be gone.
 func cmdKillJob(ts *testscript.TestScript, neg bool, args []string) {
-	reg := rest.NewRegistry(ts.Getenv("GFLINK_HOME"))
+	reg := jobregistry.NewRegistry(ts.Getenv("GFLINK_HOME"))
 	e, err := reg.Get(args[0])
 	if err != nil {
 		ts.Fatalf("job %s: %v", args[0], err)
@@ -385,7 +385,7 @@ func cmdKillJob(ts *testscript.TestScript, neg bool, args []string) {
 
 // killJobs kills the processes of jobs still registered as running.
 func killJobs(home string) {
-	entries, _ := rest.NewRegistry(home).List()
+	entries, _ := jobregistry.NewRegistry(home).List()
 	for _, e := range entries {
 		if !e.Terminal() && e.PID > 0 && e.PID != os.Getpid() {
 			if p, err := os.FindProcess(e.PID); err == nil {

@@ -18,7 +18,11 @@ import (
 type Client struct {
 	// Base is the endpoint, e.g. http://127.0.0.1:8081.
 	Base string
-	HTTP *http.Client
+	// Token is sent as "Authorization: Bearer <token>" when set: a gflink
+	// job's endpoint requires it (see Server). It is set only for an
+	// endpoint known to be the job's, never sent to an arbitrary host.
+	Token string
+	HTTP  *http.Client
 }
 
 // NewClient makes a client for an address: host:port or a URL.
@@ -74,6 +78,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

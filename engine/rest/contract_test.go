@@ -150,9 +150,18 @@ func startJob(t *testing.T, dir string) *engine.Job {
 	return j
 }
 
+// testToken is the token the tests' servers require.
+const testToken = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
+// get sends an authenticated GET.
 func get(t *testing.T, base, path string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(base + path)
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +188,7 @@ func TestRESTContract(t *testing.T) {
 	_, router := loadSpec(t)
 	dir := t.TempDir()
 	j := startJob(t, dir)
-	srv := NewServer(j, ServerOptions{Version: "gflink test"})
+	srv := NewServer(j, ServerOptions{Version: "gflink test", Token: testToken})
 	v := &validator{t: t, router: router, next: srv, seen: map[string]int{}}
 	hs := httptest.NewServer(v)
 	// Deliberately wrong requests go to the same server, unvalidated.
@@ -195,6 +204,7 @@ func TestRESTContract(t *testing.T) {
 	id := j.ID()
 	waitUntil(t, func() bool { return j.Info().Checkpoints.Completed > 0 })
 	c := NewClient(base)
+	c.Token = testToken
 	ctx := context.Background()
 
 	for _, p := range []string{"/overview", "/config", "/jobs", "/jobs/overview", "/jobs/" + id, "/jobs/" + id + "/status",
@@ -257,6 +267,7 @@ func TestRESTContract(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest(http.MethodPatch, base+"/jobs/"+id+"?mode=STOP", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusPermanentRedirect {
 		t.Errorf("PATCH mode=stop: %v %v", resp, err)
 	} else {

@@ -1,8 +1,13 @@
 // Package rest is gflink's control plane: a server for Flink's REST API
-// (the subset the CLI and dashboards use) over one in-process job, the
+// (the subset the CLI and dashboards use) over one in-process job, and the
 // client the CLI drives it with — which works against a real Flink cluster
-// too — and the registry under $GFLINK_HOME/jobs that lets `gflink
-// savepoint <jobId>` find the process running a job.
+// too. The registry that lets `gflink savepoint <jobId>` find the process
+// running a job is engine/jobregistry.
+//
+// Unlike Flink's, a gflink endpoint runs as its user on a shared machine,
+// so every request must carry the job's secret token (Authorization:
+// Bearer <token>) unless rest.authentication.enabled is false; bodies,
+// connections and slow clients are bounded.
 package rest
 
 import (
@@ -64,9 +69,39 @@ var (
 			WithDescription("How long savepoint, stop, cancel, checkpoint and dispose wait for an answer (--timeout overrides it).")
 	AsyncStoreDuration = config.Duration("rest.async.store-duration").WithDefault(5 * time.Minute).
 				WithDescription("How long the result of an asynchronous operation (savepoint, stop, checkpoint, disposal) can be fetched.")
+	AuthenticationEnabled = config.Bool("rest.authentication.enabled").WithDefault(true).
+				WithDescription("gflink only: every request to a job's REST endpoint must carry the job's secret token (Authorization: Bearer <token>; gflink's commands send it). The token is in the job's entry under $GFLINK_HOME/jobs, readable by its user only. false lets every local user who can reach the port cancel or stop the job and write savepoints as its user: only for tools that cannot send a token; the job logs a warning when it starts.")
+	MaxContentLength = config.Memory("rest.server.max-content-length").WithDefault(config.MemorySize(1 << 20)).
+				WithDescription("The largest request body the REST endpoint accepts; a larger one is refused with 413. (Flink's default is 100 mb; gflink's requests are a few hundred bytes.)")
+	ServerReadTimeout = config.Duration("rest.server.read-timeout").WithDefault(10 * time.Second).
+				WithCheck(positive).
+				WithDescription("gflink only: how long the REST endpoint waits for a whole request, headers and body; a slower client is disconnected.")
+	ServerWriteTimeout = config.Duration("rest.server.write-timeout").WithDefault(30 * time.Second).
+				WithCheck(positive).
+				WithDescription("gflink only: how long the REST endpoint takes at most to answer a request, from the end of its headers.")
+	ServerIdleTimeout = config.Duration("rest.server.idle-timeout").WithDefault(time.Minute).
+				WithCheck(positive).
+				WithDescription("gflink only: how long the REST endpoint keeps an idle keep-alive connection open.")
+	MaxConnections = config.Int("rest.server.max-connections").WithDefault(32).
+			WithCheck(func(n int) error {
+			if n < 1 {
+				return fmt.Errorf("%d is not a positive number of connections", n)
+			}
+			return nil
+		}).
+		WithDescription("gflink only: how many connections the REST endpoint serves at once; more wait until one closes, so that many clients cannot exhaust the job process's file descriptors.")
 )
+
+// positive refuses 0, which would mean "no timeout" to net/http.
+func positive(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("the timeout must be positive")
+	}
+	return nil
+}
 
 // Options lists the REST options.
 func Options() []config.AnyOption {
-	return []config.AnyOption{BindAddress, BindPort, ClientTimeout, AsyncStoreDuration}
+	return []config.AnyOption{BindAddress, BindPort, ClientTimeout, AsyncStoreDuration, AuthenticationEnabled,
+		MaxContentLength, ServerReadTimeout, ServerWriteTimeout, ServerIdleTimeout, MaxConnections}
 }

@@ -1,12 +1,6 @@
 package rest
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -56,81 +50,6 @@ func splitHostPort(a string) (string, string, error) {
 		i--
 	}
 	return a[:i], a[i+1:], nil
-}
-
-func TestRegistry(t *testing.T) {
-	dir := t.TempDir()
-	r := NewRegistry(dir)
-	alive := map[int]bool{1: true, 2: false, 3: false}
-	r.Alive = func(pid int) bool { return alive[pid] }
-	for _, e := range []Entry{
-		{JobID: "a", PID: 1, State: "RUNNING", StartTime: 3},
-		{JobID: "b", PID: 2, State: "RUNNING", StartTime: 2}, // died without ending its job
-		{JobID: "c", PID: 3, State: "FINISHED", StartTime: 1},
-	} {
-		if err := r.Put(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := r.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, e := range got {
-		ids = append(ids, e.JobID)
-	}
-	if !slices.Equal(ids, []string{"c", "a"}) {
-		t.Errorf("List = %v; want the ended job and the live one, oldest first", ids)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "jobs", "b.json")); !errors.Is(err, fs.ErrNotExist) {
-		t.Error("the dead process's entry must be cleaned")
-	}
-	if _, err := r.Get("b"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Get of a cleaned entry: %v", err)
-	}
-	// ... but kept aside, so that its checkpoints can still be found.
-	if e, err := r.Lost("b"); err != nil || e.JobID != "b" || e.State != "RUNNING" {
-		t.Errorf("Lost(b) = %+v, %v", e, err)
-	}
-	if _, err := r.Lost("a"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Lost of a live job: %v", err)
-	}
-	if e, err := r.Get("c"); err != nil || !e.Terminal() {
-		t.Errorf("an ended job stays listed: %v %v", e, err)
-	}
-}
-
-func TestRegistryKeepsTheLastLostJobs(t *testing.T) {
-	r := NewRegistry(t.TempDir())
-	r.Alive = func(int) bool { return false }
-	for i := 0; i < maxTerminal+3; i++ {
-		id := fmt.Sprintf("j%03d", i)
-		r.Put(Entry{JobID: id, State: "RUNNING"})
-		r.Get(id) // found dead: retired
-	}
-	if got, _ := r.List(); len(got) != 0 {
-		t.Errorf("List = %v; want no entry", got)
-	}
-	des, _ := os.ReadDir(r.lostDir())
-	if len(des) != maxTerminal {
-		t.Errorf("%d lost entries kept; want %d", len(des), maxTerminal)
-	}
-	if _, err := r.Lost(fmt.Sprintf("j%03d", maxTerminal+2)); err != nil {
-		t.Errorf("the newest lost entry is gone: %v", err)
-	}
-}
-
-func TestRegistryKeepsTheLastEndedJobs(t *testing.T) {
-	r := NewRegistry(t.TempDir())
-	r.Alive = func(int) bool { return false }
-	for i := 0; i < maxTerminal+5; i++ {
-		r.Put(Entry{JobID: string(rune('a'+i/26)) + string(rune('a'+i%26)), State: "CANCELED", StartTime: int64(i)})
-	}
-	got, _ := r.List()
-	if len(got) != maxTerminal || got[0].StartTime != 5 {
-		t.Errorf("kept %d ended jobs starting at %d; want %d starting at 5", len(got), got[0].StartTime, maxTerminal)
-	}
 }
 
 func TestCleanMessage(t *testing.T) {

@@ -2,13 +2,16 @@ package rest
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -31,32 +35,107 @@ type Server struct {
 	revision string
 	fs       vfs.FS
 	ops      *opStore
-	http     *http.Server
-	listener net.Listener
-	serveErr chan error
-	closeMu  sync.Once
+	mux      *http.ServeMux
+	// token is what every request must carry; "" when authentication is
+	// disabled.
+	token     string
+	maxBody   int64
+	maxConns  int
+	http      *http.Server
+	listener  net.Listener
+	serveErr  chan error
+	closeMu   sync.Once
+	tokenHash [sha256.Size]byte
 }
 
-// ServerOptions configure a Server.
+// ServerOptions configure a Server. Zero values take the defaults of the
+// corresponding rest.* options.
 type ServerOptions struct {
 	Version, Revision string
 	FS                vfs.FS
 	// StoreDuration is rest.async.store-duration.
 	StoreDuration time.Duration
+	// Token is the job's secret (see NewToken). Empty, a new one is made
+	// (Server.Token) unless DisableAuthentication is set.
+	Token string
+	// DisableAuthentication is rest.authentication.enabled: false: every
+	// request is served, whoever sends it.
+	DisableAuthentication bool
+	// MaxContentLength is rest.server.max-content-length.
+	MaxContentLength int64
+	// ReadTimeout, WriteTimeout and IdleTimeout are rest.server.*-timeout.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConnections is rest.server.max-connections.
+	MaxConnections int
+}
+
+// ServerOptionsFrom reads the rest.* options of the server from conf.
+func ServerOptionsFrom(conf *config.Configuration) (ServerOptions, error) {
+	var o ServerOptions
+	var errs []error
+	get := func(err error) { errs = append(errs, err) }
+	var auth bool
+	var maxBody config.MemorySize
+	var err error
+	o.StoreDuration, err = AsyncStoreDuration.Get(conf)
+	get(err)
+	auth, err = AuthenticationEnabled.Get(conf)
+	get(err)
+	o.DisableAuthentication = !auth
+	maxBody, err = MaxContentLength.Get(conf)
+	get(err)
+	o.MaxContentLength = int64(maxBody)
+	o.ReadTimeout, err = ServerReadTimeout.Get(conf)
+	get(err)
+	o.WriteTimeout, err = ServerWriteTimeout.Get(conf)
+	get(err)
+	o.IdleTimeout, err = ServerIdleTimeout.Get(conf)
+	get(err)
+	o.MaxConnections, err = MaxConnections.Get(conf)
+	get(err)
+	return o, errors.Join(errs...)
+}
+
+// NewToken makes a job's secret: 256 random bits, hex.
+func NewToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 // NewServer makes a server for job; Serve starts it.
 func NewServer(job *engine.Job, o ServerOptions) *Server {
-	if o.FS == nil {
-		o.FS = vfs.Default
+	if o.Token == "" && !o.DisableAuthentication {
+		o.Token = NewToken()
 	}
-	if o.StoreDuration <= 0 {
-		o.StoreDuration = 5 * time.Minute
+	if o.DisableAuthentication {
+		o.Token = ""
 	}
-	s := &Server{job: job, version: o.Version, revision: o.Revision, fs: o.FS, ops: newOpStore(o.StoreDuration)}
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s := &Server{job: job, version: o.Version, revision: o.Revision, fs: orDefault(o.FS, vfs.Default),
+		ops:      newOpStore(orDefault(o.StoreDuration, AsyncStoreDuration.Default())),
+		token:    o.Token,
+		maxBody:  orDefault(o.MaxContentLength, int64(MaxContentLength.Default())),
+		maxConns: orDefault(o.MaxConnections, MaxConnections.Default()),
+	}
+	s.tokenHash = sha256.Sum256([]byte(s.token))
+	readTimeout := orDefault(o.ReadTimeout, ServerReadTimeout.Default())
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: orDefault(o.WriteTimeout, ServerWriteTimeout.Default()),
+		IdleTimeout:  orDefault(o.IdleTimeout, ServerIdleTimeout.Default()), MaxHeaderBytes: 64 << 10}
+	s.routes()
 	return s
 }
+
+// Token is the secret requests must carry ("" without authentication).
+func (s *Server) Token() string { return s.token }
 
 // Listen binds the first free port of ports on address.
 func Listen(address string, ports PortSpec) (net.Listener, error) {
@@ -75,11 +154,13 @@ func Listen(address string, ports PortSpec) (net.Listener, error) {
 	return nil, fmt.Errorf("could not start the REST endpoint: no free port in %s on %s: %w", ports, address, firstErr)
 }
 
-// Serve serves on l until Close.
+// Serve serves on l until Close, at most rest.server.max-connections
+// connections at a time.
 func (s *Server) Serve(l net.Listener) {
 	s.listener = l
 	s.serveErr = make(chan error, 1)
-	go func() { s.serveErr <- s.http.Serve(l) }()
+	limited := LimitListener(l, s.maxConns)
+	go func() { s.serveErr <- s.http.Serve(limited) }()
 }
 
 // Address is the base URL of the endpoint, e.g. http://127.0.0.1:8081.
@@ -119,21 +200,164 @@ func errorf(code int, format string, args ...any) error {
 
 var hexID = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
 
-// ServeHTTP routes Flink's REST paths (with or without the /v1 prefix).
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	path = strings.TrimPrefix(path, "/v1")
-	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	body, code, err := s.route(r, parts)
-	if err != nil {
-		var he *httpError
-		if !errors.As(err, &he) {
-			he = &httpError{code: http.StatusInternalServerError, msg: "Internal server error."}
+// handlerFunc answers a request with a body and status, or an error.
+type handlerFunc func(r *http.Request) (any, int, error)
+
+// routes registers Flink's REST paths. Their {jobid} is checked by
+// handleJob, with Flink's 400 and 404.
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	ok := func(f func() any) handlerFunc {
+		return func(*http.Request) (any, int, error) { return f(), http.StatusOK, nil }
+	}
+	s.handle("GET /overview", ok(func() any { return s.overview() }))
+	s.handle("GET /config", ok(func() any { return s.dashboardConfig() }))
+	s.handle("GET /jobs", ok(func() any {
+		info := s.job.Info()
+		return JobIDsWithStatus{Jobs: []JobIDWithStatus{{ID: info.ID, Status: string(info.Status)}}}
+	}))
+	s.handle("GET /jobs/overview", ok(func() any { return JobsOverview{Jobs: []JobOverview{s.jobOverview()}} }))
+	s.handle("POST /savepoint-disposal", s.triggerDisposal)
+	s.handle("GET /savepoint-disposal/{triggerid}", func(r *http.Request) (any, int, error) {
+		return s.pollOp(r.PathValue("triggerid"), opDisposal, "")
+	})
+	s.handleJob("GET /jobs/{jobid}", ok(func() any { return s.jobDetails() }))
+	s.handleJob("PATCH /jobs/{jobid}", s.cancel)
+	s.handleJob("GET /jobs/{jobid}/status", ok(func() any { return JobStatusInfo{Status: string(s.job.Status())} }))
+	s.handleJob("GET /jobs/{jobid}/exceptions", ok(func() any { return s.exceptions() }))
+	s.handleJob("GET /jobs/{jobid}/execution-result", ok(func() any { return s.executionResult() }))
+	s.handleJob("GET /jobs/{jobid}/checkpoints", ok(func() any { return s.checkpointStats() }))
+	s.handleJob("POST /jobs/{jobid}/checkpoints", s.triggerCheckpoint)
+	s.handleJob("GET /jobs/{jobid}/checkpoints/config", ok(func() any { return s.checkpointConfig() }))
+	s.handleJob("GET /jobs/{jobid}/checkpoints/details/{checkpointid}", func(r *http.Request) (any, int, error) {
+		return s.checkpointDetails(r.PathValue("checkpointid"))
+	})
+	s.handleJob("GET /jobs/{jobid}/checkpoints/{triggerid}", func(r *http.Request) (any, int, error) {
+		return s.pollOp(r.PathValue("triggerid"), opCheckpoint, s.job.ID())
+	})
+	s.handleJob("POST /jobs/{jobid}/savepoints", s.triggerSavepoint)
+	s.handleJob("GET /jobs/{jobid}/savepoints/{triggerid}", func(r *http.Request) (any, int, error) {
+		return s.pollOp(r.PathValue("triggerid"), opSavepoint, s.job.ID())
+	})
+	s.handleJob("POST /jobs/{jobid}/stop", s.stop)
+}
+
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		body, code, err := h(r)
+		if err != nil {
+			writeError(w, err)
+			return
 		}
-		writeJSON(w, he.code, ErrorBody{Errors: []string{he.msg}})
+		writeJSON(w, code, body)
+	})
+}
+
+// handleJob registers a path of this job: another well-formed id is not
+// found, a malformed one is a bad request, as in Flink.
+func (s *Server) handleJob(pattern string, h handlerFunc) {
+	s.handle(pattern, func(r *http.Request) (any, int, error) {
+		id := r.PathValue("jobid")
+		if !hexID.MatchString(id) {
+			return nil, 0, errorf(http.StatusBadRequest, "Bad request, could not parse parameters: Cannot parse JobID from %q. The expected format is [0-9a-fA-F]{32}, e.g. fd72014d4c864993a2e5a9287b4a9c5d.", id)
+		}
+		if !strings.EqualFold(id, s.job.ID()) {
+			return nil, 0, errorf(http.StatusNotFound, "org.apache.flink.runtime.rest.NotFoundException: Job %s not found", strings.ToLower(id))
+		}
+		return h(r)
+	})
+}
+
+// ServeHTTP authenticates a request, bounds its body, and routes it (with
+// or without Flink's /v1 prefix, with or without a trailing slash). Every
+// error, the mux's 404 and 405 included, is Flink's {"errors": [...]}.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.authenticate(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gflink"`)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, code, body)
+	if r.ContentLength > s.maxBody {
+		// Refused before a byte of it is read.
+		writeError(w, s.tooLarge())
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+	path := strings.TrimPrefix(r.URL.Path, "/v1")
+	if path != r.URL.Path && path != "" && !strings.HasPrefix(path, "/") {
+		path = r.URL.Path // "/v1x" is not the prefix
+	}
+	if len(path) > 1 {
+		path = strings.TrimSuffix(path, "/")
+	}
+	if path == "" {
+		path = "/"
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path, r2.URL.RawPath = path, ""
+	h, pattern := s.mux.Handler(r2)
+	if pattern == "" {
+		// No route: the mux's answer (404, or 405 with Allow) decides the
+		// status; the body is Flink's.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r2)
+		if rec.code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeError(w, errorf(http.StatusMethodNotAllowed, "Not allowed: %s %s", r.Method, r.URL.Path))
+			return
+		}
+		writeError(w, errorf(http.StatusNotFound, "Not found: %s", r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(w, r2)
+}
+
+// statusRecorder keeps the status and headers the mux would send.
+type statusRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (r *statusRecorder) Header() http.Header { return r.header }
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// authenticate checks the request's bearer token. The comparison takes
+// the same time whatever the token sent (both sides are hashed to one
+// length, then compared in constant time), so timing reveals nothing of
+// the secret.
+func (s *Server) authenticate(r *http.Request) error {
+	if s.token == "" {
+		return nil
+	}
+	scheme, token, found := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return errorf(http.StatusUnauthorized, "Unauthorized: this gflink job's REST endpoint requires the job's token (Authorization: Bearer <token>). gflink's commands send it from $GFLINK_HOME/jobs/<jobId>.json, from GFLINK_REST_TOKEN or from --token; a job started with rest.authentication.enabled: false needs none.")
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+		return errorf(http.StatusUnauthorized, "Unauthorized: the token does not match this job's (see $GFLINK_HOME/jobs/<jobId>.json of the user running it).")
+	}
+	return nil
+}
+
+func (s *Server) tooLarge() error {
+	return errorf(http.StatusRequestEntityTooLarge, "Request entity too large: the body exceeds %s (rest.server.max-content-length).", config.MemorySize(s.maxBody))
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = &httpError{code: http.StatusInternalServerError, msg: "Internal server error."}
+	}
+	writeJSON(w, he.code, ErrorBody{Errors: []string{he.msg}})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -143,79 +367,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
-func (s *Server) route(r *http.Request, p []string) (any, int, error) {
-	m := r.Method
-	notFound := func() (any, int, error) {
-		return nil, 0, errorf(http.StatusNotFound, "Not found: %s", r.URL.Path)
-	}
-	if len(p) == 1 {
-		switch {
-		case p[0] == "overview" && m == http.MethodGet:
-			return s.overview(), http.StatusOK, nil
-		case p[0] == "config" && m == http.MethodGet:
-			return s.dashboardConfig(), http.StatusOK, nil
-		case p[0] == "jobs" && m == http.MethodGet:
-			info := s.job.Info()
-			return map[string]any{"jobs": []map[string]string{{"id": info.ID, "status": string(info.Status)}}}, http.StatusOK, nil
-		case p[0] == "savepoint-disposal" && m == http.MethodPost:
-			return s.triggerDisposal(r)
-		}
-		return notFound()
-	}
-	if p[0] == "savepoint-disposal" && len(p) == 2 && m == http.MethodGet {
-		return s.pollOp(p[1], opDisposal, "")
-	}
-	if p[0] != "jobs" {
-		return notFound()
-	}
-	if p[1] == "overview" && len(p) == 2 && m == http.MethodGet {
-		return JobsOverview{Jobs: []JobOverview{s.jobOverview()}}, http.StatusOK, nil
-	}
-	if !hexID.MatchString(p[1]) {
-		return nil, 0, errorf(http.StatusBadRequest, "Bad request, could not parse parameters: Cannot parse JobID from %q. The expected format is [0-9a-fA-F]{32}, e.g. fd72014d4c864993a2e5a9287b4a9c5d.", p[1])
-	}
-	if !strings.EqualFold(p[1], s.job.ID()) {
-		return nil, 0, errorf(http.StatusNotFound, "org.apache.flink.runtime.rest.NotFoundException: Job %s not found", strings.ToLower(p[1]))
-	}
-	rest := p[2:]
+// decode reads a JSON request body (bounded by ServeHTTP): an empty body
+// leaves v as it is; one over rest.server.max-content-length is a 413, never
+// silently cut.
+func (s *Server) decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
 	switch {
-	case len(rest) == 0 && m == http.MethodGet:
-		return s.jobDetails(), http.StatusOK, nil
-	case len(rest) == 0 && m == http.MethodPatch:
-		return s.cancel(r)
-	case len(rest) == 1 && rest[0] == "status" && m == http.MethodGet:
-		return map[string]string{"status": string(s.job.Status())}, http.StatusOK, nil
-	case len(rest) == 1 && rest[0] == "exceptions" && m == http.MethodGet:
-		return s.exceptions(), http.StatusOK, nil
-	case len(rest) == 1 && rest[0] == "execution-result" && m == http.MethodGet:
-		return s.executionResult(), http.StatusOK, nil
-	case len(rest) == 1 && rest[0] == "checkpoints" && m == http.MethodGet:
-		return s.checkpointStats(), http.StatusOK, nil
-	case len(rest) == 1 && rest[0] == "checkpoints" && m == http.MethodPost:
-		return s.triggerCheckpoint(r)
-	case len(rest) == 2 && rest[0] == "checkpoints" && rest[1] == "config" && m == http.MethodGet:
-		return s.checkpointConfig(), http.StatusOK, nil
-	case len(rest) == 3 && rest[0] == "checkpoints" && rest[1] == "details" && m == http.MethodGet:
-		return s.checkpointDetails(rest[2])
-	case len(rest) == 2 && rest[0] == "checkpoints" && m == http.MethodGet:
-		return s.pollOp(rest[1], opCheckpoint, s.job.ID())
-	case len(rest) == 1 && rest[0] == "savepoints" && m == http.MethodPost:
-		return s.triggerSavepoint(r)
-	case len(rest) == 2 && rest[0] == "savepoints" && m == http.MethodGet:
-		return s.pollOp(rest[1], opSavepoint, s.job.ID())
-	case len(rest) == 1 && rest[0] == "stop" && m == http.MethodPost:
-		return s.stop(r)
-	}
-	if len(rest) <= 3 {
-		return nil, 0, errorf(http.StatusMethodNotAllowed, "Not allowed: %s %s", m, r.URL.Path)
-	}
-	return notFound()
-}
-
-func decode(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		return errorf(http.StatusBadRequest, "Bad request: %v", err)
+	case errors.As(err, &tooBig):
+		return s.tooLarge()
+	case err != nil:
+		return errorf(http.StatusBadRequest, "Bad request: could not read the request body: %v", err)
 	}
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return nil
@@ -240,7 +402,7 @@ func asHTTP(err error) error {
 
 func (s *Server) triggerSavepoint(r *http.Request) (any, int, error) {
 	var req SavepointTriggerRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, 0, err
 	}
 	id, err := s.triggerID(req.TriggerID)
@@ -300,7 +462,7 @@ func (s *Server) triggerID(given string) (string, error) {
 
 func (s *Server) stop(r *http.Request) (any, int, error) {
 	var req StopRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, 0, err
 	}
 	id, err := s.triggerID(req.TriggerID)
@@ -321,7 +483,7 @@ func (s *Server) stop(r *http.Request) (any, int, error) {
 
 func (s *Server) triggerCheckpoint(r *http.Request) (any, int, error) {
 	var req CheckpointTriggerRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, 0, err
 	}
 	switch req.CheckpointType {
@@ -399,10 +561,11 @@ func (s *Server) cancel(r *http.Request) (any, int, error) {
 
 // triggerDisposal disposes a savepoint: it is deleted through its metadata
 // (state files, _metadata, then the directory). Disposing a checkpoint this
-// job still relies on is refused.
+// job still relies on is refused; so is a _metadata naming files outside
+// the snapshot or through a symbolic link (savepoint.Discard).
 func (s *Server) triggerDisposal(r *http.Request) (any, int, error) {
 	var req DisposalRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, 0, err
 	}
 	if req.SavepointPath == "" {
@@ -410,7 +573,7 @@ func (s *Server) triggerDisposal(r *http.Request) (any, int, error) {
 	}
 	id := newTriggerID()
 	ch := make(chan engine.SnapshotResult, 1)
-	ch <- engine.SnapshotResult{Err: Dispose(s.fs, req.SavepointPath, s.ownedBy)}
+	ch <- engine.SnapshotResult{Err: restore.Dispose(s.fs, req.SavepointPath, s.ownedBy)}
 	s.ops.start(id, opDisposal, "", ch, nil)
 	return TriggerResponse{RequestID: id}, http.StatusOK, nil
 }
@@ -424,27 +587,7 @@ func (s *Server) ownedBy(md *savepoint.Metadata) error {
 	return nil
 }
 
-// Dispose deletes the snapshot at path (a savepoint directory, a chk-N
-// directory or a _metadata file). check may refuse it.
-func Dispose(fsys vfs.FS, path string, check func(*savepoint.Metadata) error) error {
-	r, err := restore.Resolve(fsys, path)
-	if err != nil {
-		return err
-	}
-	// Never pick a snapshot for the user (a job directory resolves to its
-	// newest checkpoint): disposal deletes, so the path must name one.
-	if filepath.Base(r.MetadataFile) != savepoint.MetadataFileName || r.JobDir != "" {
-		return fmt.Errorf("'%s' is not a savepoint or checkpoint directory or its _metadata file", path)
-	}
-	if check != nil {
-		if err := check(r.Metadata); err != nil {
-			return err
-		}
-	}
-	return savepoint.Discard(fsys, r.Dir, r.Metadata)
-}
-
-func (s *Server) overview() map[string]any {
+func (s *Server) overview() ClusterOverview {
 	info := s.job.Info()
 	count := func(st engine.JobStatus) int {
 		if info.Status == st {
@@ -460,17 +603,15 @@ func (s *Server) overview() map[string]any {
 	for _, v := range info.Vertices {
 		slots = max(slots, v.Parallelism)
 	}
-	return map[string]any{"taskmanagers": 1, "slots-total": slots, "slots-available": 0, "jobs-running": running,
-		"jobs-finished": count(engine.StatusFinished), "jobs-cancelled": count(engine.StatusCanceled),
-		"jobs-failed": count(engine.StatusFailed), "flink-version": s.version, "flink-commit": s.revision,
-		"slots-free-and-blocked": 0, "taskmanagers-blocked": 0}
+	return ClusterOverview{TaskManagers: 1, SlotsTotal: slots, JobsRunning: running,
+		JobsFinished: count(engine.StatusFinished), JobsCancelled: count(engine.StatusCanceled),
+		JobsFailed: count(engine.StatusFailed), FlinkVersion: s.version, FlinkCommit: s.revision}
 }
 
-func (s *Server) dashboardConfig() map[string]any {
+func (s *Server) dashboardConfig() DashboardConfiguration {
 	name, offset := time.Now().Zone()
-	return map[string]any{"refresh-interval": 3000, "timezone-name": name, "timezone-offset": offset * 1000,
-		"flink-version": s.version, "flink-revision": s.revision,
-		"features": map[string]bool{"web-submit": false, "web-cancel": true, "web-rescale": false, "web-history": false}}
+	return DashboardConfiguration{RefreshInterval: 3000, TimezoneName: name, TimezoneOffset: offset * 1000,
+		FlinkVersion: s.version, FlinkRevision: s.revision, Features: DashboardFeatures{WebCancel: true}}
 }
 
 func lowerTasks(v []engine.VertexInfo) map[string]int {
@@ -518,9 +659,8 @@ func vertexStatus(tasks map[string]int) string {
 	return engine.ExecCreated
 }
 
-func (s *Server) jobDetails() map[string]any {
+func (s *Server) jobDetails() JobDetails {
 	info := s.job.Info()
-	now := time.Now().UnixMilli()
 	ov := overviewOf(info)
 	timestamps := map[string]int64{}
 	for _, st := range engine.AllStatuses {
@@ -530,8 +670,8 @@ func (s *Server) jobDetails() map[string]any {
 	for _, st := range []string{"CREATED", "SCHEDULED", "DEPLOYING", "RUNNING", "FINISHED", "CANCELING", "CANCELED", "FAILED", "RECONCILING", "INITIALIZING"} {
 		statusCounts[st] = 0
 	}
-	var vertices []map[string]any
-	var nodes []map[string]any
+	vertices := []JobVertex{}
+	nodes := []JobPlanNode{}
 	for _, v := range info.Vertices {
 		tasks := map[string]int{}
 		for st := range statusCounts {
@@ -539,84 +679,69 @@ func (s *Server) jobDetails() map[string]any {
 		}
 		status := vertexStatus(v.Tasks)
 		statusCounts[status]++
-		vertices = append(vertices, map[string]any{"id": v.ID, "name": v.Name, "maxParallelism": v.MaxParallelism,
-			"parallelism": v.Parallelism, "status": status, "start-time": v.StartTime, "end-time": ov.EndTime,
-			"duration": ov.Duration, "tasks": tasks, "metrics": map[string]any{
-				"read-bytes": 0, "read-bytes-complete": true, "write-bytes": 0, "write-bytes-complete": true,
-				"read-records": 0, "read-records-complete": true, "write-records": 0, "write-records-complete": true,
-				"accumulated-backpressured-time": 0, "accumulated-idle-time": 0, "accumulated-busy-time": 0}})
-		nodes = append(nodes, map[string]any{"id": v.ID, "parallelism": v.Parallelism, "operator": "",
-			"operator_strategy": "", "description": v.Name})
+		vertices = append(vertices, JobVertex{ID: v.ID, Name: v.Name, MaxParallelism: v.MaxParallelism,
+			Parallelism: v.Parallelism, Status: status, StartTime: v.StartTime, EndTime: ov.EndTime,
+			Duration: ov.Duration, Tasks: tasks, Metrics: VertexMetrics{ReadBytesComplete: true,
+				WriteBytesComplete: true, ReadRecordsComplete: true, WriteRecordsComplete: true}})
+		nodes = append(nodes, JobPlanNode{ID: v.ID, Parallelism: v.Parallelism, Description: v.Name})
 	}
-	return map[string]any{"jid": info.ID, "name": info.Name, "isStoppable": true, "state": string(info.Status),
-		"job-type": "STREAMING", "start-time": info.StartTime, "end-time": ov.EndTime, "duration": ov.Duration,
-		"maxParallelism": info.MaxParallelism, "now": now, "timestamps": timestamps, "vertices": vertices,
-		"status-counts": statusCounts,
-		"plan":          map[string]any{"jid": info.ID, "name": info.Name, "type": "STREAMING", "nodes": nodes}}
+	return JobDetails{JID: info.ID, Name: info.Name, IsStoppable: true, State: string(info.Status),
+		JobType: "STREAMING", StartTime: info.StartTime, EndTime: ov.EndTime, Duration: ov.Duration,
+		MaxParallelism: info.MaxParallelism, Now: time.Now().UnixMilli(), Timestamps: timestamps,
+		Vertices: vertices, StatusCounts: statusCounts,
+		Plan: JobPlan{JID: info.ID, Name: info.Name, Type: "STREAMING", Nodes: nodes}}
 }
 
-func checkpointStatsJSON(c *engine.CheckpointStats) map[string]any {
+func checkpointStatistics(c *engine.CheckpointStats) *CheckpointStatistics {
 	if c == nil {
 		return nil
 	}
 	class := map[string]string{"IN_PROGRESS": "in_progress", "COMPLETED": "completed", "FAILED": "failed"}[c.Status]
-	// Absent values are left out rather than written as null: Flink's
-	// OpenAPI description declares none of these fields nullable.
-	m := map[string]any{"className": class, "id": c.ID, "status": c.Status, "is_savepoint": c.IsSavepoint(),
-		"trigger_timestamp": c.TriggerTimestamp, "latest_ack_timestamp": c.LatestAckTimestamp,
-		"checkpointed_size": c.StateSize, "state_size": c.StateSize, "end_to_end_duration": c.EndToEndDuration,
-		"alignment_buffered": 0, "processed_data": 0, "persisted_data": 0, "num_subtasks": c.NumSubtasks,
-		"num_acknowledged_subtasks": c.NumAcknowledged, "checkpoint_type": c.Type, "tasks": map[string]any{}}
+	out := &CheckpointStatistics{ClassName: class, ID: c.ID, Status: c.Status, IsSavepoint: c.IsSavepoint(),
+		TriggerTimestamp: c.TriggerTimestamp, LatestAckTimestamp: c.LatestAckTimestamp,
+		CheckpointedSize: c.StateSize, StateSize: c.StateSize, EndToEndDuration: c.EndToEndDuration,
+		NumSubtasks: c.NumSubtasks, NumAcknowledgedSubtasks: c.NumAcknowledged, CheckpointType: c.Type,
+		Tasks: map[string]any{}}
 	if c.IsSavepoint() {
-		m["savepointFormat"] = c.Format
+		out.SavepointFormat = c.Format
 	}
 	switch c.Status {
 	case "COMPLETED":
-		m["external_path"] = c.ExternalPath
-		m["discarded"] = c.Discarded
+		out.ExternalPath, out.Discarded = &c.ExternalPath, &c.Discarded
 	case "FAILED":
-		m["failure_timestamp"] = c.FailureTimestamp
-		m["failure_message"] = c.FailureMessage
+		out.FailureTimestamp, out.FailureMessage = &c.FailureTimestamp, &c.FailureMessage
 	}
-	return m
+	return out
 }
 
-func (s *Server) checkpointStats() map[string]any {
-	st := s.job.Info().Checkpoints
-	summary := func(durations bool) map[string]any {
+func (s *Server) checkpointStats() CheckpointingStatistics {
+	info := s.job.Info()
+	st := info.Checkpoints
+	summary := func(durations bool) StatsSummary {
 		mn, mx, avg, p50, p90, p95, p99, p999 := st.Summary(durations)
-		return map[string]any{"min": mn, "max": mx, "avg": avg, "p50": p50, "p90": p90, "p95": p95, "p99": p99, "p999": p999}
+		return StatsSummary{Min: mn, Max: mx, Avg: avg, P50: p50, P90: p90, P95: p95, P99: p99, P999: p999}
 	}
-	zero := map[string]any{"min": 0, "max": 0, "avg": 0, "p50": 0.0, "p90": 0.0, "p95": 0.0, "p99": 0.0, "p999": 0.0}
-	history := []map[string]any{}
-	for i := range st.History {
-		history = append(history, checkpointStatsJSON(&st.History[i]))
+	out := CheckpointingStatistics{
+		Retained: []RetainedJSON{},
+		Counts: CheckpointCounts{Restored: st.Restored, Total: st.Total, InProgress: st.InProgress,
+			Completed: st.Completed, Failed: st.Failed},
+		Summary: CheckpointSummaries{CheckpointedSize: summary(false), StateSize: summary(false),
+			EndToEndDuration: summary(true)},
+		Latest: LatestCheckpoints{Completed: checkpointStatistics(st.LatestCompleted),
+			Savepoint: checkpointStatistics(st.LatestSavepoint), Failed: checkpointStatistics(st.LatestFailed)},
+		History: []CheckpointStatistics{},
 	}
-	latest := map[string]any{}
 	if r := st.LatestRestored; r != nil {
-		latest["restored"] = map[string]any{"id": r.ID, "restore_timestamp": r.Timestamp, "is_savepoint": r.IsSavepoint, "external_path": r.Path}
+		out.Latest.Restored = &RestoredCheckpoint{ID: r.ID, RestoreTimestamp: r.Timestamp, IsSavepoint: r.IsSavepoint, ExternalPath: r.Path}
 	}
-	for k, c := range map[string]*engine.CheckpointStats{"completed": st.LatestCompleted, "savepoint": st.LatestSavepoint, "failed": st.LatestFailed} {
-		if c != nil {
-			latest[k] = checkpointStatsJSON(c)
-		}
+	for i := range st.History {
+		out.History = append(out.History, *checkpointStatistics(&st.History[i]))
 	}
-	// gflink's extension: what the job keeps and whether it owns it (may
-	// delete it). Flink's description allows extra properties.
-	retained := []RetainedJSON{}
-	for _, r := range s.job.Info().Retained {
-		retained = append(retained, RetainedJSON{ID: r.ID, Type: r.Kind, Format: r.Format, Path: r.Path,
+	for _, r := range info.Retained {
+		out.Retained = append(out.Retained, RetainedJSON{ID: r.ID, Type: r.Kind, Format: r.Format, Path: r.Path,
 			Completed: r.CompletionTimestamp, Size: r.Size, Owned: r.Owned, Restored: r.Restored})
 	}
-	return map[string]any{
-		"retained": retained,
-		"counts": map[string]any{"restored": st.Restored, "total": st.Total, "in_progress": st.InProgress,
-			"completed": st.Completed, "failed": st.Failed},
-		"summary": map[string]any{"checkpointed_size": summary(false), "state_size": summary(false),
-			"end_to_end_duration": summary(true), "alignment_buffered": zero, "processed_data": zero, "persisted_data": zero},
-		"latest":  latest,
-		"history": history,
-	}
+	return out
 }
 
 func (s *Server) checkpointDetails(idStr string) (any, int, error) {
@@ -628,10 +753,10 @@ func (s *Server) checkpointDetails(idStr string) (any, int, error) {
 	if !ok {
 		return nil, 0, errorf(http.StatusNotFound, "Could not find checkpointing statistics for checkpoint %d.", id)
 	}
-	return checkpointStatsJSON(&c), http.StatusOK, nil
+	return checkpointStatistics(&c), http.StatusOK, nil
 }
 
-func (s *Server) checkpointConfig() map[string]any {
+func (s *Server) checkpointConfig() CheckpointConfigInfo {
 	cfg := s.job.Info().CheckpointConfig
 	interval := cfg.Interval.Milliseconds()
 	if !cfg.Enabled() {
@@ -641,38 +766,37 @@ func (s *Server) checkpointConfig() map[string]any {
 	if cfg.Storage == checkpoint.StorageFilesystem {
 		storage = "FileSystemCheckpointStorage"
 	}
-	return map[string]any{"mode": strings.ToLower(cfg.Mode), "interval": interval, "timeout": cfg.Timeout.Milliseconds(),
-		"min_pause": cfg.MinPause.Milliseconds(), "max_concurrent": cfg.MaxConcurrent,
-		"externalization": map[string]bool{"enabled": cfg.Retention != checkpoint.NoExternalized,
-			"delete_on_cancellation": cfg.Retention != checkpoint.RetainOnCancellation},
-		"state_backend": "HashMapStateBackend", "checkpoint_storage": storage, "unaligned_checkpoints": false,
-		"tolerable_failed_checkpoints": cfg.TolerableFailed, "aligned_checkpoint_timeout": 0,
-		"checkpoints_after_tasks_finish": cfg.AfterTasksFinish, "state_changelog_enabled": false,
-		"changelog_periodic_materialization_interval": 600000, "changelog_storage": "memory"}
+	return CheckpointConfigInfo{Mode: strings.ToLower(cfg.Mode), Interval: interval, Timeout: cfg.Timeout.Milliseconds(),
+		MinPause: cfg.MinPause.Milliseconds(), MaxConcurrent: cfg.MaxConcurrent,
+		Externalization: ExternalizationConfig{Enabled: cfg.Retention != checkpoint.NoExternalized,
+			DeleteOnCancellation: cfg.Retention != checkpoint.RetainOnCancellation},
+		StateBackend: "HashMapStateBackend", CheckpointStorage: storage,
+		TolerableFailedCheckpoints: cfg.TolerableFailed, CheckpointsAfterTasksFinish: cfg.AfterTasksFinish,
+		ChangelogPeriodicMaterializationInterval: 600000, ChangelogStorage: "memory"}
 }
 
-func (s *Server) exceptions() map[string]any {
+func (s *Server) exceptions() JobExceptions {
 	info := s.job.Info()
-	entries := []map[string]any{}
+	entries := []ExceptionEntry{}
 	for i := len(info.Exceptions) - 1; i >= 0; i-- {
 		e := info.Exceptions[i]
-		entries = append(entries, map[string]any{"exceptionName": "org.apache.flink.util.FlinkException",
-			"stacktrace": e.Message, "timestamp": e.Timestamp, "taskName": e.TaskName,
-			"failureLabels": map[string]string{}, "concurrentExceptions": []any{}})
+		entries = append(entries, ExceptionEntry{ExceptionName: "org.apache.flink.util.FlinkException",
+			Stacktrace: e.Message, Timestamp: e.Timestamp, TaskName: e.TaskName,
+			FailureLabels: map[string]string{}, ConcurrentExceptions: []ExceptionEntry{}})
 	}
-	return map[string]any{"exceptionHistory": map[string]any{"entries": entries, "truncated": false}}
+	return JobExceptions{ExceptionHistory: ExceptionHistory{Entries: entries}}
 }
 
-func (s *Server) executionResult() map[string]any {
+func (s *Server) executionResult() JobExecutionResultResponse {
 	info := s.job.Info()
 	if !info.Status.IsGloballyTerminal() {
-		return map[string]any{"status": QueueStatus{ID: "IN_PROGRESS"}}
+		return JobExecutionResultResponse{Status: QueueStatus{ID: "IN_PROGRESS"}}
 	}
 	app := map[engine.JobStatus]string{engine.StatusFinished: "SUCCEEDED", engine.StatusFailed: "FAILED", engine.StatusCanceled: "CANCELED"}[info.Status]
-	res := map[string]any{"id": info.ID, "application-status": app, "accumulator-results": map[string]any{},
-		"net-runtime": info.EndTime - info.StartTime}
+	res := &JobExecutionResult{ID: info.ID, ApplicationStatus: app, AccumulatorResults: map[string]any{},
+		NetRuntime: info.EndTime - info.StartTime}
 	if info.Status == engine.StatusFailed && len(info.Exceptions) > 0 {
-		res["failure-cause"] = &FailureCause{Class: "org.apache.flink.runtime.client.JobExecutionException", StackTrace: info.Exceptions[len(info.Exceptions)-1].Message}
+		res.FailureCause = &FailureCause{Class: "org.apache.flink.runtime.client.JobExecutionException", StackTrace: info.Exceptions[len(info.Exceptions)-1].Message}
 	}
-	return map[string]any{"status": QueueStatus{ID: "COMPLETED"}, "job-execution-result": res}
+	return JobExecutionResultResponse{Status: QueueStatus{ID: "COMPLETED"}, Result: res}
 }

@@ -98,3 +98,266 @@ type RetainedJSON struct {
 	Owned     bool   `json:"owned"`
 	Restored  bool   `json:"restored"`
 }
+
+// ClusterOverview is GET /overview: one job, one "task manager".
+type ClusterOverview struct {
+	TaskManagers        int    `json:"taskmanagers"`
+	SlotsTotal          int    `json:"slots-total"`
+	SlotsAvailable      int    `json:"slots-available"`
+	JobsRunning         int    `json:"jobs-running"`
+	JobsFinished        int    `json:"jobs-finished"`
+	JobsCancelled       int    `json:"jobs-cancelled"`
+	JobsFailed          int    `json:"jobs-failed"`
+	FlinkVersion        string `json:"flink-version"`
+	FlinkCommit         string `json:"flink-commit"`
+	SlotsFreeAndBlocked int    `json:"slots-free-and-blocked"`
+	TaskManagersBlocked int    `json:"taskmanagers-blocked"`
+}
+
+// DashboardConfiguration is GET /config.
+type DashboardConfiguration struct {
+	RefreshInterval int64             `json:"refresh-interval"`
+	TimezoneName    string            `json:"timezone-name"`
+	TimezoneOffset  int               `json:"timezone-offset"`
+	FlinkVersion    string            `json:"flink-version"`
+	FlinkRevision   string            `json:"flink-revision"`
+	Features        DashboardFeatures `json:"features"`
+}
+
+// DashboardFeatures are the dashboard's switches.
+type DashboardFeatures struct {
+	WebSubmit  bool `json:"web-submit"`
+	WebCancel  bool `json:"web-cancel"`
+	WebRescale bool `json:"web-rescale"`
+	WebHistory bool `json:"web-history"`
+}
+
+// JobIDsWithStatus is GET /jobs.
+type JobIDsWithStatus struct {
+	Jobs []JobIDWithStatus `json:"jobs"`
+}
+
+// JobIDWithStatus is one job of GET /jobs.
+type JobIDWithStatus struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// JobStatusInfo is GET /jobs/:jobid/status.
+type JobStatusInfo struct {
+	Status string `json:"status"`
+}
+
+// JobDetails is GET /jobs/:jobid.
+type JobDetails struct {
+	JID            string           `json:"jid"`
+	Name           string           `json:"name"`
+	IsStoppable    bool             `json:"isStoppable"`
+	State          string           `json:"state"`
+	JobType        string           `json:"job-type"`
+	StartTime      int64            `json:"start-time"`
+	EndTime        int64            `json:"end-time"`
+	Duration       int64            `json:"duration"`
+	MaxParallelism int              `json:"maxParallelism"`
+	Now            int64            `json:"now"`
+	Timestamps     map[string]int64 `json:"timestamps"`
+	Vertices       []JobVertex      `json:"vertices"`
+	StatusCounts   map[string]int   `json:"status-counts"`
+	Plan           JobPlan          `json:"plan"`
+}
+
+// JobVertex is one vertex of JobDetails.
+type JobVertex struct {
+	ID             string         `json:"id"`
+	Name           string         `json:"name"`
+	MaxParallelism int            `json:"maxParallelism"`
+	Parallelism    int            `json:"parallelism"`
+	Status         string         `json:"status"`
+	StartTime      int64          `json:"start-time"`
+	EndTime        int64          `json:"end-time"`
+	Duration       int64          `json:"duration"`
+	Tasks          map[string]int `json:"tasks"`
+	Metrics        VertexMetrics  `json:"metrics"`
+}
+
+// VertexMetrics are a vertex's I/O metrics; gflink does not measure them
+// and reports zeros, as complete.
+type VertexMetrics struct {
+	ReadBytes                    int64 `json:"read-bytes"`
+	ReadBytesComplete            bool  `json:"read-bytes-complete"`
+	WriteBytes                   int64 `json:"write-bytes"`
+	WriteBytesComplete           bool  `json:"write-bytes-complete"`
+	ReadRecords                  int64 `json:"read-records"`
+	ReadRecordsComplete          bool  `json:"read-records-complete"`
+	WriteRecords                 int64 `json:"write-records"`
+	WriteRecordsComplete         bool  `json:"write-records-complete"`
+	AccumulatedBackpressuredTime int64 `json:"accumulated-backpressured-time"`
+	AccumulatedIdleTime          int64 `json:"accumulated-idle-time"`
+	AccumulatedBusyTime          int64 `json:"accumulated-busy-time"`
+}
+
+// JobPlan is the plan of JobDetails.
+type JobPlan struct {
+	JID   string        `json:"jid"`
+	Name  string        `json:"name"`
+	Type  string        `json:"type"`
+	Nodes []JobPlanNode `json:"nodes"`
+}
+
+// JobPlanNode is one node of a JobPlan.
+type JobPlanNode struct {
+	ID               string `json:"id"`
+	Parallelism      int    `json:"parallelism"`
+	Operator         string `json:"operator"`
+	OperatorStrategy string `json:"operator_strategy"`
+	Description      string `json:"description"`
+}
+
+// CheckpointStatistics is one checkpoint of GET /jobs/:jobid/checkpoints
+// and GET /jobs/:jobid/checkpoints/details/:checkpointid. Absent values are
+// left out rather than written as null: Flink's OpenAPI description
+// declares none of these fields nullable.
+type CheckpointStatistics struct {
+	ClassName               string         `json:"className"`
+	ID                      int64          `json:"id"`
+	Status                  string         `json:"status"`
+	IsSavepoint             bool           `json:"is_savepoint"`
+	SavepointFormat         string         `json:"savepointFormat,omitempty"`
+	TriggerTimestamp        int64          `json:"trigger_timestamp"`
+	LatestAckTimestamp      int64          `json:"latest_ack_timestamp"`
+	CheckpointedSize        int64          `json:"checkpointed_size"`
+	StateSize               int64          `json:"state_size"`
+	EndToEndDuration        int64          `json:"end_to_end_duration"`
+	AlignmentBuffered       int64          `json:"alignment_buffered"`
+	ProcessedData           int64          `json:"processed_data"`
+	PersistedData           int64          `json:"persisted_data"`
+	NumSubtasks             int            `json:"num_subtasks"`
+	NumAcknowledgedSubtasks int            `json:"num_acknowledged_subtasks"`
+	CheckpointType          string         `json:"checkpoint_type"`
+	Tasks                   map[string]any `json:"tasks"`
+	// Completed checkpoints only.
+	ExternalPath *string `json:"external_path,omitempty"`
+	Discarded    *bool   `json:"discarded,omitempty"`
+	// Failed checkpoints only.
+	FailureTimestamp *int64  `json:"failure_timestamp,omitempty"`
+	FailureMessage   *string `json:"failure_message,omitempty"`
+}
+
+// CheckpointingStatistics is GET /jobs/:jobid/checkpoints.
+type CheckpointingStatistics struct {
+	// Retained is gflink's extension: what the job keeps and whether it
+	// owns it (may delete it). Flink's description allows extra properties.
+	Retained []RetainedJSON         `json:"retained"`
+	Counts   CheckpointCounts       `json:"counts"`
+	Summary  CheckpointSummaries    `json:"summary"`
+	Latest   LatestCheckpoints      `json:"latest"`
+	History  []CheckpointStatistics `json:"history"`
+}
+
+// CheckpointCounts counts a job's checkpoints by outcome.
+type CheckpointCounts struct {
+	Restored   int64 `json:"restored"`
+	Total      int64 `json:"total"`
+	InProgress int64 `json:"in_progress"`
+	Completed  int64 `json:"completed"`
+	Failed     int64 `json:"failed"`
+}
+
+// StatsSummary is min, max, average and percentiles of one figure.
+type StatsSummary struct {
+	Min  int64   `json:"min"`
+	Max  int64   `json:"max"`
+	Avg  int64   `json:"avg"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+}
+
+// CheckpointSummaries summarise completed checkpoints.
+type CheckpointSummaries struct {
+	CheckpointedSize  StatsSummary `json:"checkpointed_size"`
+	StateSize         StatsSummary `json:"state_size"`
+	EndToEndDuration  StatsSummary `json:"end_to_end_duration"`
+	AlignmentBuffered StatsSummary `json:"alignment_buffered"`
+	ProcessedData     StatsSummary `json:"processed_data"`
+	PersistedData     StatsSummary `json:"persisted_data"`
+}
+
+// LatestCheckpoints are the latest checkpoint of each outcome, when any.
+type LatestCheckpoints struct {
+	Completed *CheckpointStatistics `json:"completed,omitempty"`
+	Savepoint *CheckpointStatistics `json:"savepoint,omitempty"`
+	Failed    *CheckpointStatistics `json:"failed,omitempty"`
+	Restored  *RestoredCheckpoint   `json:"restored,omitempty"`
+}
+
+// RestoredCheckpoint is the snapshot the job was restored from.
+type RestoredCheckpoint struct {
+	ID               int64  `json:"id"`
+	RestoreTimestamp int64  `json:"restore_timestamp"`
+	IsSavepoint      bool   `json:"is_savepoint"`
+	ExternalPath     string `json:"external_path"`
+}
+
+// CheckpointConfigInfo is GET /jobs/:jobid/checkpoints/config.
+type CheckpointConfigInfo struct {
+	Mode                                     string                `json:"mode"`
+	Interval                                 int64                 `json:"interval"`
+	Timeout                                  int64                 `json:"timeout"`
+	MinPause                                 int64                 `json:"min_pause"`
+	MaxConcurrent                            int                   `json:"max_concurrent"`
+	Externalization                          ExternalizationConfig `json:"externalization"`
+	StateBackend                             string                `json:"state_backend"`
+	CheckpointStorage                        string                `json:"checkpoint_storage"`
+	UnalignedCheckpoints                     bool                  `json:"unaligned_checkpoints"`
+	TolerableFailedCheckpoints               int                   `json:"tolerable_failed_checkpoints"`
+	AlignedCheckpointTimeout                 int64                 `json:"aligned_checkpoint_timeout"`
+	CheckpointsAfterTasksFinish              bool                  `json:"checkpoints_after_tasks_finish"`
+	StateChangelogEnabled                    bool                  `json:"state_changelog_enabled"`
+	ChangelogPeriodicMaterializationInterval int64                 `json:"changelog_periodic_materialization_interval"`
+	ChangelogStorage                         string                `json:"changelog_storage"`
+}
+
+// ExternalizationConfig says whether checkpoints are retained.
+type ExternalizationConfig struct {
+	Enabled              bool `json:"enabled"`
+	DeleteOnCancellation bool `json:"delete_on_cancellation"`
+}
+
+// JobExceptions is GET /jobs/:jobid/exceptions.
+type JobExceptions struct {
+	ExceptionHistory ExceptionHistory `json:"exceptionHistory"`
+}
+
+// ExceptionHistory lists a job's failures, newest first.
+type ExceptionHistory struct {
+	Entries   []ExceptionEntry `json:"entries"`
+	Truncated bool             `json:"truncated"`
+}
+
+// ExceptionEntry is one failure.
+type ExceptionEntry struct {
+	ExceptionName        string            `json:"exceptionName"`
+	Stacktrace           string            `json:"stacktrace"`
+	Timestamp            int64             `json:"timestamp"`
+	TaskName             string            `json:"taskName"`
+	FailureLabels        map[string]string `json:"failureLabels"`
+	ConcurrentExceptions []ExceptionEntry  `json:"concurrentExceptions"`
+}
+
+// JobExecutionResultResponse is GET /jobs/:jobid/execution-result.
+type JobExecutionResultResponse struct {
+	Status QueueStatus         `json:"status"`
+	Result *JobExecutionResult `json:"job-execution-result,omitempty"`
+}
+
+// JobExecutionResult is how an ended job ended.
+type JobExecutionResult struct {
+	ID                 string         `json:"id"`
+	ApplicationStatus  string         `json:"application-status"`
+	AccumulatorResults map[string]any `json:"accumulator-results"`
+	NetRuntime         int64          `json:"net-runtime"`
+	FailureCause       *FailureCause  `json:"failure-cause,omitempty"`
+}

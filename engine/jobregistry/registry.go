@@ -1,4 +1,15 @@
-package rest
+// Package jobregistry is the registry of the jobs this user runs:
+// $GFLINK_HOME/jobs/<jobId>.json tells `gflink savepoint <jobId>` (and
+// stop, cancel, list, checkpoint) which process runs a job, where its REST
+// endpoint is, and the secret token that endpoint requires. Flink's client
+// asks its cluster; gflink's jobs are processes, and this directory is
+// their cluster.
+//
+// The entries hold tokens, so the directory is owner-only (0700) and every
+// entry 0600: only the job's user can operate the job. An entry is still
+// checked before it is used (Check), since a GFLINK_HOME may be shared or
+// an entry left behind by a process whose pid was reused.
+package jobregistry
 
 import (
 	"cmp"
@@ -6,9 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -33,6 +47,17 @@ type Entry struct {
 	// CheckpointDir is <execution.checkpointing.dir>/<jobId>, where the
 	// job's checkpoints are (and stay, when retained, after it ended).
 	CheckpointDir string `json:"checkpoint-dir,omitempty"`
+	// Savepoints are the file: URIs of the savepoints the job took, newest
+	// last: they are the user's and lie anywhere, so `checkpoints <jobId>`
+	// finds them here after the job has ended.
+	Savepoints []string `json:"savepoints,omitempty"`
+	// Token is the secret every request to the job's REST endpoint must
+	// carry (Authorization: Bearer <token>); empty when the job runs with
+	// rest.authentication.enabled: false.
+	Token string `json:"token,omitempty"`
+	// Executable is the job process's executable (os.Executable), which
+	// Check compares with /proc/<pid>/exe: a reused pid is not the job.
+	Executable string `json:"executable,omitempty"`
 }
 
 // Terminal reports whether the entry's job has ended.
@@ -46,6 +71,10 @@ type Registry struct {
 	FS  vfs.FS
 	// Alive reports whether a process exists (overridable in tests).
 	Alive func(pid int) bool
+	// Executable returns the executable a process runs, or an error when
+	// it cannot be read, as for another user's process (overridable in
+	// tests).
+	Executable func(pid int) (string, error)
 }
 
 // maxTerminal is how many ended jobs are kept for `list -a`.
@@ -53,7 +82,26 @@ const maxTerminal = 200
 
 // NewRegistry opens the registry of a gflink home directory.
 func NewRegistry(home string) *Registry {
-	return &Registry{Dir: filepath.Join(home, "jobs"), FS: vfs.Default, Alive: processAlive}
+	return &Registry{Dir: filepath.Join(home, "jobs"), FS: vfs.Default, Alive: processAlive, Executable: processExecutable}
+}
+
+// processExecutable reads /proc/<pid>/exe. The kernel lets only the
+// process's owner (or root) read it, so this also tells another user's
+// process apart.
+func processExecutable(pid int) (string, error) {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	// A binary replaced on disk (go build, an upgrade) reads as "<path>
+	// (deleted)"; the process is still the one that registered.
+	return strings.TrimSuffix(exe, " (deleted)"), err
+}
+
+// SelfExecutable is what a job process records as its Executable.
+func SelfExecutable() string {
+	exe, err := processExecutable(os.Getpid())
+	if err != nil {
+		exe, _ = os.Executable()
+	}
+	return exe
 }
 
 func processAlive(pid int) bool {
@@ -66,16 +114,16 @@ func processAlive(pid int) bool {
 
 func (r *Registry) path(jobID string) string { return filepath.Join(r.Dir, jobID+".json") }
 
-// Put writes an entry atomically.
+// Put writes an entry atomically, owner-only: it holds the job's token.
 func (r *Registry) Put(e Entry) error {
-	if err := r.FS.MkdirAll(r.Dir, 0o755); err != nil {
+	if err := r.FS.MkdirAll(r.Dir, vfs.PrivateDirMode); err != nil {
 		return fmt.Errorf("register job: %w", err)
 	}
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(r.FS, r.path(e.JobID), b); err != nil {
+	if err := vfs.WriteFileAtomicPerm(r.FS, r.path(e.JobID), b, vfs.PrivateFileMode); err != nil {
 		return fmt.Errorf("register job: %w", err)
 	}
 	return nil
@@ -107,9 +155,9 @@ func (r *Registry) lostDir() string { return filepath.Join(r.Dir, "lost") }
 // retire moves a dead process's entry out of the registry into lostDir,
 // keeping the newest maxTerminal there.
 func (r *Registry) retire(e Entry) {
-	if err := r.FS.MkdirAll(r.lostDir(), 0o755); err == nil {
+	if err := r.FS.MkdirAll(r.lostDir(), vfs.PrivateDirMode); err == nil {
 		if b, err := json.MarshalIndent(e, "", "  "); err == nil {
-			vfs.WriteFileAtomic(r.FS, filepath.Join(r.lostDir(), e.JobID+".json"), b)
+			vfs.WriteFileAtomicPerm(r.FS, filepath.Join(r.lostDir(), e.JobID+".json"), b, vfs.PrivateFileMode)
 		}
 	}
 	r.FS.Remove(r.path(e.JobID))
@@ -209,4 +257,68 @@ func StatusRank(s string) int {
 		return 0
 	}
 	return 1
+}
+
+// ForgedEntryError says why a registry entry cannot be trusted.
+type ForgedEntryError struct {
+	JobID, File, Reason string
+}
+
+func (e *ForgedEntryError) Error() string {
+	return fmt.Sprintf("Refusing the registry entry of job %s (%s): %s. Remove the file if the job is gone, or use -m host:port with --token.", e.JobID, e.File, e.Reason)
+}
+
+// Check verifies, before a command acts on it, that a running job's entry
+// describes a gflink process of this user on this machine: its process
+// runs the executable the entry records (a dead pid, a reused one, or a
+// process of another program or user fails), and its address is on this
+// machine. Whether the endpoint serves the entry's job is the caller's
+// check, over REST.
+func (r *Registry) Check(e *Entry) error {
+	forged := func(format string, args ...any) error {
+		return &ForgedEntryError{JobID: e.JobID, File: r.path(e.JobID), Reason: fmt.Sprintf(format, args...)}
+	}
+	if !r.Alive(e.PID) {
+		return forged("its process %d is not running", e.PID)
+	}
+	if e.Executable == "" {
+		return forged("it records no executable, so process %d cannot be told to be gflink", e.PID)
+	}
+	exe, err := r.Executable(e.PID)
+	if err != nil {
+		return forged("process %d is not one of yours (%v)", e.PID, err)
+	}
+	if exe != e.Executable {
+		return forged("process %d runs %s, not the gflink executable %s the entry records", e.PID, exe, e.Executable)
+	}
+	if err := checkLocalAddress(e.Address); err != nil {
+		return forged("%v", err)
+	}
+	return nil
+}
+
+// checkLocalAddress accepts an endpoint on this machine only: a loopback,
+// unspecified (0.0.0.0, ::) or local interface address. A job always
+// registers the address it bound itself, so anything else was not written
+// by a job and would send the command (and the token) to another host.
+// Host names are refused rather than resolved: a job records an IP address.
+func checkLocalAddress(address string) error {
+	u, err := url.Parse(address)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("its address %q is not a URL", address)
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil {
+		return fmt.Errorf("its address %s names a host, not this machine's IP address", address)
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return nil
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return nil
+		}
+	}
+	return fmt.Errorf("its address %s is not on this machine", address)
 }

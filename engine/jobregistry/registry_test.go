@@ -1,0 +1,166 @@
+package jobregistry
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRegistry(t *testing.T) {
+	dir := t.TempDir()
+	r := NewRegistry(dir)
+	alive := map[int]bool{1: true, 2: false, 3: false}
+	r.Alive = func(pid int) bool { return alive[pid] }
+	for _, e := range []Entry{
+		{JobID: "a", PID: 1, State: "RUNNING", StartTime: 3},
+		{JobID: "b", PID: 2, State: "RUNNING", StartTime: 2}, // died without ending its job
+		{JobID: "c", PID: 3, State: "FINISHED", StartTime: 1},
+	} {
+		if err := r.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.JobID)
+	}
+	if !slices.Equal(ids, []string{"c", "a"}) {
+		t.Errorf("List = %v; want the ended job and the live one, oldest first", ids)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jobs", "b.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Error("the dead process's entry must be cleaned")
+	}
+	if _, err := r.Get("b"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Get of a cleaned entry: %v", err)
+	}
+	// ... but kept aside, so that its checkpoints can still be found.
+	if e, err := r.Lost("b"); err != nil || e.JobID != "b" || e.State != "RUNNING" {
+		t.Errorf("Lost(b) = %+v, %v", e, err)
+	}
+	if _, err := r.Lost("a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Lost of a live job: %v", err)
+	}
+	if e, err := r.Get("c"); err != nil || !e.Terminal() {
+		t.Errorf("an ended job stays listed: %v %v", e, err)
+	}
+}
+
+func TestRegistryKeepsTheLastLostJobs(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	r.Alive = func(int) bool { return false }
+	for i := 0; i < maxTerminal+3; i++ {
+		id := fmt.Sprintf("j%03d", i)
+		r.Put(Entry{JobID: id, State: "RUNNING"})
+		r.Get(id) // found dead: retired
+	}
+	if got, _ := r.List(); len(got) != 0 {
+		t.Errorf("List = %v; want no entry", got)
+	}
+	des, _ := os.ReadDir(r.lostDir())
+	if len(des) != maxTerminal {
+		t.Errorf("%d lost entries kept; want %d", len(des), maxTerminal)
+	}
+	if _, err := r.Lost(fmt.Sprintf("j%03d", maxTerminal+2)); err != nil {
+		t.Errorf("the newest lost entry is gone: %v", err)
+	}
+}
+
+func TestRegistryKeepsTheLastEndedJobs(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	r.Alive = func(int) bool { return false }
+	for i := 0; i < maxTerminal+5; i++ {
+		r.Put(Entry{JobID: string(rune('a'+i/26)) + string(rune('a'+i%26)), State: "CANCELED", StartTime: int64(i)})
+	}
+	got, _ := r.List()
+	if len(got) != maxTerminal || got[0].StartTime != 5 {
+		t.Errorf("kept %d ended jobs starting at %d; want %d starting at 5", len(got), got[0].StartTime, maxTerminal)
+	}
+}
+
+// TestRegistryIsOwnerOnly: entries hold the jobs' REST tokens, so the
+// directory is 0700 and every entry 0600.
+func TestRegistryIsOwnerOnly(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	r.Alive = func(int) bool { return false }
+	if err := r.Put(Entry{JobID: "a", State: "RUNNING", Token: "secret"}); err != nil {
+		t.Fatal(err)
+	}
+	r.Get("a") // found dead: moved to lost/
+	r.Put(Entry{JobID: "b", State: "RUNNING", Token: "secret"})
+	for p, want := range map[string]os.FileMode{r.Dir: 0o700, r.path("b"): 0o600, r.lostDir(): 0o700,
+		filepath.Join(r.lostDir(), "a.json"): 0o600} {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %v; want %v", p, got, want)
+		}
+	}
+}
+
+// TestCheckRefusesForgedEntries: an entry is used only if its process is a
+// live gflink process of this user and its address is on this machine.
+func TestCheckRefusesForgedEntries(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	r.Alive = func(pid int) bool { return pid != 99 }
+	r.Executable = func(pid int) (string, error) {
+		switch pid {
+		case 2:
+			return "/usr/bin/sleep", nil
+		case 3:
+			return "", &fs.PathError{Op: "readlink", Path: "/proc/3/exe", Err: fs.ErrPermission}
+		}
+		return "/opt/gflink", nil
+	}
+	good := Entry{JobID: "j", PID: 1, Executable: "/opt/gflink", Address: "http://127.0.0.1:8081", State: "RUNNING"}
+	if err := r.Check(&good); err != nil {
+		t.Fatalf("a genuine entry: %v", err)
+	}
+	for _, addr := range []string{"http://0.0.0.0:8081", "http://[::1]:8081"} {
+		e := good
+		e.Address = addr
+		if err := r.Check(&e); err != nil {
+			t.Errorf("address %s: %v", addr, err)
+		}
+	}
+	for _, tc := range []struct {
+		edit func(*Entry)
+		want string
+	}{
+		{func(e *Entry) { e.PID = 99 }, "its process 99 is not running"},
+		{func(e *Entry) { e.PID = 2 }, "process 2 runs /usr/bin/sleep, not the gflink executable /opt/gflink the entry records"},
+		{func(e *Entry) { e.PID = 3 }, "process 3 is not one of yours"},
+		{func(e *Entry) { e.Executable = "" }, "it records no executable"},
+		{func(e *Entry) { e.Address = "http://192.0.2.7:8081" }, "its address http://192.0.2.7:8081 is not on this machine"},
+		{func(e *Entry) { e.Address = "http://evil.example:8081" }, "names a host, not this machine's IP address"},
+	} {
+		e := good
+		tc.edit(&e)
+		err := r.Check(&e)
+		var fe *ForgedEntryError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Refusing the registry entry of job j") {
+			t.Errorf("Check(%+v) = %v; want a refusal with %q", e, err, tc.want)
+		}
+	}
+}
+
+// TestSelfExecutableMatchesProc: what a job records is what Check reads
+// back for its process.
+func TestSelfExecutableMatchesProc(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	e := Entry{JobID: "j", PID: os.Getpid(), Executable: SelfExecutable(), Address: "http://127.0.0.1:1"}
+	if err := r.Check(&e); err != nil {
+		t.Fatal(err)
+	}
+}
+
