@@ -163,4 +163,3 @@ func TestSelfExecutableMatchesProc(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-

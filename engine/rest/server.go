@@ -69,30 +69,29 @@ type ServerOptions struct {
 	MaxConnections int
 }
 
-// ServerOptionsFrom reads the rest.* options of the server from conf.
+// ServerOptionsFrom reads the rest.* options of the server from conf; a bad
+// value is an error naming its key.
 func ServerOptionsFrom(conf *config.Configuration) (ServerOptions, error) {
 	var o ServerOptions
 	var errs []error
-	get := func(err error) { errs = append(errs, err) }
-	var auth bool
-	var maxBody config.MemorySize
+	read := func(err error) { errs = append(errs, err) }
 	var err error
 	o.StoreDuration, err = AsyncStoreDuration.Get(conf)
-	get(err)
-	auth, err = AuthenticationEnabled.Get(conf)
-	get(err)
+	read(err)
+	auth, err := AuthenticationEnabled.Get(conf)
+	read(err)
 	o.DisableAuthentication = !auth
-	maxBody, err = MaxContentLength.Get(conf)
-	get(err)
+	maxBody, err := MaxContentLength.Get(conf)
+	read(err)
 	o.MaxContentLength = int64(maxBody)
 	o.ReadTimeout, err = ServerReadTimeout.Get(conf)
-	get(err)
+	read(err)
 	o.WriteTimeout, err = ServerWriteTimeout.Get(conf)
-	get(err)
+	read(err)
 	o.IdleTimeout, err = ServerIdleTimeout.Get(conf)
-	get(err)
+	read(err)
 	o.MaxConnections, err = MaxConnections.Get(conf)
-	get(err)
+	read(err)
 	return o, errors.Join(errs...)
 }
 
