@@ -22,8 +22,13 @@ type ListOptions struct {
 func newListCmd(f *Factory, g *globalOptions) *cobra.Command {
 	o := &ListOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
-		Use:  "list",
-		Args: cobra.NoArgs,
+		Use: "list",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("Unexpected argument for list: %s. The list action takes only options (-r, -s, -a).", strings.Join(args, " "))
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, args []string) error { return runList(f, o) },
 	}
 	c.Flags().BoolVarP(&o.All, "all", "a", false, "Show all programs and their JobIDs")

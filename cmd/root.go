@@ -98,6 +98,18 @@ func Run(f *Factory, args []string) int {
 	c.SetOut(f.IO.Out)
 	c.SetErr(f.IO.ErrOut)
 	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flinkFlagError(err) })
+	if check := c.Args; check != nil {
+		// Argument errors are usage errors, reported as Flink reports a
+		// CliArgsException (stdout, exit 2), whoever raised them.
+		c.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			var u *UsageError
+			if err != nil && !errors.As(err, &u) {
+				return usageErrorf("%s", err)
+			}
+			return err
+		}
+	}
 	c.SetHelpFunc(func(c *cobra.Command, _ []string) { printActionHelp(f.IO.Out, *act, c) })
 	if err := checkShortOnly(args); err != nil {
 		reportError(f.IO, err, asksForJSON(args))

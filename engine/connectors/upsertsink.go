@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/savepoint/vfs"
+	"golang.org/x/sys/unix"
 )
 
 // UpsertFileSink writes keyed records into a file-backed key-value table:
@@ -49,10 +52,37 @@ func (s *UpsertFileSink[T]) fs() vfs.FS {
 	return s.FS
 }
 
+// CheckUpsertPath reports why path could not hold an upsert table, without
+// creating anything: it must be a regular file or not exist yet, and its
+// directory must exist or be creatable. A job checks it before it is
+// submitted; at run time the same mistake fails every restart.
+func CheckUpsertPath(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.IsDir():
+		return fmt.Errorf("%s is a directory; --upsert takes a file (created if missing)", path)
+	case err == nil && !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	case err == nil:
+		if err := unix.Access(path, unix.W_OK); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s: %w", path, unwrapPath(err))
+	}
+	if err := CheckCreatableDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("cannot create the directory of %s: %w", path, err)
+	}
+	return nil
+}
+
 // CreateWriter implements engine.Sink.
 func (s *UpsertFileSink[T]) CreateWriter(engine.SinkContext) (engine.SinkWriter[T], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fs().MkdirAll(filepath.Dir(s.Path), 0o755); err != nil {
+		return nil, fmt.Errorf("create the directory of upsert table %s: %w", s.Path, err)
+	}
 	if !s.loaded {
 		t, err := ReadUpsertTable(s.fs(), s.Path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
@@ -191,11 +190,15 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	return o, nil
 }
 
+// wordCountName is the name word count runs under, as Flink's example does.
+const wordCountName = "WordCount"
+
 // WordCount is the built-in word count job, like Flink's WordCount
 // example.
 func WordCount() Job {
 	return Job{
 		Name:        "wordcount",
+		DisplayName: wordCountName,
 		Description: "Counts words in text files, generated text, or a built-in text (Hamlet's soliloquy), emitting (word,count) updates.",
 		Usage: func(w io.Writer) {
 			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir> | --upsert <file>] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
@@ -209,7 +212,7 @@ func WordCount() Job {
 			if err != nil {
 				return err
 			}
-			env.SetJobName("WordCount")
+			env.SetJobName(wordCountName)
 			var lines engine.DataStream[string]
 			switch {
 			case o.Generate != 0:
@@ -230,12 +233,14 @@ func WordCount() Job {
 			// The sinks create these directories; checking now turns a bad
 			// path into an error before the job is submitted (without
 			// creating anything: run --check builds the job too).
-			for _, d := range []struct{ flag, dir string }{{"--output", o.Output}, {"--upsert", filepath.Dir(o.Upsert)}} {
-				if d.dir == "" || d.dir == "." {
-					continue
+			if o.Output != "" {
+				if err := connectors.CheckCreatableDir(o.Output); err != nil {
+					return fmt.Errorf("wordcount: cannot create the --output directory %s: %w", o.Output, err)
 				}
-				if err := connectors.CheckCreatableDir(d.dir); err != nil {
-					return fmt.Errorf("wordcount: cannot create the %s directory %s: %w", d.flag, d.dir, err)
+			}
+			if o.Upsert != "" {
+				if err := connectors.CheckUpsertPath(o.Upsert); err != nil {
+					return fmt.Errorf("wordcount: cannot use --upsert %s: %w", o.Upsert, err)
 				}
 			}
 			counts := WordCountPipeline(lines)
