@@ -1,0 +1,60 @@
+package cmd
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportRules keeps the package graph of DESIGN.md true: imports point
+// one way, main → cmd → engine → {savepoint, restore}, restore → savepoint.
+// It reads the transitive dependencies with `go list -deps`, so an import
+// that sneaks in through a helper package is caught too.
+func TestImportRules(t *testing.T) {
+	const mod = "github.com/gflink/gflink"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	type rule struct {
+		pkg    string // a package path prefix the rule applies to
+		banned string // a package path prefix it must not depend on
+		why    string
+	}
+	rules := []rule{
+		{mod + "/engine", mod + "/cmd", "the engine must not import cmd"},
+		{mod + "/savepoint", mod + "/engine", "the snapshot format must not import the engine"},
+		{mod + "/savepoint", mod + "/restore", "the snapshot format must not import restore"},
+		{mod + "/restore", mod + "/engine", "restore gets a plain description of the job, not the engine"},
+		{mod + "/restore", mod + "/cmd", "restore must not import cmd"},
+		{mod + "/", "github.com/spf13/viper", "viper is not used (README: Flink keys are values and prefixes)"},
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("go list listed %d packages; expected the whole module", len(lines))
+	}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		pkg, deps := fields[0], fields[1:]
+		for _, d := range deps {
+			// Nothing but main imports cmd.
+			if (d == mod+"/cmd" || strings.HasPrefix(d, mod+"/cmd/")) && pkg != mod {
+				t.Errorf("%s imports %s: nothing but main may import cmd", pkg, d)
+			}
+			for _, r := range rules {
+				if under(pkg, r.pkg) && under(d, r.banned) {
+					t.Errorf("%s depends on %s: %s", pkg, d, r.why)
+				}
+			}
+		}
+	}
+}
+
+// under reports whether pkg is prefix or below it ("a/b/" matches all of
+// the module).
+func under(pkg, prefix string) bool {
+	if strings.HasSuffix(prefix, "/") {
+		return strings.HasPrefix(pkg, prefix)
+	}
+	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
+}
