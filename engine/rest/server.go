@@ -308,6 +308,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "Not found: %s", r.URL.Path))
 		return
 	}
+	// Through the mux again rather than h: only ServeHTTP sets the
+	// pattern's path values ({jobid}, {triggerid}).
 	s.mux.ServeHTTP(w, r2)
 }
 
