@@ -187,10 +187,32 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if e.CheckpointDir == "" || !isDir(e.CheckpointDir) {
-		return nil, nil, nil // ended; no checkpoint left on disk
+	var rows []snapshotRow
+	var notes []string
+	if e.CheckpointDir != "" && isDir(e.CheckpointDir) {
+		if rows, notes, err = FindSnapshots(f, e.CheckpointDir); err != nil {
+			return nil, nil, err
+		}
 	}
-	return FindSnapshots(f, e.CheckpointDir)
+	// The savepoints it took (a stop's among them) lie wherever the user
+	// put them; the registry remembers where.
+	for _, uri := range e.Savepoints {
+		p, err := savepoint.LocalPath(uri)
+		if err != nil {
+			continue
+		}
+		if !isDir(p) {
+			notes = append(notes, fmt.Sprintf("Savepoint %s, taken by job %s, is gone (disposed or moved).", uri, id))
+			continue
+		}
+		sp, spNotes, err := FindSnapshots(f, p)
+		if err != nil {
+			notes = append(notes, err.Error())
+			continue
+		}
+		rows, notes = append(rows, sp...), append(notes, spNotes...)
+	}
+	return rows, notes, nil
 }
 
 // markRunningJobsCheckpoints marks the checkpoints found in the checkpoint

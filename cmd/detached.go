@@ -220,6 +220,19 @@ func (r *registration) update(st engine.JobStatus, at time.Time) {
 	if st.IsGloballyTerminal() {
 		r.entry.EndTime = at.UnixMilli()
 	}
+	r.put()
+}
+
+// savepoint records a completed savepoint: after the job has ended,
+// `checkpoints <jobId>` lists it from here.
+func (r *registration) savepoint(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entry.Savepoints = append(r.entry.Savepoints, path)
+	r.put()
+}
+
+func (r *registration) put() {
 	if err := r.reg.Put(r.entry); err != nil && r.warn != nil {
 		r.warn(err)
 		r.warn = nil

@@ -235,6 +235,7 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		srvOpts.Token = rest.NewToken()
 	}
 	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID), srvOpts.Token)
+	opts.OnSavepoint = reg.savepoint
 	running := make(chan struct{})
 	var once sync.Once
 	opts.OnStatus = func(st engine.JobStatus, at time.Time) {
