@@ -44,6 +44,10 @@ type JobOptions struct {
 	// OnStatus is called (on the job master's goroutine) after every status
 	// change, with the time it happened.
 	OnStatus func(status JobStatus, at time.Time)
+	// OnSavepoint is called (on the job master's goroutine) when a
+	// savepoint has completed, with its file: URI, before the client that
+	// asked for it is answered.
+	OnSavepoint func(path string)
 	// OnAccepted is called once the job is validated and its restore
 	// mapped, before any task is deployed: what a client says about the
 	// submission then comes before anything the job itself prints.
@@ -175,6 +179,7 @@ type jobMaster struct {
 	result     JobResult
 
 	onStatus      func(JobStatus, time.Time)
+	onSavepoint   func(path string)
 	plan          *restore.Plan // initial restore
 	allowNonRest  bool
 	exec          *execution
@@ -213,7 +218,8 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	jm := &jobMaster{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
 		events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
 		done: make(chan struct{}), status: StatusInitializing, timestamps: map[JobStatus]int64{},
-		allowNonRest: o.AllowNonRestoredState, taskStates: map[taskKey]string{}, onStatus: o.OnStatus}
+		allowNonRest: o.AllowNonRestoredState, taskStates: map[taskKey]string{}, onStatus: o.OnStatus,
+		onSavepoint: o.OnSavepoint}
 	if jm.jobID == "" {
 		jm.jobID = NewJobID()
 	}
@@ -782,6 +788,11 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	defer jm.refreshRetained()
 	for _, old := range a.Subsumed {
 		jm.discard(old)
+	}
+	if a.Checkpoint.Type.IsSavepoint() && path != "" && jm.onSavepoint != nil {
+		// Before the reply: whoever asked for the savepoint finds it
+		// recorded once it has the path.
+		jm.onSavepoint(path)
 	}
 	if a.Request != nil {
 		jm.reply(a.Request, SnapshotResult{ID: a.Checkpoint.ID, Path: path})
