@@ -115,9 +115,16 @@ func waitTerminal(f *Factory, s *session, jobID string) string {
 			return st
 		}
 		var ue *rest.UnreachableError
-		if errors.As(err, &ue) && s.entry != nil {
+		if errors.As(err, &ue) {
+			// A gflink job's process leaves once its job has ended: its
+			// entry has the final state. An endpoint named with -m that
+			// went away after accepting the cancel has nothing more to
+			// tell; polling it until the timeout would only stall.
 			if e, gerr := jobregistry.NewRegistry(jobregistry.Home(f.Getenv)).Get(jobID); gerr == nil && e.Terminal() {
 				return e.State
+			}
+			if s.entry == nil {
+				return "CANCELLING"
 			}
 		}
 		if err != nil && !errors.As(err, &ue) || s.ctx.Err() != nil {
