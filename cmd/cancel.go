@@ -15,31 +15,30 @@ type CancelOptions struct {
 	clientOptions
 	JobID         string
 	WithSavepoint string
-	savepoint     bool
-	Type          string
+	// WithSavepointSet: -s was given, with or without a directory.
+	WithSavepointSet bool
+	Type             string
 }
 
-func newCancelCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newCancelCmd(f *Factory, g *globalOptions, runF func(*CancelOptions) error) *cobra.Command {
 	o := &CancelOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
 		Use:  "cancel",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			o.savepoint = c.Flags().Changed("withSavepoint")
+			o.WithSavepointSet = c.Flags().Changed("withSavepoint")
 			switch {
 			case len(args) > 0:
 				o.JobID = args[0]
-			case o.savepoint && o.WithSavepoint != "":
+			case o.WithSavepointSet && o.WithSavepoint != "":
 				// As with stop -p: a lone value is the job id.
 				o.JobID, o.WithSavepoint = o.WithSavepoint, ""
 			default:
 				return usageErrorf("Missing JobID. Specify a JobID to cancel a job.")
 			}
-			id, err := parseJobID(o.JobID)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			o.JobID = id
 			return runCancel(f, o)
 		},
 	}
@@ -53,13 +52,17 @@ func newCancelCmd(f *Factory, g *globalOptions) *cobra.Command {
 }
 
 func runCancel(f *Factory, o *CancelOptions) error {
+	var err error
+	if o.JobID, err = parseJobID(o.JobID); err != nil {
+		return err
+	}
 	out, err := newOutput(f, o.Global)
 	if err != nil {
 		return err
 	}
 	s, err := connect(f, &o.clientOptions, o.JobID)
 	var ended *jobEndedError
-	if errors.As(err, &ended) && ended.State == "CANCELED" && !o.savepoint {
+	if errors.As(err, &ended) && ended.State == "CANCELED" && !o.WithSavepointSet {
 		// As in Flink, cancelling a cancelled job succeeds.
 		out.println("Cancelling job %s.", o.JobID)
 		out.println("Cancelled job %s.", o.JobID)
@@ -70,7 +73,7 @@ func runCancel(f *Factory, o *CancelOptions) error {
 		return err
 	}
 	defer s.cancel()
-	if o.savepoint {
+	if o.WithSavepointSet {
 		format, err := formatType(o.Type)
 		if err != nil {
 			return err

@@ -13,7 +13,7 @@ type CheckpointOptions struct {
 	Full  bool
 }
 
-func newCheckpointCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newCheckpointCmd(f *Factory, g *globalOptions, runF func(*CheckpointOptions) error) *cobra.Command {
 	o := &CheckpointOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
 		Use:  "checkpoint",
@@ -22,11 +22,10 @@ func newCheckpointCmd(f *Factory, g *globalOptions) *cobra.Command {
 			if len(args) == 0 {
 				return usageErrorf("Missing JobID. Specify a Job ID to manipulate a checkpoint.")
 			}
-			id, err := parseJobID(args[0])
-			if err != nil {
-				return err
+			o.JobID = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			o.JobID = id
 			return runCheckpoint(f, o)
 		},
 	}
@@ -36,6 +35,10 @@ func newCheckpointCmd(f *Factory, g *globalOptions) *cobra.Command {
 }
 
 func runCheckpoint(f *Factory, o *CheckpointOptions) error {
+	var err error
+	if o.JobID, err = parseJobID(o.JobID); err != nil {
+		return err
+	}
 	out, err := newOutput(f, o.Global)
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ type CheckpointsOptions struct {
 	Latest bool
 }
 
-func newCheckpointsCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newCheckpointsCmd(f *Factory, g *globalOptions, runF func(*CheckpointsOptions) error) *cobra.Command {
 	o := &CheckpointsOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
 		Use: "checkpoints",
@@ -42,6 +42,9 @@ func newCheckpointsCmd(f *Factory, g *globalOptions) *cobra.Command {
 				return usageErrorf("Specify one job id or directory: gflink checkpoints <jobId | directory> [--latest].")
 			}
 			o.Target = args[0]
+			if runF != nil {
+				return runF(o)
+			}
 			return runCheckpoints(f, o)
 		},
 	}

@@ -17,7 +17,7 @@ type InspectOptions struct {
 	Path   string
 }
 
-func newInspectCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newInspectCmd(f *Factory, g *globalOptions, runF func(*InspectOptions) error) *cobra.Command {
 	o := &InspectOptions{Global: g}
 	return &cobra.Command{
 		Use:  "inspect",
@@ -28,6 +28,9 @@ func newInspectCmd(f *Factory, g *globalOptions) *cobra.Command {
 				return usageErrorf("Specify the snapshot to inspect: gflink inspect <path>.")
 			}
 			o.Path = args[0]
+			if runF != nil {
+				return runF(o)
+			}
 			return runInspect(f, o)
 		},
 	}

@@ -19,7 +19,7 @@ type ListOptions struct {
 	Running, Scheduled, All bool
 }
 
-func newListCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newListCmd(f *Factory, g *globalOptions, runF func(*ListOptions) error) *cobra.Command {
 	o := &ListOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
 		Use: "list",
@@ -29,7 +29,12 @@ func newListCmd(f *Factory, g *globalOptions) *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return runList(f, o) },
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return runList(f, o)
+		},
 	}
 	c.Flags().BoolVarP(&o.All, "all", "a", false, "Show all programs and their JobIDs")
 	c.Flags().BoolVarP(&o.Running, "running", "r", false, "Show only running programs and their JobIDs")

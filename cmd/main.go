@@ -1,7 +1,8 @@
 // Package cmd is gflink's command line: Flink's verbs, flags, messages and
 // exit codes over the engine. Each verb is one file; options go into a
 // struct and then into one function that does the work, so that flag
-// parsing and behaviour can be tested apart.
+// parsing and behaviour can be tested apart: a verb's constructor takes a
+// runF that, when not nil, gets the options instead (as in cli/cli).
 package cmd
 
 import (

@@ -35,15 +35,31 @@ type action struct {
 
 func actions() []action {
 	return []action{
-		{"run", `Action "run" compiles and runs a program.`, "run [OPTIONS] <job> <arguments>", newRunCmd},
-		{"list", `Action "list" lists running and scheduled programs.`, "list [OPTIONS]", newListCmd},
-		{"stop", `Action "stop" stops a running program with a savepoint (streaming jobs only).`, "stop [OPTIONS] <Job ID>", newStopCmd},
-		{"cancel", `Action "cancel" cancels a running program.`, "cancel [OPTIONS] <Job ID>", newCancelCmd},
-		{"savepoint", `Action "savepoint" triggers savepoints for a running job or disposes existing ones.`, "savepoint [OPTIONS] <Job ID> [<target directory>]", newSavepointCmd},
-		{"checkpoint", `Action "checkpoint" triggers checkpoints for a running job.`, "checkpoint [OPTIONS] <Job ID>", newCheckpointCmd},
-		{"checkpoints", `Action "checkpoints" lists the retained checkpoints and savepoints of a job or a directory.`, "checkpoints [OPTIONS] <Job ID | directory>", newCheckpointsCmd},
-		{"inspect", `Action "inspect" shows what a checkpoint or savepoint holds.`, "inspect [OPTIONS] <snapshot path>", newInspectCmd},
+		{"run", `Action "run" compiles and runs a program.`, "run [OPTIONS] <job> <arguments>", realCmd(newRunCmd)},
+		{"list", `Action "list" lists running and scheduled programs.`, "list [OPTIONS]", realCmd(newListCmd)},
+		{"stop", `Action "stop" stops a running program with a savepoint (streaming jobs only).`, "stop [OPTIONS] <Job ID>", realCmd(newStopCmd)},
+		{"cancel", `Action "cancel" cancels a running program.`, "cancel [OPTIONS] <Job ID>", realCmd(newCancelCmd)},
+		{"savepoint", `Action "savepoint" triggers savepoints for a running job or disposes existing ones.`, "savepoint [OPTIONS] <Job ID> [<target directory>]", realCmd(newSavepointCmd)},
+		{"checkpoint", `Action "checkpoint" triggers checkpoints for a running job.`, "checkpoint [OPTIONS] <Job ID>", realCmd(newCheckpointCmd)},
+		{"checkpoints", `Action "checkpoints" lists the retained checkpoints and savepoints of a job or a directory.`, "checkpoints [OPTIONS] <Job ID | directory>", realCmd(newCheckpointsCmd)},
+		{"inspect", `Action "inspect" shows what a checkpoint or savepoint holds.`, "inspect [OPTIONS] <snapshot path>", realCmd(newInspectCmd)},
 	}
+}
+
+// realCmd builds a verb's command without a runF, so that it runs the
+// verb: what gflink executes, and what help prints (with f nil). Tests
+// call the verb's constructor with a runF instead.
+func realCmd[O any](newCmd func(*Factory, *globalOptions, func(*O) error) *cobra.Command) func(*Factory, *globalOptions) *cobra.Command {
+	return func(f *Factory, g *globalOptions) *cobra.Command { return newCmd(f, g, nil) }
+}
+
+func lookupAction(name string) (action, bool) {
+	for _, a := range actions() {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return action{}, false
 }
 
 func actionNames() []string {
@@ -70,13 +86,8 @@ func Run(f *Factory, args []string) int {
 		fmt.Fprintln(f.IO.Out, versionLine())
 		return ExitOK
 	}
-	var act *action
-	for _, a := range actions() {
-		if a.name == args[0] {
-			act = &a
-		}
-	}
-	if act == nil {
+	act, ok := lookupAction(args[0])
+	if !ok {
 		names := actionNames()
 		quoted := make([]string, len(names))
 		for i, n := range names {
@@ -92,7 +103,24 @@ func Run(f *Factory, args []string) int {
 		return ExitUsage
 	}
 	g := &globalOptions{}
-	c := act.build(f, g)
+	err := execute(f, act, act.build(f, g), g, args)
+	reportError(f.IO, err, g.Output == "json")
+	return exitCode(err)
+}
+
+// execute runs an action's command c (built with g) on argv, args[0]
+// being the action: it refuses the long spelling of a short-only option,
+// adds the global flags, normalises Flink's one-dash spellings and turns
+// cobra's errors into Flink's. Run goes through it, and so do the tests
+// that give c a runF to see the options alone.
+func execute(f *Factory, act action, c *cobra.Command, g *globalOptions, args []string) error {
+	if err := checkShortOnly(args); err != nil {
+		// Refused before the flags are parsed: read -o json from argv.
+		if asksForJSON(args) {
+			g.Output = "json"
+		}
+		return err
+	}
 	addGlobalFlags(c, g)
 	c.SilenceErrors, c.SilenceUsage = true, true
 	c.SetOut(f.IO.Out)
@@ -110,15 +138,9 @@ func Run(f *Factory, args []string) int {
 			return err
 		}
 	}
-	c.SetHelpFunc(func(c *cobra.Command, _ []string) { printActionHelp(f.IO.Out, *act, c) })
-	if err := checkShortOnly(args); err != nil {
-		reportError(f.IO, err, asksForJSON(args))
-		return exitCode(err)
-	}
+	c.SetHelpFunc(func(c *cobra.Command, _ []string) { printActionHelp(f.IO.Out, act, c) })
 	c.SetArgs(normalizeArgs(args)[1:])
-	err := c.ExecuteContext(f.Context)
-	reportError(f.IO, err, g.Output == "json")
-	return exitCode(err)
+	return c.ExecuteContext(f.Context)
 }
 
 func reportError(io *IOStreams, err error, asJSON bool) {

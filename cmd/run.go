@@ -40,7 +40,7 @@ type RunOptions struct {
 	Check                 bool
 }
 
-func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newRunCmd(f *Factory, g *globalOptions, runF func(*RunOptions) error) *cobra.Command {
 	o := &RunOptions{Global: g}
 	c := &cobra.Command{
 		Use: "run",
@@ -53,6 +53,9 @@ func newRunCmd(f *Factory, g *globalOptions) *cobra.Command {
 			}
 			o.Job, o.Args = args[0], args[1:]
 			o.FromSavepointSet = c.Flags().Changed("fromSavepoint")
+			if runF != nil {
+				return runF(o)
+			}
 			return runRun(f, o)
 		},
 	}

@@ -21,30 +21,30 @@ type SavepointOptions struct {
 	Extra    bool // more positional arguments than needed
 }
 
-func newSavepointCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newSavepointCmd(f *Factory, g *globalOptions, runF func(*SavepointOptions) error) *cobra.Command {
 	o := &SavepointOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
 		Use:  "savepoint",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if c.Flags().Changed("dispose") {
+			switch {
+			case c.Flags().Changed("dispose"):
+				// Disposing takes no job id: arguments are ignored.
 				if o.Dispose == "" {
 					return usageErrorf("Missing argument for option: d")
 				}
-				return runDispose(f, o)
-			}
-			if len(args) == 0 {
+			case len(args) == 0:
 				return usageErrorf("Missing JobID. Specify a Job ID to trigger a savepoint.")
+			default:
+				o.JobID = args[0]
+				if len(args) > 1 {
+					o.Target = args[1]
+				}
+				o.Extra = len(args) > 2
 			}
-			id, err := parseJobID(args[0])
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			o.JobID = id
-			if len(args) > 1 {
-				o.Target = args[1]
-			}
-			o.Extra = len(args) > 2
 			return runSavepoint(f, o)
 		},
 	}
@@ -69,7 +69,15 @@ func formatType(s string) (string, error) {
 	return "", fmt.Errorf("Could not parse value for enum class org.apache.flink.core.execution.SavepointFormatType. Expected one of: [[CANONICAL, NATIVE]] (-type %s)", s)
 }
 
+// runSavepoint triggers a savepoint, or disposes of one with -dispose.
 func runSavepoint(f *Factory, o *SavepointOptions) error {
+	if o.Dispose != "" {
+		return runDispose(f, o)
+	}
+	var err error
+	if o.JobID, err = parseJobID(o.JobID); err != nil {
+		return err
+	}
 	out, err := newOutput(f, o.Global)
 	if err != nil {
 		return err

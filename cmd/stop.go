@@ -16,7 +16,7 @@ type StopOptions struct {
 	Detached      bool
 }
 
-func newStopCmd(f *Factory, g *globalOptions) *cobra.Command {
+func newStopCmd(f *Factory, g *globalOptions, runF func(*StopOptions) error) *cobra.Command {
 	o := &StopOptions{clientOptions: clientOptions{Global: g}}
 	c := &cobra.Command{
 		Use:  "stop",
@@ -33,11 +33,9 @@ func newStopCmd(f *Factory, g *globalOptions) *cobra.Command {
 			default:
 				return usageErrorf("Missing JobId")
 			}
-			id, err := parseJobID(o.JobID)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			o.JobID = id
 			return runStop(f, o)
 		},
 	}
@@ -52,6 +50,10 @@ func newStopCmd(f *Factory, g *globalOptions) *cobra.Command {
 }
 
 func runStop(f *Factory, o *StopOptions) error {
+	var err error
+	if o.JobID, err = parseJobID(o.JobID); err != nil {
+		return err
+	}
 	out, err := newOutput(f, o.Global)
 	if err != nil {
 		return err
