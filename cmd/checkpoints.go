@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,7 +52,10 @@ func newCheckpointsCmd(f *Factory, g *globalOptions, runF func(*CheckpointsOptio
 	return c
 }
 
-// snapshotRow is one checkpoint or savepoint found.
+// snapshotRow is restore.Snapshot with the field names of
+// `checkpoints -o json`, which scripts read. Rows are converted, not
+// copied field by field, so that a field added to Snapshot cannot reach
+// the JSON without a name chosen here.
 type snapshotRow struct {
 	ID        int64  `json:"id"`
 	Kind      string `json:"kind"`   // checkpoint | savepoint
@@ -63,17 +65,8 @@ type snapshotRow struct {
 	Size      int64  `json:"size"`
 	Path      string `json:"path"`
 	JobID     string `json:"jobId,omitempty"`
-	// Owner: "job" (the running job owns it and may delete it), "user"
-	// (the job never touches it), or "" when no job is running.
-	Owner    string `json:"owner,omitempty"`
-	Restored bool   `json:"restored,omitempty"`
-}
-
-func kindOf(t string) string {
-	if t == savepoint.KindCheckpoint {
-		return "checkpoint"
-	}
-	return "savepoint"
+	Owner     string `json:"owner,omitempty"`
+	Restored  bool   `json:"restored,omitempty"`
 }
 
 func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
@@ -82,7 +75,7 @@ func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
 		return err
 	}
 	log := newLogger(f.IO.ErrOut, logLevel(f))
-	var rows []snapshotRow
+	var rows []restore.Snapshot
 	var notes []string
 	if jobIDPattern.MatchString(o.Target) && !isDir(o.Target) {
 		id := strings.ToLower(o.Target)
@@ -92,7 +85,7 @@ func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
 		if perr != nil {
 			return perr
 		}
-		rows, notes, err = FindSnapshots(f, dir)
+		rows, notes, err = restore.FindSnapshots(f.FS, dir)
 		markRunningJobsCheckpoints(f, rows)
 	}
 	if err != nil {
@@ -101,12 +94,7 @@ func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
 	for _, n := range notes {
 		log.Warn(n)
 	}
-	slices.SortStableFunc(rows, func(a, b snapshotRow) int {
-		if a.Completed != b.Completed {
-			return int(a.Completed - b.Completed)
-		}
-		return int(a.ID - b.ID)
-	})
+	restore.SortSnapshots(rows)
 	if o.Latest {
 		if len(rows) == 0 {
 			return fmt.Errorf("No complete checkpoint or savepoint found for %s.", o.Target)
@@ -121,10 +109,11 @@ func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
 		return nil
 	}
 	if out.json {
-		if rows == nil {
-			rows = []snapshotRow{}
+		js := []snapshotRow{}
+		for _, r := range rows {
+			js = append(js, snapshotRow(r))
 		}
-		out.result(rows)
+		out.result(js)
 		return nil
 	}
 	if len(rows) == 0 {
@@ -142,7 +131,7 @@ func isDir(p string) bool {
 
 // jobSnapshots lists a job's snapshots: over REST while it runs, else from
 // its registered checkpoint directory.
-func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, []string, error) {
+func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]restore.Snapshot, []string, error) {
 	reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
 	e, err := reg.Get(id)
 	if o.Global.JobManager != "" || err == nil && !e.Terminal() {
@@ -156,17 +145,17 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 		if errors.As(err, &ue) && e != nil && e.CheckpointDir != "" && isDir(e.CheckpointDir) {
 			// The process died a moment ago and is not yet reaped: the
 			// disk still has the answer.
-			return FindSnapshots(f, e.CheckpointDir)
+			return restore.FindSnapshots(f.FS, e.CheckpointDir)
 		}
 		if err != nil {
 			return nil, nil, s.explain(err, fmt.Sprintf("Failed to list the checkpoints of job %s", id))
 		}
-		var rows []snapshotRow
+		var rows []restore.Snapshot
 		for _, r := range retained {
-			row := snapshotRow{ID: r.ID, Kind: kindOf(r.Type), Type: "full", Format: r.Format, Completed: r.Completed,
-				Size: r.Size, Path: r.Path, JobID: id, Restored: r.Restored, Owner: "user"}
+			row := restore.Snapshot{ID: r.ID, Kind: restore.KindOf(r.Type), Type: "full", Format: r.Format, Completed: r.Completed,
+				Size: r.Size, Path: r.Path, JobID: id, Restored: r.Restored, Owner: restore.OwnerUser}
 			if r.Owned {
-				row.Owner = "job"
+				row.Owner = restore.OwnerJob
 			}
 			if !gflink && r.Type == savepoint.KindCheckpoint {
 				row.Format = savepoint.FormatNative
@@ -180,20 +169,20 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 		// checkpoints are. Otherwise (it ran with another GFLINK_HOME) look
 		// where the configuration puts them.
 		if lost, err := reg.Lost(id); err == nil && lost.CheckpointDir != "" && isDir(lost.CheckpointDir) {
-			return FindSnapshots(f, lost.CheckpointDir)
+			return restore.FindSnapshots(f.FS, lost.CheckpointDir)
 		}
 		if dir := configuredJobCheckpointDir(f, o, id); dir != "" && isDir(dir) {
-			return FindSnapshots(f, dir)
+			return restore.FindSnapshots(f.FS, dir)
 		}
 		return nil, nil, fmt.Errorf("Job %s is not registered in %s, and the configured execution.checkpointing.dir holds no checkpoints of it: pass the directory holding them instead (gflink checkpoints <dir>/%s), or -D execution.checkpointing.dir=<dir>.", id, reg.Dir, id)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	var rows []snapshotRow
+	var rows []restore.Snapshot
 	var notes []string
 	if e.CheckpointDir != "" && isDir(e.CheckpointDir) {
-		if rows, notes, err = FindSnapshots(f, e.CheckpointDir); err != nil {
+		if rows, notes, err = restore.FindSnapshots(f.FS, e.CheckpointDir); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -208,7 +197,7 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 			notes = append(notes, fmt.Sprintf("Savepoint %s, taken by job %s, is gone (disposed or moved).", uri, id))
 			continue
 		}
-		sp, spNotes, err := FindSnapshots(f, p)
+		sp, spNotes, err := restore.FindSnapshots(f.FS, p)
 		if err != nil {
 			notes = append(notes, err.Error())
 			continue
@@ -222,16 +211,16 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]snapshotRow, 
 // directory of a registered running job as that job's: it may delete them.
 // (A snapshot another running job claimed shows as the job's only when
 // listed by that job's id.)
-func markRunningJobsCheckpoints(f *Factory, rows []snapshotRow) {
+func markRunningJobsCheckpoints(f *Factory, rows []restore.Snapshot) {
 	entries, _ := jobregistry.NewRegistry(jobregistry.Home(f.Getenv)).List()
 	for i := range rows {
 		p, err := savepoint.LocalPath(rows[i].Path)
-		if err != nil || rows[i].Kind != "checkpoint" {
+		if err != nil || rows[i].Kind != restore.KindCheckpoint {
 			continue
 		}
 		for _, e := range entries {
 			if !e.Terminal() && e.CheckpointDir != "" && strings.HasPrefix(p, e.CheckpointDir+string(filepath.Separator)) {
-				rows[i].Owner = "job"
+				rows[i].Owner = restore.OwnerJob
 			}
 		}
 	}
@@ -247,81 +236,6 @@ func configuredJobCheckpointDir(f *Factory, o *CheckpointsOptions, id string) st
 	return jobCheckpointDir(conf, id)
 }
 
-// FindSnapshots finds complete snapshots under dir: dir itself, the chk-N
-// of a job directory, and the job directories and savepoint directories in
-// a base directory. Incomplete or damaged ones are reported in notes.
-func FindSnapshots(f *Factory, dir string) ([]snapshotRow, []string, error) {
-	st, err := f.FS.Stat(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("Cannot find checkpoint or savepoint directory '%s'.", dir)
-		}
-		return nil, nil, err
-	}
-	if !st.IsDir() {
-		if filepath.Base(dir) != savepoint.MetadataFileName {
-			return nil, nil, fmt.Errorf("'%s' is a file: give a checkpoint or savepoint directory, a directory holding them, or a %s file.", dir, savepoint.MetadataFileName)
-		}
-		dir = filepath.Dir(dir)
-	}
-	var rows []snapshotRow
-	var notes []string
-	add := func(d string) {
-		m, err := savepoint.ReadMetadata(f.FS, filepath.Join(d, savepoint.MetadataFileName))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				if _, ok := savepoint.ParseCheckpointDirName(filepath.Base(d)); ok {
-					notes = append(notes, fmt.Sprintf("Skipping %s: it has no %s (the checkpoint never completed).", d, savepoint.MetadataFileName))
-				}
-				return
-			}
-			notes = append(notes, fmt.Sprintf("Skipping %s: %v", d, err))
-			return
-		}
-		if err := restore.VerifyStateFiles(f.FS, d, m); err != nil {
-			notes = append(notes, fmt.Sprintf("Skipping %s: %v", d, err))
-			return
-		}
-		// The size is the state's, as a running job reports it over REST.
-		row := snapshotRow{ID: m.CheckpointID, Kind: kindOf(m.Kind), Type: "full", Format: m.Format,
-			Completed: m.CompletionTimestamp, Size: m.StateSize(), Path: savepoint.URI(d), JobID: m.JobID}
-		if row.Kind == "savepoint" {
-			row.Owner = "user" // no job ever deletes a savepoint
-		}
-		rows = append(rows, row)
-	}
-	var walk func(d string, depth int)
-	walk = func(d string, depth int) {
-		if _, err := f.FS.Stat(filepath.Join(d, savepoint.MetadataFileName)); err == nil {
-			add(d)
-			return
-		}
-		entries, err := f.FS.ReadDir(d)
-		if err != nil || depth > 1 {
-			return
-		}
-		for _, e := range entries {
-			if !e.IsDir() {
-				continue
-			}
-			name := e.Name()
-			sub := filepath.Join(d, name)
-			switch {
-			case strings.HasPrefix(name, savepoint.CheckpointDirPrefix):
-				if _, ok := savepoint.ParseCheckpointDirName(name); ok {
-					add(sub)
-				}
-			case savepoint.IsSavepointDirName(name):
-				add(sub)
-			case jobIDPattern.MatchString(name):
-				walk(sub, depth+1)
-			}
-		}
-	}
-	walk(dir, 0)
-	return rows, notes, nil
-}
-
 func humanSize(n int64) string {
 	switch {
 	case n >= 1<<30:
@@ -334,14 +248,14 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-func ownerText(r snapshotRow) string {
+func ownerText(r restore.Snapshot) string {
 	switch r.Owner {
-	case "job":
+	case restore.OwnerJob:
 		if r.Restored {
 			return "job (claimed; may delete)"
 		}
 		return "job (may delete)"
-	case "user":
+	case restore.OwnerUser:
 		if r.Restored {
 			return "user (restored from; never deleted)"
 		}
@@ -350,9 +264,9 @@ func ownerText(r snapshotRow) string {
 	return "-"
 }
 
-func printSnapshots(f *Factory, rows []snapshotRow) {
+func printSnapshots(f *Factory, rows []restore.Snapshot) {
 	header := []string{"ID", "KIND", "FORMAT", "COMPLETED", "SIZE", "OWNER", "PATH"}
-	cells := func(r snapshotRow) []string {
+	cells := func(r restore.Snapshot) []string {
 		completed := "-"
 		if r.Completed > 0 {
 			completed = time.UnixMilli(r.Completed).Format("2006-01-02 15:04:05")

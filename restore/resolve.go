@@ -104,18 +104,9 @@ func LatestCheckpoint(fsys vfs.FS, jobDir string) (*Found, []string, error) {
 	var notes []string
 	for _, id := range slices.Backward(ids) {
 		dir := savepoint.CheckpointDir(jobDir, id)
-		meta := filepath.Join(dir, savepoint.MetadataFileName)
-		m, err := savepoint.ReadMetadata(fsys, meta)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			notes = append(notes, fmt.Sprintf("Skipping %s: it has no %s (the checkpoint never completed).", dir, savepoint.MetadataFileName))
-			continue
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("Skipping %s: %v", dir, err))
-			continue
-		}
-		if err := VerifyStateFiles(fsys, dir, m); err != nil {
-			notes = append(notes, fmt.Sprintf("Skipping %s: %v", dir, err))
+		m, note := readComplete(fsys, dir)
+		if m == nil {
+			notes = append(notes, note)
 			continue
 		}
 		return &Found{Dir: dir, Metadata: m}, notes, nil
