@@ -337,9 +337,15 @@ func stateNames(op *savepoint.OperatorState) string {
 
 // checkRestore reports, without running anything, how a snapshot maps onto
 // the job: per operator uid, matched, missing from the job, or new.
+// restore.Check decides; this gathers the engine's findings and prints.
 func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolved, opts engine.JobOptions) error {
 	ptr := savepoint.URI(r.Dir)
+	// The plan with -n lists every uid the job lacks; the real restore,
+	// with the user's -n, gives the verdict and its message.
 	plan, perr := engine.MapRestore(g, f.FS, r, true)
+	_, rerr := engine.PlanRestore(g, f.FS, r, opts.AllowNonRestoredState)
+	rep := restore.Check(plan, checkedJob(g), restore.CheckOptions{AllowNonRestoredState: opts.AllowNonRestoredState,
+		PlanErr: perr, SourceMismatch: sourceMismatches(g, plan), RestoreErr: rerr})
 	type row struct {
 		UID    string `json:"uid"`
 		Status string `json:"status"` // matched, missing, new, mismatch
@@ -349,70 +355,69 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolve
 		Problem string `json:"problem,omitempty"`
 	}
 	var rows []row
-	ok := perr == nil
-	if plan != nil {
-		names := map[string]string{}
-		stateful := map[string]bool{}
-		for _, op := range g.Operators() {
-			names[op.UID] = op.Name
-			stateful[op.UID] = op.Stateful
-		}
-		for _, uid := range plan.Matched {
-			if err := engine.RestoredSourceMismatch(g, plan, uid); err != nil {
-				rows = append(rows, row{uid, "mismatch", names[uid], stateNames(plan.Meta.Operator(uid)), err.Error()})
-				continue
-			}
-			rows = append(rows, row{uid, "matched", names[uid], stateNames(plan.Meta.Operator(uid)), ""})
-		}
-		for _, uid := range plan.Dropped {
-			rows = append(rows, row{uid, "missing", plan.Meta.Operator(uid).Name, stateNames(plan.Meta.Operator(uid)), ""})
-		}
-		for _, uid := range plan.New {
-			if stateful[uid] {
-				rows = append(rows, row{uid, "new", names[uid], "", ""})
-			}
-		}
-		if len(plan.Dropped) > 0 && !opts.AllowNonRestoredState {
-			ok = false
-		}
-	}
-	// The real restore, with the user's -n, gives the verdict and message.
-	var verdict error
-	if _, err := engine.PlanRestore(g, f.FS, r, opts.AllowNonRestoredState); err != nil {
-		verdict, ok = err, false
-	}
 	out.println("Checking the restore of %s from %s (checkpoint %d, %s):", g.Name, ptr, r.Metadata.CheckpointID, strings.ToLower(r.Metadata.Kind))
-	for _, x := range rows {
+	for _, x := range rep.Rows {
+		states := ""
+		if x.State != nil {
+			states = stateNames(x.State)
+		}
+		problem := ""
+		if x.Problem != nil {
+			problem = x.Problem.Error()
+		}
+		rows = append(rows, row{x.UID, x.Status, x.Name, states, problem})
 		switch x.Status {
-		case "matched":
-			out.println("  %-34s matched: %s", x.UID, x.States)
-		case "missing":
+		case restore.CheckMatched:
+			out.println("  %-34s matched: %s", x.UID, states)
+		case restore.CheckMissing:
 			how := "the restore fails (use -n to drop it)"
 			if opts.AllowNonRestoredState {
 				how = "dropped (-n)"
 			}
-			out.println("  %-34s missing from the job: %s; %s", x.UID, x.States, how)
-		case "new":
+			out.println("  %-34s missing from the job: %s; %s", x.UID, states, how)
+		case restore.CheckNew:
 			out.println("  %-34s new: starts empty", x.UID)
-		case "mismatch":
-			out.println("  %-34s does not fit: %s; the restore fails", x.UID, x.Problem)
+		case restore.CheckMismatch:
+			out.println("  %-34s does not fit: %s; the restore fails", x.UID, problem)
 		}
 	}
-	res := map[string]any{"snapshot": ptr, "checkpointId": r.Metadata.CheckpointID, "operators": rows, "ok": ok}
-	if verdict != nil {
-		res["error"] = verdict.Error()
-	}
-	if ok {
+	res := map[string]any{"snapshot": ptr, "checkpointId": r.Metadata.CheckpointID, "operators": rows, "ok": rep.OK}
+	if rep.OK {
 		out.println("The restore would succeed.")
 		out.result(res)
 		return nil
 	}
-	if verdict == nil && perr != nil {
-		verdict = perr
+	if rep.Err != nil {
+		res["error"] = rep.Err.Error()
 	}
-	out.println("The restore would fail: %v", verdict)
+	out.println("The restore would fail: %v", rep.Err)
 	out.result(res)
 	return &SilentError{Code: ExitFailure}
+}
+
+// checkedJob describes the job's operators for restore.Check.
+func checkedJob(g *engine.JobGraph) restore.Job {
+	var j restore.Job
+	for _, op := range g.Operators() {
+		j.Operators = append(j.Operators, restore.Operator{UID: op.UID, Name: op.Name, Parallelism: op.Parallelism,
+			MaxParallelism: op.MaxParallelism, Stateful: op.Stateful})
+	}
+	return j
+}
+
+// sourceMismatches asks the engine, for each matched uid, whether the
+// restored state of a source fits the job's source.
+func sourceMismatches(g *engine.JobGraph, plan *restore.Plan) map[string]error {
+	if plan == nil {
+		return nil
+	}
+	m := map[string]error{}
+	for _, uid := range plan.Matched {
+		if err := engine.RestoredSourceMismatch(g, plan, uid); err != nil {
+			m[uid] = err
+		}
+	}
+	return m
 }
 
 // reportResult prints how an attached job ended, with Flink's lines, and

@@ -20,6 +20,9 @@ type Operator struct {
 	// (pipeline.max-parallelism or per operator). Otherwise, as in Flink,
 	// the snapshot's max parallelism is adopted.
 	MaxParallelismExplicit bool
+	// Stateful: the operator keeps state, so that a new one starts empty
+	// (Check lists it; NewPlan does not need to know).
+	Stateful bool
 }
 
 // Job is the new job's operators.
