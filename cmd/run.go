@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/spf13/cobra"
 )
 
@@ -133,47 +136,24 @@ func runRun(f *Factory, o *RunOptions) error {
 	return err
 }
 
+// runJob runs one job in this process, or, detached, starts the process
+// that does. Each step below is one function, taken in the order the user
+// sees their effects: what can be decided (configuration, job graph,
+// restore, notices) is decided and checked before anything is bound or
+// started, so that a bad flag or snapshot never starts a job; the steps
+// that bind, register, submit and wait come last.
 func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	log := newLogger(f.IO.ErrOut, logLevel(f))
-	conf, err := loadConfig(f, o.Global, log)
+	conf, err := runConfig(f, o, log)
 	if err != nil {
 		return err
 	}
-	if err := applyRunFlags(conf, o, f.IO.Out); err != nil {
-		return err
-	}
-	if err := validateConfig(conf, log); err != nil {
-		return err
-	}
-	job, ok := f.Registry.Lookup(o.Job)
-	if !ok {
-		return usageErrorf("Could not find job %q. Available jobs: %s.", o.Job, strings.Join(f.Registry.Names(), ", "))
-	}
-	stdout := f.IO.Out
-	if out.json {
-		stdout = f.IO.ErrOut // stdout carries the one JSON object
-	}
-	env, err := engine.NewEnvironmentFromConfig(conf, engine.EnvironmentOptions{Stdout: stdout})
+	graph, err := buildGraph(f, o, conf, out)
 	if err != nil {
 		return err
 	}
-	if err := job.Build(env, o.Args); err != nil {
-		var u *jobs.UsageError
-		if errors.As(err, &u) && job.Usage != nil {
-			var b strings.Builder
-			job.Usage(&b)
-			return usageErrorf("%s\n\n%s", u.Msg, strings.TrimRight(b.String(), "\n"))
-		}
-		return err
-	}
-	graph, err := env.Build()
-	if err != nil {
-		return err
-	}
-	for _, op := range graph.Operators() {
-		if op.Stateful && !op.UIDExplicit {
-			log.Warn(fmt.Sprintf("Operator %q has state but no uid: its state is saved under the uid %s derived from the job's structure, which changes when the structure does, and a changed job would not find it. Set one with .UID(...).", op.Name, op.UID))
-		}
+	for _, w := range uidWarnings(graph.Operators()) {
+		log.Warn(w)
 	}
 	srvOpts, err := rest.ServerOptionsFrom(conf)
 	if err != nil {
@@ -183,112 +163,252 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		log.Warn("rest.authentication.enabled is false: the job's REST endpoint serves every request without a token, so every local user who can reach its port can cancel or stop the job and write savepoints as you.")
 	}
 	if o.Detached && report == nil && !o.Check {
+		// The parent: everything from here on is the child's.
 		return runDetached(f, o, out, conf)
 	}
-
-	jobID := f.Getenv(jobIDEnv)
-	if jobID == "" {
-		jobID = engine.NewJobID()
-	}
-	opts := engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}
-	var notices []string // lines for the user about the restore
-	if path, _ := engine.StateRecoveryPath.Get(conf); path != "" {
-		resolved, err := restore.Resolve(f.FS, path)
-		if resolved != nil {
-			for _, n := range resolved.Notes {
-				log.Warn(n)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if resolved.JobDir != "" {
-			notices = append(notices, fmt.Sprintf("Restoring from the newest complete checkpoint in %s: %s", resolved.JobDir, savepoint.URI(resolved.Dir)))
-		}
-		if err := restore.VerifyStateFiles(f.FS, resolved.Dir, resolved.Metadata); err != nil {
-			return fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w", path, err)
-		}
-		opts.Restore = resolved
-		opts.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)
-		opts.ClaimMode, _ = engine.ClaimMode.Get(conf)
-		if o.Check {
-			return checkRestore(f, out, graph, resolved, opts)
-		}
-		if opts.ClaimMode == engine.ClaimModeLegacy {
-			notices = append(notices, "Warning: The LEGACY restore mode is deprecated, please use CLAIM or NO_CLAIM mode instead.")
-		}
-		notices = append(notices, claimNotice(resolved, opts.ClaimMode, conf))
-	} else if o.Check {
-		out.println("Nothing to restore (no -s): the job and its configuration are valid.")
-		out.result(map[string]any{"ok": true, "snapshot": nil})
-		return nil
-	}
-
-	// The REST endpoint: bound before the job starts, so that a busy port
-	// range is an error before anything runs.
-	addr, _ := rest.BindAddress.Get(conf)
-	ports, _ := rest.BindPort.Get(conf)
-	listener, err := rest.Listen(addr, ports)
+	src, err := resolveRestore(f.FS, conf, log)
 	if err != nil {
 		return err
 	}
-	// The job's secret: in its registry entry (owner-only) for gflink's
-	// commands, required by its endpoint.
-	if !srvOpts.DisableAuthentication {
-		srvOpts.Token = rest.NewToken()
+	if o.Check {
+		if src == nil {
+			out.println("Nothing to restore (no -s): the job and its configuration are valid.")
+			out.result(map[string]any{"ok": true, "snapshot": nil})
+			return nil
+		}
+		return checkRestore(f, out, graph, src)
 	}
-	reg := newRegistration(f, jobID, graph.Name, "http://"+listener.Addr().String(), f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID), srvOpts.Token)
-	opts.OnSavepoint = reg.savepoint
-	running := make(chan struct{})
-	var once sync.Once
-	opts.OnStatus = func(st engine.JobStatus, at time.Time) {
-		reg.update(st, at)
-		if st == engine.StatusRunning || st.IsGloballyTerminal() {
-			once.Do(func() { close(running) })
+	jobID := f.Getenv(jobIDEnv) // a detached child runs the id its parent chose
+	if jobID == "" {
+		jobID = engine.NewJobID()
+	}
+	sub := &submission{f: f, out: out, report: report, graph: graph, srvOpts: srvOpts,
+		opts: engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}}
+	if src != nil {
+		sub.opts.Restore, sub.opts.AllowNonRestoredState, sub.opts.ClaimMode = src.Resolved, src.AllowNonRestoredState, src.ClaimMode
+		sub.notices = restoreNotices(src, conf)
+	}
+	return sub.run()
+}
+
+// runConfig is the job's configuration: the file, -D, then run's flags,
+// which override both; every honoured option is checked before the job is
+// even built.
+func runConfig(f *Factory, o *RunOptions, log *slog.Logger) (*config.Configuration, error) {
+	conf, err := loadConfig(f, o.Global, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyRunFlags(conf, o, f.IO.Out); err != nil {
+		return nil, err
+	}
+	if err := validateConfig(conf, log); err != nil {
+		return nil, err
+	}
+	return conf, nil
+}
+
+// buildGraph looks the job up in the registry and builds its graph with
+// the job's own arguments. A job's usage error comes with the job's usage,
+// as Flink prints a program's.
+func buildGraph(f *Factory, o *RunOptions, conf *config.Configuration, out output) (*engine.JobGraph, error) {
+	job, ok := f.Registry.Lookup(o.Job)
+	if !ok {
+		return nil, usageErrorf("Could not find job %q. Available jobs: %s.", o.Job, strings.Join(f.Registry.Names(), ", "))
+	}
+	stdout := f.IO.Out
+	if out.json {
+		stdout = f.IO.ErrOut // stdout carries the one JSON object
+	}
+	env, err := engine.NewEnvironmentFromConfig(conf, engine.EnvironmentOptions{Stdout: stdout})
+	if err != nil {
+		return nil, err
+	}
+	if err := job.Build(env, o.Args); err != nil {
+		var u *jobs.UsageError
+		if errors.As(err, &u) && job.Usage != nil {
+			var b strings.Builder
+			job.Usage(&b)
+			return nil, usageErrorf("%s\n\n%s", u.Msg, strings.TrimRight(b.String(), "\n"))
+		}
+		return nil, err
+	}
+	return env.Build()
+}
+
+// uidWarnings warn of stateful operators without an explicit uid: their
+// state is saved under a uid derived from the job's structure, which a
+// changed job would not find ("Cannot map checkpoint/savepoint state").
+func uidWarnings(ops []engine.OperatorInfo) []string {
+	var ws []string
+	for _, op := range ops {
+		if op.Stateful && !op.UIDExplicit {
+			ws = append(ws, fmt.Sprintf("Operator %q has state but no uid: its state is saved under the uid %s derived from the job's structure, which changes when the structure does, and a changed job would not find it. Set one with .UID(...).", op.Name, op.UID))
 		}
 	}
-	// Flink prints the submission line when the job is accepted, before
-	// it runs; here the job's print sink shares stdout, so the line (and
-	// the restore notices) must be out before the first task starts.
-	opts.OnAccepted = func(j *engine.Job) {
-		// Registered before anyone is told the job id, so that a script's
-		// next command finds it.
-		reg.update(engine.StatusInitializing, time.Now())
-		if p := j.RestorePlan(); p != nil {
-			for _, uid := range p.Dropped {
-				notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))
-			}
-		}
-		for _, n := range notices {
-			if out.json {
-				log.Info(n)
-			} else {
-				out.println("%s", n)
-			}
-		}
-		if report == nil {
-			out.println("Job has been submitted with JobID %s", jobID)
+	return ws
+}
+
+// restoreSource is the snapshot -s names, found and checked, with the
+// user's restore settings.
+type restoreSource struct {
+	*restore.Resolved
+	AllowNonRestoredState bool
+	ClaimMode             string
+}
+
+// resolveRestore finds the snapshot execution.state-recovery.path (-s)
+// names and reads every state block it references, so that a lost or
+// damaged file stops the run before the job starts rather than in its
+// first restore. It returns nil (and no error) when there is nothing to
+// restore. Why checkpoints of a job directory were skipped goes to the log.
+func resolveRestore(fsys vfs.FS, conf *config.Configuration, log *slog.Logger) (*restoreSource, error) {
+	path, _ := engine.StateRecoveryPath.Get(conf)
+	if path == "" {
+		return nil, nil
+	}
+	resolved, err := restore.Resolve(fsys, path)
+	if resolved != nil {
+		for _, n := range resolved.Notes {
+			log.Warn(n)
 		}
 	}
-	j, err := engine.Submit(f.Context, graph, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := restore.VerifyStateFiles(fsys, resolved.Dir, resolved.Metadata); err != nil {
+		return nil, fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w", path, err)
+	}
+	src := &restoreSource{Resolved: resolved}
+	src.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)
+	src.ClaimMode, _ = engine.ClaimMode.Get(conf)
+	return src, nil
+}
+
+// restoreNotices are the lines that tell the user, before the job starts,
+// which snapshot it restores, in which claim mode, and what gflink may
+// delete (DESIGN.md: no CLAIM / NO_CLAIM surprises).
+func restoreNotices(src *restoreSource, conf *config.Configuration) []string {
+	var notices []string
+	if src.JobDir != "" {
+		notices = append(notices, fmt.Sprintf("Restoring from the newest complete checkpoint in %s: %s", src.JobDir, savepoint.URI(src.Dir)))
+	}
+	if src.ClaimMode == engine.ClaimModeLegacy {
+		notices = append(notices, "Warning: The LEGACY restore mode is deprecated, please use CLAIM or NO_CLAIM mode instead.")
+	}
+	return append(notices, claimNotice(src.Resolved, src.ClaimMode, conf))
+}
+
+// droppedNotices name the state a restore with -n leaves behind, which
+// only the engine's plan knows.
+func droppedNotices(p *restore.Plan) []string {
+	if p == nil {
+		return nil
+	}
+	var notices []string
+	for _, uid := range p.Dropped {
+		notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))
+	}
+	return notices
+}
+
+// submission is a run that has been decided: what remains binds, registers,
+// submits and waits, in that order.
+type submission struct {
+	f       *Factory
+	out     output
+	report  *childReport // a detached child's pipe to its parent, or nil
+	graph   *engine.JobGraph
+	opts    engine.JobOptions
+	srvOpts rest.ServerOptions
+	// notices are the lines about the restore, printed when the job is
+	// accepted and sent to a detached parent.
+	notices []string
+}
+
+func (s *submission) run() error {
+	listener, err := s.listen()
+	if err != nil {
+		return err
+	}
+	running := s.register(listener)
+	j, err := engine.Submit(s.f.Context, s.graph, s.opts)
 	if err != nil {
 		listener.Close()
 		return err
 	}
-	srvOpts.Version, srvOpts.Revision, srvOpts.FS = "gflink "+Version, revision(), f.FS
-	srv := rest.NewServer(j, srvOpts)
+	s.srvOpts.Version, s.srvOpts.Revision, s.srvOpts.FS = "gflink "+Version, revision(), s.f.FS
+	srv := rest.NewServer(j, s.srvOpts)
 	srv.Serve(listener)
 	defer srv.Close()
 	<-running
-	if report != nil {
-		report.running(jobID, j.Status(), notices)
-		out.println("Job has been submitted with JobID %s", jobID)
+	if s.report != nil {
+		// A detached child answers its parent once the job runs; the
+		// parent prints the submission line for the user.
+		s.report.running(s.opts.JobID, j.Status(), s.notices)
+		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
 	}
 	res := j.Wait()
 	// Stay reachable until whoever asked for a stop or savepoint has its
 	// answer, then go.
 	srv.WaitFetched(10 * time.Second)
-	return reportResult(f, out, res)
+	return reportResult(s.f, s.out, res)
+}
+
+// listen binds the REST endpoint before the job starts, so that a busy
+// port range is an error before anything runs.
+func (s *submission) listen() (net.Listener, error) {
+	addr, _ := rest.BindAddress.Get(s.opts.Config)
+	ports, _ := rest.BindPort.Get(s.opts.Config)
+	return rest.Listen(addr, ports)
+}
+
+// register makes the job known to gflink's other commands through its
+// registry entry, kept up to date from the job's status, and hooks the
+// announcements to the job's acceptance. The returned channel is closed
+// once the job runs or has ended.
+func (s *submission) register(listener net.Listener) <-chan struct{} {
+	// The job's secret: in its registry entry (owner-only) for gflink's
+	// commands, required by its endpoint.
+	if !s.srvOpts.DisableAuthentication {
+		s.srvOpts.Token = rest.NewToken()
+	}
+	conf, jobID := s.opts.Config, s.opts.JobID
+	reg := newRegistration(s.f, jobID, s.graph.Name, "http://"+listener.Addr().String(), s.f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID), s.srvOpts.Token)
+	s.opts.OnSavepoint = reg.savepoint
+	running := make(chan struct{})
+	var once sync.Once
+	s.opts.OnStatus = func(st engine.JobStatus, at time.Time) {
+		reg.update(st, at)
+		if st == engine.StatusRunning || st.IsGloballyTerminal() {
+			once.Do(func() { close(running) })
+		}
+	}
+	s.opts.OnAccepted = func(j *engine.Job) {
+		// Registered before anyone is told the job id, so that a script's
+		// next command finds it.
+		reg.update(engine.StatusInitializing, time.Now())
+		s.notices = append(s.notices, droppedNotices(j.RestorePlan())...)
+		s.announce()
+	}
+	return running
+}
+
+// announce prints the restore notices and Flink's submission line. Flink
+// prints that line when the job is accepted, before it runs; here the
+// job's print sink shares stdout, so the lines must be out before the
+// first task starts.
+func (s *submission) announce() {
+	for _, n := range s.notices {
+		if s.out.json {
+			s.opts.Logger.Info(n)
+		} else {
+			s.out.println("%s", n)
+		}
+	}
+	if s.report == nil {
+		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
+	}
 }
 
 // jobCheckpointDir is <execution.checkpointing.dir>/<jobId>, absolute
@@ -338,13 +458,14 @@ func stateNames(op *savepoint.OperatorState) string {
 // checkRestore reports, without running anything, how a snapshot maps onto
 // the job: per operator uid, matched, missing from the job, or new.
 // restore.Check decides; this gathers the engine's findings and prints.
-func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolved, opts engine.JobOptions) error {
+func checkRestore(f *Factory, out output, g *engine.JobGraph, src *restoreSource) error {
+	r, allowNonRestored := src.Resolved, src.AllowNonRestoredState
 	ptr := savepoint.URI(r.Dir)
 	// The plan with -n lists every uid the job lacks; the real restore,
 	// with the user's -n, gives the verdict and its message.
 	plan, perr := engine.MapRestore(g, f.FS, r, true)
-	_, rerr := engine.PlanRestore(g, f.FS, r, opts.AllowNonRestoredState)
-	rep := restore.Check(plan, checkedJob(g), restore.CheckOptions{AllowNonRestoredState: opts.AllowNonRestoredState,
+	_, rerr := engine.PlanRestore(g, f.FS, r, allowNonRestored)
+	rep := restore.Check(plan, checkedJob(g), restore.CheckOptions{AllowNonRestoredState: allowNonRestored,
 		PlanErr: perr, SourceMismatch: sourceMismatches(g, plan), RestoreErr: rerr})
 	type row struct {
 		UID    string `json:"uid"`
@@ -371,7 +492,7 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, r *restore.Resolve
 			out.println("  %-34s matched: %s", x.UID, states)
 		case restore.CheckMissing:
 			how := "the restore fails (use -n to drop it)"
-			if opts.AllowNonRestoredState {
+			if allowNonRestored {
 				how = "dropped (-n)"
 			}
 			out.println("  %-34s missing from the job: %s; %s", x.UID, states, how)
