@@ -27,13 +27,7 @@ func newCancelCmd(f *Factory, g *globalOptions, runF func(*CancelOptions) error)
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.WithSavepointSet = c.Flags().Changed("withSavepoint")
-			switch {
-			case len(args) > 0:
-				o.JobID = args[0]
-			case o.WithSavepointSet && o.WithSavepoint != "":
-				// As with stop -p: a lone value is the job id.
-				o.JobID, o.WithSavepoint = o.WithSavepoint, ""
-			default:
+			if !jobIDArg(args, o.WithSavepointSet, &o.WithSavepoint, &o.JobID) {
 				return usageErrorf("Missing JobID. Specify a JobID to cancel a job.")
 			}
 			if runF != nil {
@@ -52,11 +46,7 @@ func newCancelCmd(f *Factory, g *globalOptions, runF func(*CancelOptions) error)
 }
 
 func runCancel(f *Factory, o *CancelOptions) error {
-	var err error
-	if o.JobID, err = parseJobID(o.JobID); err != nil {
-		return err
-	}
-	out, err := newOutput(f, o.Global)
+	out, err := jobOutput(f, o.Global, &o.JobID)
 	if err != nil {
 		return err
 	}

@@ -35,11 +35,7 @@ func newCheckpointCmd(f *Factory, g *globalOptions, runF func(*CheckpointOptions
 }
 
 func runCheckpoint(f *Factory, o *CheckpointOptions) error {
-	var err error
-	if o.JobID, err = parseJobID(o.JobID); err != nil {
-		return err
-	}
-	out, err := newOutput(f, o.Global)
+	out, err := jobOutput(f, o.Global, &o.JobID)
 	if err != nil {
 		return err
 	}

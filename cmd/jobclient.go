@@ -30,6 +30,37 @@ func parseJobID(s string) (string, error) {
 	return strings.ToLower(s), nil
 }
 
+// jobIDArg sets the job id of stop and cancel from their arguments, with
+// Flink's quirk for their option with an optional argument (stop -p,
+// cancel -s): "stop -p <jobId>" makes the job id the option's value; with
+// no argument left, that value is the job id and the option is given
+// without a directory (the default one is used). It reports false when
+// there is no job id.
+func jobIDArg(args []string, optSet bool, optValue, jobID *string) bool {
+	switch {
+	case len(args) > 0:
+		*jobID = args[0]
+	case optSet && *optValue != "":
+		*jobID, *optValue = *optValue, ""
+	default:
+		return false
+	}
+	return true
+}
+
+// jobOutput begins a verb that addresses one job (cancel, checkpoint,
+// savepoint, stop): it checks the job id, lower-casing it in place as ids
+// are printed, and then the output format — in that order, which decides
+// the error reported when both are wrong.
+func jobOutput(f *Factory, g *globalOptions, jobID *string) (output, error) {
+	id, err := parseJobID(*jobID)
+	if err != nil {
+		return output{}, err
+	}
+	*jobID = id
+	return newOutput(f, g)
+}
+
 // clientOptions are the options every verb that talks to a job shares.
 type clientOptions struct {
 	Global  *globalOptions

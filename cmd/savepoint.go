@@ -74,11 +74,7 @@ func runSavepoint(f *Factory, o *SavepointOptions) error {
 	if o.Dispose != "" {
 		return runDispose(f, o)
 	}
-	var err error
-	if o.JobID, err = parseJobID(o.JobID); err != nil {
-		return err
-	}
-	out, err := newOutput(f, o.Global)
+	out, err := jobOutput(f, o.Global, &o.JobID)
 	if err != nil {
 		return err
 	}

@@ -22,15 +22,7 @@ func newStopCmd(f *Factory, g *globalOptions, runF func(*StopOptions) error) *co
 		Use:  "stop",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			switch {
-			case len(args) > 0:
-				o.JobID = args[0]
-			case c.Flags().Changed("savepointPath") && o.SavepointPath != "":
-				// Flink's quirk: "stop -p <jobId>" makes the job id the
-				// option's value; with no job id left, it is the job id and
-				// the default directory is used.
-				o.JobID, o.SavepointPath = o.SavepointPath, ""
-			default:
+			if !jobIDArg(args, c.Flags().Changed("savepointPath"), &o.SavepointPath, &o.JobID) {
 				return usageErrorf("Missing JobId")
 			}
 			if runF != nil {
@@ -50,11 +42,7 @@ func newStopCmd(f *Factory, g *globalOptions, runF func(*StopOptions) error) *co
 }
 
 func runStop(f *Factory, o *StopOptions) error {
-	var err error
-	if o.JobID, err = parseJobID(o.JobID); err != nil {
-		return err
-	}
-	out, err := newOutput(f, o.Global)
+	out, err := jobOutput(f, o.Global, &o.JobID)
 	if err != nil {
 		return err
 	}
