@@ -516,12 +516,12 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, src *restoreSource
 	return &SilentError{Code: ExitFailure}
 }
 
-// checkedJob describes the job's operators for restore.Check.
+// checkedJob describes the job's operators as far as restore.Check reads
+// them: uid, name and whether they keep state.
 func checkedJob(g *engine.JobGraph) restore.Job {
 	var j restore.Job
 	for _, op := range g.Operators() {
-		j.Operators = append(j.Operators, restore.Operator{UID: op.UID, Name: op.Name, Parallelism: op.Parallelism,
-			MaxParallelism: op.MaxParallelism, Stateful: op.Stateful})
+		j.Operators = append(j.Operators, restore.Operator{UID: op.UID, Name: op.Name, Stateful: op.Stateful})
 	}
 	return j
 }

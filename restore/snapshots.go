@@ -18,7 +18,7 @@ import (
 type Snapshot struct {
 	ID        int64
 	Kind      string // KindCheckpoint or KindSavepoint
-	Type      string // "full" (gflink writes no incremental snapshots yet)
+	Type      string // "full" or "incremental"
 	Format    string // savepoint.FormatNative or savepoint.FormatCanonical
 	Completed int64  // Unix milliseconds
 	Size      int64  // bytes of state, as a running job reports it
