@@ -242,11 +242,13 @@ type taskKey struct{ vertex, subtask int }
 const (
 	ExecCreated   = "CREATED"
 	ExecDeploying = "DEPLOYING"
-	ExecRunning   = "RUNNING"
-	ExecFinished  = "FINISHED"
-	ExecCanceling = "CANCELING"
-	ExecCanceled  = "CANCELED"
-	ExecFailed    = "FAILED"
+	// ExecInitializing: deployed, loading its restored state (Flink 1.12+).
+	ExecInitializing = "INITIALIZING"
+	ExecRunning      = "RUNNING"
+	ExecFinished     = "FINISHED"
+	ExecCanceling    = "CANCELING"
+	ExecCanceled     = "CANCELED"
+	ExecFailed       = "FAILED"
 )
 
 func (jm *jobMaster) setTaskState(t *task, state string) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,7 +327,11 @@ func TestRestoredCheckpointIDsContinue(t *testing.T) {
 // still counts exactly.
 func TestFailingCheckpointStorage(t *testing.T) {
 	dir := t.TempDir()
-	// Fail every third state file write.
+	// Fail every third of the first 60 state file writes. A checkpoint
+	// writes about four files here, so failing every third forever would
+	// fail every checkpoint, the final one too, and the job could never
+	// finish (a failed final checkpoint is retried at the interval, no
+	// longer in a tight loop that made it pass by chance).
 	var n int
 	var mu sync.Mutex
 	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.InjectorFunc(func(op vfs.Op, path string) error {
@@ -335,7 +340,7 @@ func TestFailingCheckpointStorage(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if n++; n%3 == 0 {
+		if n++; n%3 == 0 && n <= 60 {
 			return fmt.Errorf("create %s: %w", path, vfs.ErrInjected)
 		}
 		return nil
@@ -349,6 +354,10 @@ func TestFailingCheckpointStorage(t *testing.T) {
 		t.Fatalf("status %s: %v", res.Status, res.Err)
 	}
 	compareCounts(t, finalCounts(t, out), expected(r), false)
+	if mu.Lock(); n < 3 {
+		t.Fatalf("only %d state files written: no write failed", n)
+	}
+	mu.Unlock()
 }
 
 func TestCancelAppliesRetention(t *testing.T) {
@@ -650,5 +659,91 @@ func TestSuppressRestartsFailsTheJobOnce(t *testing.T) {
 		if !strings.Contains(res.Err.Error(), want) {
 			t.Errorf("error %q does not mention %q", res.Err, want)
 		}
+	}
+}
+
+// TestRunningOnlyAfterStateRestored: a restored job reports RUNNING only
+// once every task has loaded its state (Flink: tasks are INITIALIZING while
+// restoring); `run -d -s` returns on RUNNING, which the README says means
+// restored. The restored state files are held back until the test lets
+// them go: until then the job must not be RUNNING.
+func TestRunningOnlyAfterStateRestored(t *testing.T) {
+	dir := t.TempDir()
+	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 1_000_000}
+	first := base
+	first.conf = checkpointConf(dir, "restart-strategy.type", "none",
+		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
+		"execution.checkpointing.data-inline-threshold", "0", // state in files, read through the FS
+		"fault-injection.fail-after-records", "12000")
+	res, _ := first.run(t)
+	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
+		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
+	}
+	chk, err := savepoint.LocalPath(res.Retained[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var held atomic.Int64
+	var armed, released atomic.Bool // armed once planning (which reads files too) is done
+	release := make(chan struct{})
+	gated := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if armed.Load() && op == vfs.OpOpen && strings.HasPrefix(path, chk+string(filepath.Separator)) {
+			held.Add(1)
+			<-release
+		}
+		return nil
+	})}
+	statuses := make(chan engine.JobStatus, 16)
+	releasedAtRunning := make(chan bool, 1)
+	onStatus := func(s engine.JobStatus, _ time.Time) {
+		statuses <- s
+		if s == engine.StatusRunning {
+			releasedAtRunning <- released.Load()
+		}
+	}
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: base.p, Stdout: &syncBuffer{}})
+	jobs.WordCountPipeline(engine.FromSource[string](env, base.generator(), "generator").UID("source")).Print().UID("sink")
+	g, err := env.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.New()
+	for k, v := range checkpointConf(t.TempDir()) {
+		c.SetString(k, v, "test")
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, FS: gated, Restore: resolved, OnStatus: onStatus,
+		OnAccepted: func(*engine.Job) { armed.Store(true) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return held.Load() > 0 })
+	if st := j.Status(); st != engine.StatusCreated {
+		t.Errorf("status %s while tasks are still loading their state; want CREATED", st)
+	}
+	released.Store(true)
+	close(release)
+	if res := j.Wait(); res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	select {
+	case ok := <-releasedAtRunning:
+		if !ok {
+			t.Fatal("RUNNING was published before the restored state was loaded")
+		}
+	default:
+		t.Fatal("the job never reported RUNNING")
+	}
+	close(statuses)
+	var seq []string
+	for s := range statuses {
+		seq = append(seq, string(s))
+	}
+	if got := strings.Join(seq, " "); got != "CREATED RUNNING FINISHED" {
+		t.Fatalf("statuses %s; want CREATED RUNNING FINISHED", got)
 	}
 }

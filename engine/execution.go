@@ -27,8 +27,11 @@ type execution struct {
 	tasks    []*task
 	wg       sync.WaitGroup
 	finished int
-	clock    func() time.Time
-	maxPar   map[string]int // per uid, for this attempt
+	// numInitialized counts the tasks that have loaded their restored state
+	// and run; the attempt is RUNNING when all have.
+	numInitialized int
+	clock          func() time.Time
+	maxPar         map[string]int // per uid, for this attempt
 	// runID names this attempt's output files; previousRunIDs are those of
 	// the job's earlier attempts in this process.
 	runID          string
@@ -52,6 +55,10 @@ func (e *execution) ack(t *task, id int64, a *taskAck) {
 
 func (e *execution) decline(t *task, id int64, reason, cause error) {
 	e.send(taskEvent{task: t.id, kind: evDecline, id: id, reason: reason, err: cause})
+}
+
+func (e *execution) initialized(t *task) {
+	e.send(taskEvent{task: t.id, kind: evInitialized})
 }
 
 func (e *execution) endOfInput(t *task) {
@@ -228,7 +235,7 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	jm.coord.Start(jm.clock(), infos)
 	jm.mu.Lock()
 	for _, t := range e.tasks {
-		jm.taskStates[taskKey{t.v.id, t.subtask}] = ExecRunning
+		jm.taskStates[taskKey{t.v.id, t.subtask}] = ExecInitializing
 	}
 	jm.mu.Unlock()
 	for _, t := range e.tasks {

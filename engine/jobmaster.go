@@ -138,6 +138,7 @@ type taskEventKind int
 const (
 	evAck taskEventKind = iota
 	evDecline
+	evInitialized
 	evEndOfInput
 	evFinished
 	evFailed
@@ -485,7 +486,7 @@ func (jm *jobMaster) run() {
 		jm.transition(StatusFailed)
 		return
 	}
-	jm.transition(StatusRunning)
+	// RUNNING comes when every task has loaded its state (evInitialized).
 
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
@@ -546,6 +547,14 @@ func (jm *jobMaster) onEvent(ev taskEvent) {
 		jm.apply(jm.coord.Ack(now, ev.id, ev.task, ev.ack))
 	case evDecline:
 		jm.apply(jm.coord.Decline(now, ev.id, ev.task, ev.reason, ev.err))
+	case evInitialized:
+		jm.setTaskState(jm.exec.tasks[ev.task], ExecRunning)
+		jm.exec.numInitialized++
+		// A task reports this before it can finish or fail, so the job is
+		// RUNNING before any attempt can end.
+		if jm.exec.numInitialized == len(jm.exec.tasks) {
+			jm.transition(StatusRunning)
+		}
 	case evEndOfInput:
 		jm.apply(jm.coord.EndOfInput(now, ev.task))
 	case evFinished:
@@ -870,11 +879,13 @@ func (jm *jobMaster) restartNow() {
 	} else {
 		jm.log.Info(fmt.Sprintf("Restarting job %s without state: no checkpoint has completed.", jm.jobID))
 	}
+	// As Flink's legacy scheduler: RESTARTING → CREATED, then RUNNING once
+	// every task has restored its state.
+	jm.transition(StatusCreated)
 	if err := jm.deploy(plan); err != nil {
 		jm.handleFailure(err)
 		return
 	}
-	jm.transition(StatusRunning)
 }
 
 func (jm *jobMaster) cancelNow() {

@@ -34,11 +34,13 @@ func (s JobStatus) IsGloballyTerminal() bool {
 // Flink's JobStatus documentation and the dispatcher).
 var transitions = map[JobStatus][]JobStatus{
 	StatusInitializing: {StatusCreated, StatusFailed, StatusCanceled},
-	StatusCreated:      {StatusRunning, StatusFailed, StatusCancelling, StatusCanceled},
-	StatusRunning:      {StatusFinished, StatusFailing, StatusRestarting, StatusCancelling, StatusFailed},
-	StatusFailing:      {StatusFailed, StatusRestarting, StatusCancelling},
-	StatusRestarting:   {StatusCreated, StatusRunning, StatusFailed, StatusCancelling, StatusCanceled},
-	StatusCancelling:   {StatusCanceled, StatusFailed, StatusFinished},
+	// A job stays CREATED while its tasks load their restored state, and
+	// can fail then.
+	StatusCreated:    {StatusRunning, StatusFailing, StatusRestarting, StatusFailed, StatusCancelling, StatusCanceled},
+	StatusRunning:    {StatusFinished, StatusFailing, StatusRestarting, StatusCancelling, StatusFailed},
+	StatusFailing:    {StatusFailed, StatusRestarting, StatusCancelling},
+	StatusRestarting: {StatusCreated, StatusRunning, StatusFailed, StatusCancelling, StatusCanceled},
+	StatusCancelling: {StatusCanceled, StatusFailed, StatusFinished},
 }
 
 // canTransition reports whether from → to is allowed.

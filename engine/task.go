@@ -184,6 +184,9 @@ func (t *task) invoke() (err error) {
 	if len(t.restore) > 0 && t.restore[0].blocks != nil {
 		t.restore[0].blocks.Close() // all restored state is loaded
 	}
+	// INITIALIZING → RUNNING: every operator has opened with its restored
+	// state. The job is RUNNING once all its tasks are.
+	t.exec.initialized(t)
 	t.lastFlush = t.exec.clock()
 	if t.source != nil {
 		err = protect(t.runSource)
