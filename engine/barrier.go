@@ -19,6 +19,7 @@ type aligner struct {
 	exactlyOnce bool
 	n           int
 	finished    []bool
+	numFinished int   // channels ended; a channel is never both ended and blocked
 	lastDone    int64 // barriers up to here are done or aborted: stale
 
 	// EXACTLY_ONCE
@@ -54,12 +55,7 @@ type alignResult struct {
 func (a *aligner) blocked(ch int32) bool { return a.numBlocked > 0 && a.blockedCh[ch] }
 
 func (a *aligner) allFinished() bool {
-	for _, f := range a.finished {
-		if !f {
-			return false
-		}
-	}
-	return true
+	return a.numFinished == a.n
 }
 
 func (a *aligner) releaseAll() {
@@ -112,13 +108,10 @@ func (a *aligner) onBarrier(ch int32, b barrier) alignResult {
 }
 
 func (a *aligner) checkExactlyOnce() *barrier {
-	if a.current.id == 0 {
+	// Counting, not scanning: a task of a p×p exchange has p channels, and
+	// this runs for each barrier that arrives.
+	if a.current.id == 0 || a.numBlocked+a.numFinished < a.n {
 		return nil
-	}
-	for i := 0; i < a.n; i++ {
-		if !a.blockedCh[i] && !a.finished[i] {
-			return nil
-		}
 	}
 	b := a.current
 	a.lastDone = b.id
@@ -159,7 +152,10 @@ func (a *aligner) checkAtLeastOnce() alignResult {
 // onEndOfPartition records that a channel has ended; an ended channel
 // counts as aligned.
 func (a *aligner) onEndOfPartition(ch int32) alignResult {
-	a.finished[ch] = true
+	if !a.finished[ch] {
+		a.finished[ch] = true
+		a.numFinished++
+	}
 	if a.blockedCh[ch] {
 		a.blockedCh[ch] = false
 		a.numBlocked--

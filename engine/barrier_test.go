@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -141,15 +142,15 @@ func TestAlignmentHoldsBackTheSender(t *testing.T) {
 		t.Fatalf("held back %d batches; want %d", len(stash), defaultBuffersPerChannel)
 	}
 	// ... and then has none left: the next batch would block it.
-	if len(c0.free) != 0 {
-		t.Fatalf("the sender still has %d free buffers", len(c0.free))
+	if c0.credits != 0 {
+		t.Fatalf("the sender still has %d credits", c0.credits)
 	}
 	// Releasing the held-back batches gives the buffers back.
 	for _, s := range stash {
 		g.recycle(s)
 	}
-	if len(c0.free) != defaultBuffersPerChannel {
-		t.Fatalf("%d buffers returned", len(c0.free))
+	if c0.credits != defaultBuffersPerChannel {
+		t.Fatalf("%d credits returned", c0.credits)
 	}
 }
 
@@ -184,4 +185,101 @@ func TestAlignerAbortOfNewerKeepsOlderAlignment(t *testing.T) {
 	if res := a.onBarrier(0, b(7)); res.snapshot != nil || a.blocked(0) {
 		t.Fatal("the aborted checkpoint 7's barrier must be ignored")
 	}
+}
+
+// A barrier or end of input on a channel that carries no records takes a
+// credit but allocates no batch: a keyed exchange has p×p channels, and
+// allocating a 512-record batch for each on the first barrier made p=1000
+// take 4.4 GB (issue 8).
+func TestEventOnIdleChannelAllocatesNoBatch(t *testing.T) {
+	const n = 8
+	g := newInputGate[int](n, defaultBuffersPerChannel)
+	done := make(chan struct{})
+	defer close(done)
+	var targets []any
+	for range n {
+		targets = append(targets, g.addChannel())
+	}
+	_, ow := typeOpsFor[int]{}.newWriter(targets, partitionRebalance, nil, 128, defaultBatchSize, 0, done)
+	w := ow.(*recordWriter[int])
+	w.Collect(7) // one channel carries a record
+	w.broadcastEvent(&event{kind: evBarrier, barrier: b(1)})
+	withBuffer := 0
+	for range n {
+		nb := <-g.in
+		if cap(nb.recs) > 0 {
+			withBuffer++
+		}
+		if nb.ev == nil {
+			t.Fatal("every channel must carry the barrier")
+		}
+		g.recycle(nb)
+	}
+	if withBuffer != 1 {
+		t.Fatalf("%d of %d channels got a batch for the barrier; want only the one with a record", withBuffer, n)
+	}
+	for i, c := range g.channels {
+		if c.credits != defaultBuffersPerChannel {
+			t.Fatalf("channel %d has %d credits after the barrier was processed; want %d", i, c.credits, defaultBuffersPerChannel)
+		}
+	}
+}
+
+// A sender out of credits waits until the receiver recycles a batch of
+// that channel, then goes on.
+func TestSenderWaitsForCredit(t *testing.T) {
+	g := newInputGate[int](1, 1)
+	done := make(chan struct{})
+	defer close(done)
+	_, ow := typeOpsFor[int]{}.newWriter([]any{g.addChannel()}, partitionForward, nil, 128, 1, 0, done)
+	w := ow.(*recordWriter[int])
+	w.Collect(1) // batch size 1: sent at once, the only credit is gone
+	sent := make(chan struct{})
+	go func() {
+		w.Collect(2)
+		close(sent)
+	}()
+	first := <-g.in
+	select {
+	case <-sent:
+		t.Fatal("the sender sent without a credit")
+	default:
+	}
+	g.recycle(first)
+	<-sent
+	if second := <-g.in; len(second.recs) != 1 || second.recs[0] != 2 {
+		t.Fatalf("second batch %v", second.recs)
+	}
+}
+
+// A job whose exchanges the machine cannot hold is refused before it
+// starts, with the numbers; p=10000 word count was OOM-killed at 24 GB.
+func TestExchangeMemoryRefused(t *testing.T) {
+	build := func(p int) *JobGraph {
+		env := NewEnvironment(EnvironmentOptions{Parallelism: p})
+		src := FromSource[int](env, &emptySource{}, "src").UID("src")
+		Process[int, int, int](KeyBy(src, func(x int) int { return x }), passThrough{}).UID("p").Print().UID("sink")
+		g, err := env.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	if n := build(10).numChannels(); n != 10*10 {
+		t.Fatalf("p=10: %d channels; want 100 (keyed p×p; the sink is chained)", n)
+	}
+	if err := checkExchangeMemory(build(1000), 8<<30); err != nil {
+		t.Fatalf("p=1000 on 8 GB: %v", err)
+	}
+	err := checkExchangeMemory(build(10000), 24<<30)
+	if err == nil || !strings.Contains(err.Error(), "parallelism 10000") || !strings.Contains(err.Error(), "100000000 channels") {
+		t.Fatalf("p=10000 on 24 GB: %v", err)
+	}
+}
+
+type passThrough struct{}
+
+func (passThrough) ProcessElement(_ *Context[int], x int, out Collector[int]) error {
+	out.Collect(x)
+	return nil
 }

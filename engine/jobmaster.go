@@ -216,6 +216,9 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if err := config.Validate(c, Options()); err != nil {
 		return nil, err
 	}
+	if err := checkExchangeMemory(g, physicalMemory()); err != nil {
+		return nil, err
+	}
 	jm := &jobMaster{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
 		events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
 		done: make(chan struct{}), status: StatusInitializing, timestamps: map[JobStatus]int64{},

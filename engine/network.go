@@ -1,19 +1,31 @@
 package engine
 
 import (
+	"sync"
+
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/state"
 )
 
 // Records travel between tasks in batches. Each channel (one sending
-// subtask to one receiving subtask) owns a fixed pool of buffers: the sender
-// fills a free buffer and sends it; the receiver hands it back once
-// processed. A sender with no free buffer blocks — that is backpressure, and
-// it is also what bounds alignment: a receiver holding back a channel's
-// batches holds at most that channel's buffers.
+// subtask to one receiving subtask) has a fixed number of buffer credits:
+// the sender fills a buffer and sends it; the receiver hands the credit (and
+// the buffer) back once processed. A sender with no credit blocks — that is
+// backpressure, and it is also what bounds alignment: a receiver holding
+// back a channel's batches holds at most that channel's buffers.
+//
+// A keyed exchange has p×p channels, so a channel must cost little until it
+// carries records: its buffers are allocated on first use, and a barrier or
+// end-of-input sent on a channel that carries no records takes a credit but
+// no buffer. (Allocating a batch for every channel on the first barrier made
+// p=1000 take 4.4 GB for a 35-line input.)
 const (
 	defaultBatchSize         = 512
 	defaultBuffersPerChannel = 4
+	// maxGateQueue bounds a receiving task's queue of batches; the credits
+	// bound what each channel may have in flight, this bounds their sum, so
+	// that the queue does not grow with the number of senders.
+	maxGateQueue = 256
 )
 
 type eventKind uint8
@@ -59,15 +71,40 @@ type netBatch[T any] struct {
 	ch   int32 // the channel's index in the receiving gate
 }
 
+// channel is one sender's path into a receiving gate. It is small (no Go
+// channel of its own) because there are p×p of them in a keyed exchange.
 type channel[T any] struct {
-	free  chan []T
-	gate  *inputGate[T]
-	index int32
+	gate *inputGate[T]
+	// wake is the sending writer's, shared by all its channels: signalled
+	// whenever one of them gets a credit back.
+	wake chan struct{}
+	mu   sync.Mutex
+	// credits is how many batches the sender may still send: buffers in
+	// free, plus those not allocated yet or held by nobody.
+	credits int32
+	index   int32
+	free    [][]T // recycled buffers, at most credits of them
+}
+
+// take takes a credit, with a recycled buffer if there is one; ok is false
+// when the receiver holds all of them.
+func (c *channel[T]) take() (b []T, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.credits == 0 {
+		return nil, false
+	}
+	c.credits--
+	if n := len(c.free); n > 0 {
+		b = c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+	}
+	return b, true
 }
 
 // inputGate is a receiving task's input: all channels into it share one Go
-// channel, which never blocks a sender because each channel has at most
-// buffersPerChannel batches in flight.
+// channel of at most maxGateQueue batches.
 type inputGate[T any] struct {
 	in       chan netBatch[T]
 	channels []*channel[T]
@@ -75,22 +112,32 @@ type inputGate[T any] struct {
 }
 
 func newInputGate[T any](numChannels, perChannel int) *inputGate[T] {
-	return &inputGate[T]{in: make(chan netBatch[T], numChannels*perChannel), perChan: perChannel}
+	return &inputGate[T]{in: make(chan netBatch[T], min(numChannels*perChannel, maxGateQueue)), perChan: perChannel}
 }
 
 func (g *inputGate[T]) addChannel() *channel[T] {
-	c := &channel[T]{free: make(chan []T, g.perChan), gate: g, index: int32(len(g.channels))}
-	for i := 0; i < g.perChan; i++ {
-		c.free <- nil // allocated on first use
-	}
+	c := &channel[T]{gate: g, index: int32(len(g.channels)), credits: int32(g.perChan)}
 	g.channels = append(g.channels, c)
 	return c
 }
 
-// recycle gives a processed batch's buffer back to its sender.
+// recycle gives a processed batch's credit, and its buffer if it has one,
+// back to its sender.
 func (g *inputGate[T]) recycle(b netBatch[T]) {
 	clear(b.recs) // drop references so that records can be collected
-	g.channels[b.ch].free <- b.recs[:0]
+	c := g.channels[b.ch]
+	c.mu.Lock()
+	c.credits++
+	if cap(b.recs) > 0 {
+		c.free = append(c.free, b.recs[:0])
+	}
+	c.mu.Unlock()
+	if c.wake != nil {
+		select {
+		case c.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 }
 
 // outputWriter is the type-independent view of a recordWriter.
@@ -110,6 +157,7 @@ type recordWriter[T any] struct {
 	next    int // round-robin position
 	batch   int
 	done    <-chan struct{}
+	wake    chan struct{} // a credit came back on one of targets
 }
 
 func (w *recordWriter[T]) Collect(v T) {
@@ -125,7 +173,7 @@ func (w *recordWriter[T]) Collect(v T) {
 	}
 	b := w.bufs[i]
 	if b == nil {
-		b = w.acquire(i)
+		b = w.acquire(i, true)
 	}
 	b = append(b, v)
 	if len(b) >= w.batch {
@@ -135,28 +183,41 @@ func (w *recordWriter[T]) Collect(v T) {
 	w.bufs[i] = b
 }
 
-// acquire takes a free buffer of channel i, blocking while the receiver
-// holds them all (backpressure). A cancelled task unwinds from here.
-func (w *recordWriter[T]) acquire(i int) []T {
-	var b []T
-	select {
-	case b = <-w.targets[i].free:
-	default:
+// acquire takes a credit of channel i, blocking while the receiver holds
+// them all (backpressure), and returns its buffer: a recycled one, a new
+// one if alloc, else possibly nil (for a batch that only carries an event).
+// A cancelled task unwinds from here.
+func (w *recordWriter[T]) acquire(i int, alloc bool) []T {
+	c := w.targets[i]
+	for {
+		if b, ok := c.take(); ok {
+			if b == nil && alloc {
+				b = make([]T, 0, w.batch)
+			}
+			return b
+		}
 		select {
-		case b = <-w.targets[i].free:
+		case <-w.wake:
 		case <-w.done:
 			panic(errTaskCanceled)
 		}
 	}
-	if b == nil {
-		b = make([]T, 0, w.batch)
-	}
-	return b
 }
 
 func (w *recordWriter[T]) send(i int, b []T, ev *event) {
 	c := w.targets[i]
-	c.gate.in <- netBatch[T]{recs: b, ev: ev, ch: c.index}
+	nb := netBatch[T]{recs: b, ev: ev, ch: c.index}
+	select {
+	case c.gate.in <- nb:
+	default:
+		// The receiver's queue is full: wait, but not past a cancellation
+		// (the receiver may be gone).
+		select {
+		case c.gate.in <- nb:
+		case <-w.done:
+			panic(errTaskCanceled)
+		}
+	}
 }
 
 func (w *recordWriter[T]) flush() {
@@ -173,7 +234,7 @@ func (w *recordWriter[T]) flush() {
 func (w *recordWriter[T]) broadcastEvent(ev *event) {
 	for i, b := range w.bufs {
 		if b == nil {
-			b = w.acquire(i)
+			b = w.acquire(i, false)
 		}
 		w.send(i, b, ev)
 		w.bufs[i] = nil
@@ -208,9 +269,12 @@ func (typeOpsFor[T]) addChannel(gate any) any { return gate.(*inputGate[T]).addC
 
 func (typeOpsFor[T]) newWriter(targets []any, part partitionKind, hash any, maxPar, batch, start int, done <-chan struct{}) (any, outputWriter) {
 	w := &recordWriter[T]{part: part, maxPar: maxPar, batch: batch, done: done,
-		bufs: make([][]T, len(targets)), next: start % len(targets)}
+		bufs: make([][]T, len(targets)), next: start % len(targets), wake: make(chan struct{}, 1)}
+	w.targets = make([]*channel[T], 0, len(targets))
 	for _, t := range targets {
-		w.targets = append(w.targets, t.(*channel[T]))
+		c := t.(*channel[T])
+		c.wake = w.wake // each channel has exactly one sender: this writer
+		w.targets = append(w.targets, c)
 	}
 	if hash != nil {
 		w.hash = hash.(func(T) uint64)

@@ -1,0 +1,55 @@
+package engine
+
+import "fmt"
+
+// channelBytes is what one channel between two subtasks costs before it
+// carries records: its credit state, the sender's slot for a batch and the
+// receiver's index entry, with room to spare (p=1000 word count, 10⁶
+// channels, peaks at ~170 MB in all).
+const channelBytes = 160
+
+// numChannels is how many channels an attempt of g creates: one per pair of
+// subtasks for each keyed or rebalanced exchange, one per subtask for a
+// forward one.
+func (g *JobGraph) numChannels() int64 {
+	var n int64
+	for _, v := range g.vertices {
+		for _, in := range v.inputs {
+			if in.part == partitionForward {
+				n += int64(v.parallelism)
+			} else {
+				n += int64(in.from.parallelism) * int64(v.parallelism)
+			}
+		}
+	}
+	return n
+}
+
+// checkExchangeMemory refuses, before anything starts, a job whose channels
+// alone would need more than half the machine's memory: an all-to-all
+// exchange grows with p², and a process killed by the OOM killer tells the
+// user nothing.
+func checkExchangeMemory(g *JobGraph, total uint64) error {
+	if total == 0 {
+		return nil // unknown: let it try
+	}
+	ch := g.numChannels()
+	need := uint64(ch) * channelBytes
+	if need <= total/2 {
+		return nil
+	}
+	maxP := 1
+	for _, v := range g.vertices {
+		maxP = max(maxP, v.parallelism)
+	}
+	return fmt.Errorf("parallelism %d is more than this machine can hold: the job's data exchanges need %d channels (one per pair of subtasks of each keyBy or rebalance), about %s, more than half of its %s of memory; lower the parallelism (-p, parallelism.default)",
+		maxP, ch, formatBytes(need), formatBytes(total))
+}
+
+func formatBytes(b uint64) string {
+	const gb = 1 << 30
+	if b >= gb {
+		return fmt.Sprintf("%.1f GB", float64(b)/gb)
+	}
+	return fmt.Sprintf("%d MB", b>>20)
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package engine
+
+// physicalMemory is the machine's RAM in bytes, 0 if unknown.
+func physicalMemory() uint64 { return 0 }
