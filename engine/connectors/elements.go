@@ -3,6 +3,7 @@ package connectors
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/gflink/gflink/engine"
 )
@@ -11,6 +12,12 @@ import (
 // fromElements). Positions are indexes, so it is replayable.
 type Elements[T any] struct {
 	Items []T
+	// Rate throttles each reader to Rate/parallelism units per second (0 or
+	// +Inf: as fast as possible). Units are items, or Weigh(item) if set —
+	// word count's built-in text is paced in words, like its files, so that
+	// it runs long enough to be stopped with a savepoint.
+	Rate  float64
+	Weigh func(T) int
 }
 
 // Splits implements engine.Source: one contiguous range per subtask.
@@ -85,13 +92,15 @@ func (e *Elements[T]) CheckRestoredSplits(splits [][]byte) error {
 }
 
 // CreateReader implements engine.Source.
-func (e *Elements[T]) CreateReader(engine.SourceContext) (engine.SourceReader[T], error) {
-	return &elementsReader[T]{items: e.Items}, nil
+func (e *Elements[T]) CreateReader(ctx engine.SourceContext) (engine.SourceReader[T], error) {
+	return &elementsReader[T]{items: e.Items, pace: newPacer(e.Rate, ctx.Parallelism), weigh: e.Weigh}, nil
 }
 
 type elementsReader[T any] struct {
 	items  []T
 	ranges [][2]uint64
+	pace   pacer
+	weigh  func(T) int
 }
 
 func (r *elementsReader[T]) AddSplits(splits [][]byte) error {
@@ -117,11 +126,26 @@ func (r *elementsReader[T]) PollNext(out engine.Collector[T]) (engine.InputStatu
 		if i < 0 {
 			return engine.EndOfInput, nil
 		}
-		out.Collect(r.items[r.ranges[i][0]])
+		if !r.pace.allows() {
+			return engine.NothingAvailable, nil
+		}
+		item := r.items[r.ranges[i][0]]
+		out.Collect(item)
 		r.ranges[i][0]++
+		if r.pace.rate > 0 {
+			w := 1
+			if r.weigh != nil {
+				w = r.weigh(item)
+			}
+			r.pace.spend(float64(w))
+		}
 	}
 	return engine.MoreAvailable, nil
 }
+
+// NextPollTime implements engine.AvailabilityWaiter: when the rate allows
+// the next item.
+func (r *elementsReader[T]) NextPollTime() time.Time { return r.pace.next() }
 
 func (r *elementsReader[T]) SnapshotState(int64) ([][]byte, error) {
 	out := make([][]byte, len(r.ranges))

@@ -3,7 +3,6 @@ package connectors
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -225,7 +224,7 @@ func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
 // CreateReader implements engine.Source.
 func (g *WordGenerator) CreateReader(ctx engine.SourceContext) (engine.SourceReader[string], error) {
 	r := &genReader{g: g}
-	if g.Rate > 0 {
+	if throttled(g.Rate) {
 		r.rate = g.Rate / float64(ctx.Parallelism) / float64(g.wordsPerLine())
 	}
 	return r, nil
@@ -252,17 +251,22 @@ func (r *genReader) AddSplits(splits [][]byte) error {
 }
 
 func (r *genReader) PollNext(out engine.Collector[string]) (engine.InputStatus, error) {
-	budget := math.MaxInt
+	budget := linesPerPoll
 	if r.rate > 0 {
 		if r.started.IsZero() {
 			r.started = time.Now()
 		}
-		budget = int(r.rate*time.Since(r.started).Seconds() - r.emitted)
-		if budget <= 0 {
+		// Compared as floats: a huge rate would overflow an int (1e308
+		// words/s became a negative budget, and nothing was ever emitted).
+		avail := r.rate*time.Since(r.started).Seconds() - r.emitted
+		if avail < 1 {
 			return engine.NothingAvailable, nil
 		}
+		if avail < float64(budget) {
+			budget = int(avail)
+		}
 	}
-	for n := 0; n < linesPerPoll && n < budget; n++ {
+	for n := 0; n < budget; n++ {
 		i := -1
 		for k, s := range r.splits {
 			if s.End < 0 || s.Next < s.End {

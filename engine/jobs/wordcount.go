@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"unicode"
@@ -147,7 +148,7 @@ func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable); the built-in text if none")
 	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
 	fs.StringVar(&o.Upsert, "upsert", "", "a file to keep the counts in as a word<TAB>count table, upserted idempotently (instead of --output)")
-	fs.Float64Var(&o.Rate, "rate", 0, "read at most this many words per second (0: as fast as possible)")
+	fs.Float64Var(&o.Rate, "rate", 0, "read at most this many words per second, from files, generated or built-in text (0: as fast as possible)")
 	fs.Func("generate", "generate this many words instead of reading files, or 'unbounded'", func(s string) error {
 		if s == "unbounded" {
 			o.Generate = -1
@@ -175,8 +176,11 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	if fs.NArg() > 0 {
 		return o, &UsageError{Msg: fmt.Sprintf("wordcount: unexpected argument %q", fs.Arg(0))}
 	}
-	if o.Rate < 0 {
-		return o, &UsageError{Msg: "wordcount: --rate must be >= 0"}
+	if math.IsNaN(o.Rate) || o.Rate < 0 {
+		return o, &UsageError{Msg: fmt.Sprintf("wordcount: invalid --rate %v: expected a number of words per second >= 0 (0 or Inf: as fast as possible)", o.Rate)}
+	}
+	if math.IsInf(o.Rate, 1) {
+		o.Rate = 0 // an infinite rate is no limit
 	}
 	if o.Generate != 0 && len(o.Inputs) > 0 {
 		return o, &UsageError{Msg: "wordcount: use --input or --generate, not both"}
@@ -228,7 +232,8 @@ func WordCount() Job {
 				src := &connectors.TextFileSource{Paths: o.Inputs, Rate: o.Rate, Weigh: CountWords}
 				lines = engine.FromSource[string](env, src, "file-input").UID("source")
 			default:
-				lines = engine.FromSource[string](env, &connectors.Elements[string]{Items: HamletLines}, "in-memory-input").UID("source")
+				src := &connectors.Elements[string]{Items: HamletLines, Rate: o.Rate, Weigh: CountWords}
+				lines = engine.FromSource[string](env, src, "in-memory-input").UID("source")
 			}
 			// The sinks create these directories; checking now turns a bad
 			// path into an error before the job is submitted (without

@@ -113,3 +113,28 @@ func TestLookupAcceptsDisplayName(t *testing.T) {
 		t.Errorf("Lookup(WordCount) took the built-in job over the one named exactly so")
 	}
 }
+
+// --rate accepts any number >= 0; +Inf (and a huge rate) means as fast as
+// possible; NaN and negative rates are usage errors that name the value.
+func TestWordCountRateArgs(t *testing.T) {
+	for in, want := range map[string]float64{"0": 0, "12.5": 12.5, "1e308": 1e308, "Inf": 0, "+Inf": 0, "infinity": 0} {
+		o, err := ParseWordCountArgs([]string{"--generate", "10", "--rate", in})
+		if err != nil || o.Rate != want {
+			t.Errorf("--rate %s: rate %v, err %v; want %v", in, o.Rate, err, want)
+		}
+	}
+	for _, in := range []string{"NaN", "-1", "-Inf"} {
+		_, err := ParseWordCountArgs([]string{"--rate", in})
+		var u *UsageError
+		if err == nil || !asUsage(err, &u) {
+			t.Errorf("--rate %s: err %v; want a usage error", in, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "--rate") || !strings.Contains(err.Error(), ">= 0") {
+			t.Errorf("--rate %s: %q must name the flag and what is accepted", in, err)
+		}
+	}
+	if _, err := ParseWordCountArgs([]string{"--rate", "NaN"}); err == nil || !strings.Contains(err.Error(), "NaN") {
+		t.Errorf("--rate NaN: %v must name the value", err)
+	}
+}

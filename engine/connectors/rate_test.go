@@ -1,0 +1,94 @@
+package connectors
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+)
+
+// pollUntil polls r until it has emitted want lines, it ends, or a
+// deadline passes; it returns what was emitted.
+func pollUntil(t *testing.T, r engine.SourceReader[string], want int) []string {
+	t.Helper()
+	var c sliceCollector
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.out) < want && time.Now().Before(deadline) {
+		st, err := r.PollNext(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == engine.EndOfInput {
+			break
+		}
+	}
+	return c.out
+}
+
+// A rate of +Inf or 1e308 words per second is no limit; it used to
+// overflow the integer budget and emit nothing, ever (issue 8).
+func TestGeneratorHugeRateEmits(t *testing.T) {
+	for _, rate := range []float64{math.Inf(1), 1e308, math.MaxFloat64} {
+		g := &WordGenerator{Words: 1000, Distinct: 10, Rate: rate}
+		r, err := g.CreateReader(engine.SourceContext{Parallelism: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		splits, _ := g.Splits(1)
+		if err := r.AddSplits(splits); err != nil {
+			t.Fatal(err)
+		}
+		if got := pollUntil(t, r, 100); len(got) != 100 {
+			t.Errorf("rate %g: %d lines emitted; want all 100", rate, len(got))
+		}
+		if next := r.(engine.AvailabilityWaiter).NextPollTime(); time.Until(next) > time.Second {
+			t.Errorf("rate %g: next poll %v from now", rate, time.Until(next))
+		}
+	}
+}
+
+// Elements honours its rate (word count's built-in text ignored --rate, so
+// it could not be stopped with a savepoint before it ended): weighted
+// items go no faster than the rate, and the reader says when to come back.
+func TestElementsRate(t *testing.T) {
+	items := make([]string, 100)
+	for i := range items {
+		items[i] = "two words"
+	}
+	src := &Elements[string]{Items: items, Rate: 10, Weigh: func(string) int { return 2 }}
+	r, err := src.CreateReader(engine.SourceContext{Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	splits, _ := src.Splits(1)
+	if err := r.AddSplits(splits); err != nil {
+		t.Fatal(err)
+	}
+	var c sliceCollector
+	start := time.Now()
+	st := engine.MoreAvailable
+	for st == engine.MoreAvailable {
+		if st, err = r.PollNext(&c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 10 words/s, 2 words an item: about 5 items a second; the first poll
+	// may let one through.
+	if maxN := 1 + int(time.Since(start).Seconds()*5) + 1; st != engine.NothingAvailable || len(c.out) > maxN {
+		t.Fatalf("status %v after %d items in %v; want NothingAvailable after at most %d", st, len(c.out), time.Since(start), maxN)
+	}
+	next := r.(engine.AvailabilityWaiter).NextPollTime()
+	if !next.After(start) || next.Sub(start) > time.Second {
+		t.Fatalf("next poll %v after the start; want within the next 0.2 s per item", next.Sub(start))
+	}
+
+	// Unthrottled (0, +Inf) it reads everything at once.
+	for _, rate := range []float64{0, math.Inf(1)} {
+		src := &Elements[string]{Items: items, Rate: rate}
+		got := readAll(t, src, splits, func(int) bool { return false })
+		if len(got) != len(items) {
+			t.Fatalf("rate %g: %d items; want %d", rate, len(got), len(items))
+		}
+	}
+}

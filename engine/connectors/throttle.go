@@ -1,0 +1,49 @@
+package connectors
+
+import (
+	"math"
+	"time"
+)
+
+// throttled reports whether a source's Rate limits it: a positive, finite
+// rate. 0 means as fast as possible, and so does +Inf (a user asking for an
+// infinite rate); NaN and negative rates are refused where they are parsed.
+func throttled(rate float64) bool { return rate > 0 && !math.IsInf(rate, 1) }
+
+// pacer paces a reader to rate units per second from its first poll: a
+// unit may go while fewer than rate×elapsed have gone (so a reader may
+// overshoot by the last item's weight, as Flink's rate-limited sources do).
+type pacer struct {
+	rate    float64 // units per second; 0: unthrottled
+	started time.Time
+	used    float64
+}
+
+func newPacer(rate float64, parallelism int) pacer {
+	if !throttled(rate) {
+		return pacer{}
+	}
+	return pacer{rate: rate / float64(max(parallelism, 1))}
+}
+
+// allows reports whether another item may go now.
+func (p *pacer) allows() bool {
+	if p.rate == 0 {
+		return true
+	}
+	if p.started.IsZero() {
+		p.started = time.Now()
+	}
+	return p.used < p.rate*time.Since(p.started).Seconds()
+}
+
+func (p *pacer) spend(units float64) { p.used += units }
+
+// next is when the next item may go.
+func (p *pacer) next() time.Time {
+	if p.rate == 0 || p.started.IsZero() {
+		return time.Now()
+	}
+	secs := min(p.used/p.rate, float64(365*24*3600)) // a tiny rate must not overflow a Duration
+	return p.started.Add(time.Duration(secs * float64(time.Second)))
+}
