@@ -4,9 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,12 +17,182 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
-	"pgregory.net/rapid"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
-// propertyChecks is how many random cases TestPropertyEndToEnd draws unless
-// -rapid.checks says otherwise; each runs a whole job (~0.1–0.3 s).
-const propertyChecks = 40
+// TestPropertyEndToEnd runs -prop.schedules (1,000 by default) seeded
+// random failure schedules in every `go test` run. A failing schedule is
+// reported with its seed; replay it alone with
+//
+//	go test ./engine/ -run TestPropertyEndToEnd -prop.seed=<seed> -v
+var (
+	propSchedules = flag.Int("prop.schedules", 1000, "how many random failure schedules TestPropertyEndToEnd runs")
+	propSeed      = flag.Int64("prop.seed", -1, "run only the TestPropertyEndToEnd schedule with this seed")
+)
+
+// propConcurrency is how many schedules run at once. A schedule's job is
+// paced by its source's rate, so it mostly waits: running several at a
+// time keeps 1,000 schedules within ~a minute on two cores.
+const propConcurrency = 8
+
+// schedule is one random failure schedule: the job's shape, when a task
+// fails (after some records), and which checkpoint file write fails — with
+// tolerable-failed-checkpoints 0 that fails the job over in the middle of
+// a checkpoint.
+type schedule struct {
+	seed       int64
+	p          int
+	mode       string
+	intervalMs int
+	lines      int
+	failAfter  int // fault-injection.fail-after-records
+	failures   int // fault-injection.max-failures
+	ckFailAt   int // the n-th checkpoint file created fails; 0: none
+	tolerable  int // execution.checkpointing.tolerable-failed-checkpoints
+}
+
+func drawSchedule(seed int64) schedule {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	s := schedule{seed: seed,
+		p:          []int{1, 2, 4}[r.IntN(3)],
+		mode:       []string{"EXACTLY_ONCE", "AT_LEAST_ONCE"}[r.IntN(2)],
+		intervalMs: 10 + r.IntN(11),
+		lines:      100 + r.IntN(201),
+		failures:   1 + r.IntN(3),
+		tolerable:  []int{0, 100}[r.IntN(2)],
+	}
+	s.failAfter = 1 + r.IntN(s.lines)
+	if r.IntN(3) > 0 {
+		s.ckFailAt = 1 + r.IntN(30)
+	}
+	return s
+}
+
+func (s schedule) String() string {
+	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d",
+		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable)
+}
+
+const propWordsPerLine, propDistinct = 5, 50
+
+func (s schedule) generator() *connectors.WordGenerator {
+	// ~25–75 ms of input: several checkpoints while it is read.
+	return &connectors.WordGenerator{Lines: int64(s.lines), Distinct: propDistinct, Seed: 3,
+		WordsPerLine: propWordsPerLine, Rate: 20_000}
+}
+
+// want is every (word,count) update of a failure-free run, once each.
+func (s schedule) want() map[string]int {
+	g := s.generator()
+	counts := map[string]int{}
+	want := map[string]int{}
+	var buf []byte
+	for i := int64(0); i < int64(s.lines); i++ {
+		buf = g.Line(i, buf)
+		for _, w := range strings.Fields(string(buf)) {
+			counts[w]++
+			want[fmt.Sprintf("%s,%d", w, counts[w])] = 1
+		}
+	}
+	return want
+}
+
+// run runs word count into the two-phase-commit file sink under the
+// schedule and checks the committed output: under EXACTLY_ONCE exactly the
+// failure-free updates, each once; under AT_LEAST_ONCE none missing.
+// outcome is what a schedule went through, so that the test can tell that
+// the failures it draws do happen.
+type outcome struct {
+	restarts       int
+	ckFailInjected bool
+}
+
+func (s schedule) run() (o outcome, err error) {
+	dir, err := os.MkdirTemp("", "prop")
+	if err != nil {
+		return o, err
+	}
+	defer os.RemoveAll(dir)
+	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
+
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: s.p, Stdout: &syncBuffer{}})
+	jobs.WordCountPipeline(engine.FromSource[string](env, s.generator(), "gen").UID("source")).
+		SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: out}).UID("sink")
+	g, err := env.Build()
+	if err != nil {
+		return o, err
+	}
+	c := config.New()
+	for k, v := range map[string]string{
+		"execution.checkpointing.interval":                     fmt.Sprintf("%d ms", s.intervalMs),
+		"execution.checkpointing.mode":                         s.mode,
+		"execution.checkpointing.dir":                          ck,
+		"execution.checkpointing.data-inline-threshold":        "0",
+		"execution.checkpointing.tolerable-failed-checkpoints": fmt.Sprint(s.tolerable),
+		"restart-strategy.type":                                "fixed-delay",
+		"restart-strategy.fixed-delay.attempts":                "20",
+		"restart-strategy.fixed-delay.delay":                   "1 ms",
+		"fault-injection.fail-after-records":                   fmt.Sprint(s.failAfter),
+		"fault-injection.max-failures":                         fmt.Sprint(s.failures),
+	} {
+		c.SetString(k, v, "test")
+	}
+	var creates atomic.Int64
+	fsys := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpCreate && strings.HasPrefix(path, ck) && creates.Add(1) == int64(s.ckFailAt) {
+			return fmt.Errorf("create %s: %w", path, vfs.ErrInjected)
+		}
+		return nil
+	})}
+	onStatus := func(st engine.JobStatus, _ time.Time) {
+		if st == engine.StatusRestarting {
+			o.restarts++ // on the job master's goroutine; read after Done
+		}
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, FS: fsys, OnStatus: onStatus})
+	if err != nil {
+		return o, err
+	}
+	var res engine.JobResult
+	select {
+	case <-j.Done():
+		res = j.Wait()
+	case <-time.After(60 * time.Second):
+		j.Cancel()
+		j.Wait()
+		return o, fmt.Errorf("the job did not finish within 60 s")
+	}
+	o.ckFailInjected = s.ckFailAt > 0 && creates.Load() >= int64(s.ckFailAt)
+	if res.Status != engine.StatusFinished {
+		return o, fmt.Errorf("job ended %s: %v", res.Status, res.Err)
+	}
+	got, err := partUpdates(out)
+	if err != nil {
+		return o, err
+	}
+	want := s.want()
+	var missing, dup, extra []string
+	for u := range want {
+		if got[u] == 0 {
+			missing = append(missing, u)
+		}
+	}
+	for u, n := range got {
+		if want[u] == 0 {
+			extra = append(extra, u)
+		} else if n > 1 {
+			dup = append(dup, u)
+		}
+	}
+	if len(missing) > 0 {
+		return o, fmt.Errorf("%d updates missing from the committed output, e.g. %v", len(missing), missing[:min(3, len(missing))])
+	}
+	if s.mode == "EXACTLY_ONCE" && (len(dup) > 0 || len(extra) > 0) {
+		return o, fmt.Errorf("%d updates committed twice (e.g. %v), %d that a failure-free run never emits (e.g. %v)",
+			len(dup), dup[:min(3, len(dup))], len(extra), extra[:min(3, len(extra))])
+	}
+	return o, nil
+}
 
 // partUpdates reads the finished part files of dir: every (word,count)
 // update with how often it appears.
@@ -46,98 +219,56 @@ func partUpdates(dir string) (map[string]int, error) {
 	return out, nil
 }
 
-// TestPropertyEndToEnd draws failure points, numbers of failures,
-// parallelism (1, 2, 4), checkpoint intervals and the checkpointing mode,
-// runs word count into the two-phase-commit file sink, and checks the
-// committed output against the failure-free output: under EXACTLY_ONCE it
-// must be exactly the same — every update once, nothing else; under
-// AT_LEAST_ONCE nothing may be missing.
+// TestPropertyEndToEnd draws failure schedules — parallelism 1, 2 or 4,
+// EXACTLY_ONCE or AT_LEAST_ONCE, a checkpoint interval, a task failure after
+// a random number of records (up to three times), and a checkpoint file
+// write that fails (failing the job over mid-checkpoint when no checkpoint
+// failure is tolerated) — runs word count into the two-phase-commit file
+// sink under each, and compares the committed output with the failure-free
+// one. Each schedule is small (100–300 lines) so that a thousand run in
+// every `go test`.
 func TestPropertyEndToEnd(t *testing.T) {
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
-		f.Value.Set(fmt.Sprint(propertyChecks))
-		defer f.Value.Set(f.DefValue)
-	}
-	const lines, distinct = 3000, 400
-	base := wcRun{lines: lines, distinct: distinct}
-	want := map[string]int{}
-	for w, n := range expected(base) {
-		for c := int64(1); c <= n; c++ {
-			want[fmt.Sprintf("%s,%d", w, c)] = 1
+	seeds := make([]int64, 0, *propSchedules)
+	if *propSeed >= 0 {
+		seeds = append(seeds, *propSeed)
+	} else {
+		for i := range *propSchedules {
+			seeds = append(seeds, int64(i))
 		}
 	}
-	rapid.Check(t, func(rt *rapid.T) {
-		p := rapid.SampledFrom([]int{1, 2, 4}).Draw(rt, "parallelism")
-		interval := rapid.IntRange(10, 40).Draw(rt, "intervalMs")
-		mode := rapid.SampledFrom([]string{"EXACTLY_ONCE", "AT_LEAST_ONCE"}).Draw(rt, "mode")
-		failAfter := rapid.IntRange(1, lines).Draw(rt, "failAfterRecords")
-		failures := rapid.IntRange(1, 3).Draw(rt, "failures")
-		dir, err := os.MkdirTemp("", "prop")
-		if err != nil {
-			rt.Fatal(err)
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, propConcurrency)
+	var failed, restarted, ckFailed atomic.Int64
+	for _, seed := range seeds {
+		if failed.Load() >= 3 {
+			break // enough to go on with
 		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "out")
-
-		env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: p, Stdout: &syncBuffer{}})
-		src := &connectors.WordGenerator{Lines: lines, Distinct: distinct, Seed: 3, WordsPerLine: 10, Rate: 200_000}
-		jobs.WordCountPipeline(engine.FromSource[string](env, src, "gen").UID("source")).
-			SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: out}).UID("sink")
-		g, err := env.Build()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		c := config.New()
-		for k, v := range map[string]string{
-			"execution.checkpointing.interval":      fmt.Sprintf("%d ms", interval),
-			"execution.checkpointing.mode":          mode,
-			"execution.checkpointing.dir":           filepath.Join(dir, "ck"),
-			"restart-strategy.type":                 "fixed-delay",
-			"restart-strategy.fixed-delay.attempts": "10",
-			"restart-strategy.fixed-delay.delay":    "1 ms",
-			"fault-injection.fail-after-records":    fmt.Sprint(failAfter),
-			"fault-injection.max-failures":          fmt.Sprint(failures),
-		} {
-			c.SetString(k, v, "test")
-		}
-		j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		var res engine.JobResult
-		select {
-		case <-j.Done():
-			res = j.Wait()
-		case <-time.After(60 * time.Second):
-			j.Cancel()
-			j.Wait()
-			rt.Fatal("the job did not finish within 60 s")
-		}
-		if res.Status != engine.StatusFinished {
-			rt.Fatalf("job ended %s: %v", res.Status, res.Err)
-		}
-		got, err := partUpdates(out)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		var missing, dup, extra []string
-		for u := range want {
-			if got[u] == 0 {
-				missing = append(missing, u)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s := drawSchedule(seed)
+			o, err := s.run()
+			if o.restarts > 0 {
+				restarted.Add(1)
 			}
-		}
-		for u, n := range got {
-			if want[u] == 0 {
-				extra = append(extra, u)
-			} else if n > 1 {
-				dup = append(dup, u)
+			if o.ckFailInjected {
+				ckFailed.Add(1)
 			}
-		}
-		if len(missing) > 0 {
-			rt.Fatalf("%s: %d updates missing from the committed output, e.g. %v", mode, len(missing), missing[:min(3, len(missing))])
-		}
-		if mode == "EXACTLY_ONCE" && (len(dup) > 0 || len(extra) > 0) {
-			rt.Fatalf("EXACTLY_ONCE: %d updates committed twice (e.g. %v), %d that a failure-free run never emits (e.g. %v)",
-				len(dup), dup[:min(3, len(dup))], len(extra), extra[:min(3, len(extra))])
-		}
-	})
+			if err != nil {
+				failed.Add(1)
+				t.Errorf("schedule %v: %v\nreplay: go test ./engine/ -run TestPropertyEndToEnd -prop.seed=%d -v", s, err, seed)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d schedules in %v: %d restarted, %d had a checkpoint file write fail", len(seeds),
+		time.Since(start).Round(time.Millisecond), restarted.Load(), ckFailed.Load())
+	// The schedules must exercise what they draw: almost every one fails a
+	// task, and most of those with a checkpoint failure drawn reach it.
+	if len(seeds) >= 100 && (restarted.Load() < int64(len(seeds))*9/10 || ckFailed.Load() < int64(len(seeds))/3) {
+		t.Errorf("too few schedules exercised failures: %d of %d restarted, %d had a checkpoint write fail",
+			restarted.Load(), len(seeds), ckFailed.Load())
+	}
 }
