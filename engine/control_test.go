@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -175,43 +176,46 @@ func (f *eventTimerFn) OnTimer(ctx *engine.Context[string], ts int64, out engine
 
 func TestStopDrainFiresEventTimers(t *testing.T) {
 	for _, drain := range []bool{false, true} {
+		// On synctest's fake clock: the paced source takes no wall time.
 		t.Run("drain="+strconv.FormatBool(drain), func(t *testing.T) {
-			out := &syncBuffer{}
-			env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: out})
-			src := &connectors.WordGenerator{Distinct: 20, Seed: 2, WordsPerLine: 1, Rate: 2000} // unbounded
-			lines := engine.FromSource[string](env, src, "gen").UID("source")
-			engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &eventTimerFn{}).UID("timers").Print()
-			g, _ := env.Build()
-			// No periodic checkpointing: a stop must work without it.
-			j, err := engine.Submit(context.Background(), g, engine.JobOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Stop once keys (and so timers) exist.
-			waitFor(t, func() bool { return strings.Count(out.String(), ":seen") >= 5 })
-			ch, err := j.StopWithSavepoint(t.TempDir(), "NATIVE", drain)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := waitResult(t, ch)
-			if res.Err != nil {
-				t.Fatal(res.Err)
-			}
-			if st := j.Wait().Status; st != engine.StatusFinished {
-				t.Fatalf("status %s", st)
-			}
-			fired := regexp.MustCompile(`:fired`).FindAllString(out.String(), -1)
-			if drain && len(fired) == 0 {
-				t.Error("a drain must fire the event-time timers")
-			}
-			if !drain && len(fired) != 0 {
-				t.Errorf("a stop without drain fired %d timers", len(fired))
-			}
-			p, _ := savepoint.LocalPath(res.Path)
-			md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
-			if err != nil || md.Format != savepoint.FormatNative {
-				t.Fatalf("metadata %+v %v", md, err)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				out := &syncBuffer{}
+				env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: out})
+				src := &connectors.WordGenerator{Distinct: 20, Seed: 2, WordsPerLine: 1, Rate: 2000} // unbounded
+				lines := engine.FromSource[string](env, src, "gen").UID("source")
+				engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &eventTimerFn{}).UID("timers").Print()
+				g, _ := env.Build()
+				// No periodic checkpointing: a stop must work without it.
+				j, err := engine.Submit(context.Background(), g, engine.JobOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Stop once keys (and so timers) exist.
+				waitFor(t, func() bool { return strings.Count(out.String(), ":seen") >= 5 })
+				ch, err := j.StopWithSavepoint(t.TempDir(), "NATIVE", drain)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := waitResult(t, ch)
+				if res.Err != nil {
+					t.Fatal(res.Err)
+				}
+				if st := j.Wait().Status; st != engine.StatusFinished {
+					t.Fatalf("status %s", st)
+				}
+				fired := regexp.MustCompile(`:fired`).FindAllString(out.String(), -1)
+				if drain && len(fired) == 0 {
+					t.Error("a drain must fire the event-time timers")
+				}
+				if !drain && len(fired) != 0 {
+					t.Errorf("a stop without drain fired %d timers", len(fired))
+				}
+				p, _ := savepoint.LocalPath(res.Path)
+				md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
+				if err != nil || md.Format != savepoint.FormatNative {
+					t.Fatalf("metadata %+v %v", md, err)
+				}
+			})
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -462,53 +463,58 @@ func (f *timerFn) OnTimer(ctx *engine.Context[string], ts int64, out engine.Coll
 // TestTimersSurviveFailures: timers are part of the snapshot; a timer set
 // before a failure fires after recovery.
 func TestTimersSurviveFailures(t *testing.T) {
-	out := &syncBuffer{}
-	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: out})
-	words := make([]string, 0, 400)
-	for i := 0; i < 400; i++ {
-		words = append(words, fmt.Sprintf("w%d", i%40))
-	}
-	// A slow source so that timers are pending at checkpoints and failures.
-	src := &connectors.WordGenerator{Lines: 300, Distinct: 40, Seed: 9, WordsPerLine: 1, Rate: 6000}
-	lines := engine.FromSource[string](env, src, "gen").UID("source")
-	engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &timerFn{}).UID("timers").Print()
-	g, _ := env.Build()
-	c := config.New()
-	for k, v := range checkpointConf(t.TempDir(), "fault-injection.fail-after-records", "150", "fault-injection.max-failures", "2") {
-		c.SetString(k, v, "test")
-	}
-	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The job ends when its input does; timers due later would not fire,
-	// so wait until every key's timer has fired, then cancel.
-	keys := map[string]bool{}
-	var buf []byte
-	for i := int64(0); i < 300; i++ {
-		buf = src.Line(i, buf)
-		keys[string(buf)] = true
-	}
-	waitFor(t, func() bool {
-		if j.Status() == engine.StatusFinished {
-			return true
+	// On synctest's fake clock: the source's pacing and the 30 ms timers
+	// take no wall time, and the timers fire in a deterministic order of
+	// fake time.
+	synctest.Test(t, func(t *testing.T) {
+		out := &syncBuffer{}
+		env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: out})
+		words := make([]string, 0, 400)
+		for i := 0; i < 400; i++ {
+			words = append(words, fmt.Sprintf("w%d", i%40))
 		}
-		fired := 0
+		// A slow source so that timers are pending at checkpoints and failures.
+		src := &connectors.WordGenerator{Lines: 300, Distinct: 40, Seed: 9, WordsPerLine: 1, Rate: 6000}
+		lines := engine.FromSource[string](env, src, "gen").UID("source")
+		engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &timerFn{}).UID("timers").Print()
+		g, _ := env.Build()
+		c := config.New()
+		for k, v := range checkpointConf(t.TempDir(), "fault-injection.fail-after-records", "150", "fault-injection.max-failures", "2") {
+			c.SetString(k, v, "test")
+		}
+		j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The job ends when its input does; timers due later would not fire,
+		// so wait until every key's timer has fired, then cancel.
+		keys := map[string]bool{}
+		var buf []byte
+		for i := int64(0); i < 300; i++ {
+			buf = src.Line(i, buf)
+			keys[string(buf)] = true
+		}
+		waitFor(t, func() bool {
+			if j.Status() == engine.StatusFinished {
+				return true
+			}
+			fired := 0
+			for k := range keys {
+				if strings.Contains(out.String(), k+":fired") {
+					fired++
+				}
+			}
+			return fired == len(keys)
+		})
+		j.Cancel()
+		j.Wait()
 		for k := range keys {
-			if strings.Contains(out.String(), k+":fired") {
-				fired++
+			if !strings.Contains(out.String(), k+":fired") {
+				t.Errorf("timer of %s never fired", k)
 			}
 		}
-		return fired == len(keys)
+		_ = words
 	})
-	j.Cancel()
-	j.Wait()
-	for k := range keys {
-		if !strings.Contains(out.String(), k+":fired") {
-			t.Errorf("timer of %s never fired", k)
-		}
-	}
-	_ = words
 }
 
 func TestUserErrorFailsTaskWithMessage(t *testing.T) {
@@ -556,38 +562,47 @@ func TestJobManagerStorageRecovers(t *testing.T) {
 
 // TestCheckpointsAfterTasksFinishDisabled: a bounded job finishes without a
 // final checkpoint; tasks do not wait.
+//
+// It runs on synctest's fake clock: time passes only while every goroutine
+// of the job waits, so a job that waited for the hour-long interval would
+// take exactly that hour, at once, and the check is exact.
 func TestCheckpointsAfterTasksFinishDisabled(t *testing.T) {
-	r := wcRun{p: 3, lines: 3000, distinct: 100, conf: map[string]string{
-		"execution.checkpointing.interval":                       "1 h",
-		"execution.checkpointing.checkpoints-after-tasks-finish": "false",
-	}}
-	start := time.Now()
-	res, out := r.run(t)
-	if res.Status != engine.StatusFinished {
-		t.Fatalf("status %s: %v", res.Status, res.Err)
-	}
-	if time.Since(start) > 30*time.Second {
-		t.Fatal("the job waited for a checkpoint")
-	}
-	compareCounts(t, finalCounts(t, out), expected(r), false)
+	synctest.Test(t, func(t *testing.T) {
+		r := wcRun{p: 3, lines: 3000, distinct: 100, conf: map[string]string{
+			"execution.checkpointing.interval":                       "1 h",
+			"execution.checkpointing.checkpoints-after-tasks-finish": "false",
+		}}
+		start := time.Now()
+		res, out := r.run(t)
+		if res.Status != engine.StatusFinished {
+			t.Fatalf("status %s: %v", res.Status, res.Err)
+		}
+		if d := time.Since(start); d >= time.Minute {
+			t.Fatalf("the job waited %v for a checkpoint", d)
+		}
+		compareCounts(t, finalCounts(t, out), expected(r), false)
+	})
 }
 
 // TestFinalCheckpointDoesNotWaitForTheInterval: with an hour-long interval
 // a bounded job still finishes promptly: the final checkpoint is triggered
 // as soon as every task has ended its input.
+// On synctest's fake clock, as TestCheckpointsAfterTasksFinishDisabled.
 func TestFinalCheckpointDoesNotWaitForTheInterval(t *testing.T) {
-	r := wcRun{p: 2, lines: 3000, distinct: 100, conf: map[string]string{
-		"execution.checkpointing.interval": "1 h",
-		"execution.checkpointing.dir":      t.TempDir(),
-	}}
-	start := time.Now()
-	res, _ := r.run(t)
-	if time.Since(start) > 30*time.Second {
-		t.Fatal("a bounded job waited for the checkpoint interval to finish")
-	}
-	if res.Status != engine.StatusFinished {
-		t.Fatalf("status %s: %v", res.Status, res.Err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := wcRun{p: 2, lines: 3000, distinct: 100, conf: map[string]string{
+			"execution.checkpointing.interval": "1 h",
+			"execution.checkpointing.dir":      t.TempDir(),
+		}}
+		start := time.Now()
+		res, _ := r.run(t)
+		if d := time.Since(start); d >= time.Minute {
+			t.Fatalf("a bounded job waited %v for the checkpoint interval to finish", d)
+		}
+		if res.Status != engine.StatusFinished {
+			t.Fatalf("status %s: %v", res.Status, res.Err)
+		}
+	})
 }
 
 // TestNoCheckpointingIsAtMostOnce: without checkpointing a restart starts

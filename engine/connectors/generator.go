@@ -290,7 +290,7 @@ func (r *genReader) NextPollTime() time.Time {
 	if r.rate <= 0 {
 		return time.Now()
 	}
-	return r.started.Add(time.Duration((r.emitted + 1) / r.rate * float64(time.Second)))
+	return paceTime(r.started, r.emitted+1, r.rate)
 }
 
 func (r *genReader) SnapshotState(int64) ([][]byte, error) {

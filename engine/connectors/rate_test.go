@@ -3,9 +3,11 @@ package connectors
 import (
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"pgregory.net/rapid"
 )
 
 // pollUntil polls r until it has emitted want lines, it ends, or a
@@ -89,6 +91,64 @@ func TestElementsRate(t *testing.T) {
 		got := readAll(t, src, splits, func(int) bool { return false })
 		if len(got) != len(items) {
 			t.Fatalf("rate %g: %d items; want %d", rate, len(got), len(items))
+		}
+	}
+}
+
+// At the instant a paced reader is told to come back, what it waits for
+// is allowed: rounding that instant down made a reader spin at it, and
+// hang on testing/synctest's clock, which moves only while it waits.
+func TestPaceTimeAllowsTheUnit(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		rate := rapid.Float64Range(1, 1e9).Draw(t, "rate") // units/rate under paceTime's one-year cap
+		units := float64(rapid.IntRange(1, 1_000_000).Draw(t, "units"))
+		start := time.Unix(946684800, 0) // synctest's epoch
+		at := paceTime(start, units, rate)
+		if got := rate * at.Sub(start).Seconds(); got < units {
+			t.Fatalf("at %v after the start, %v units allowed; want %v", at.Sub(start), got, units)
+		}
+	})
+}
+
+// A paced generator runs to its end on synctest's fake clock (it spun at
+// a rounded-down instant before).
+func TestPacedGeneratorOnFakeClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &WordGenerator{Lines: 50, WordsPerLine: 3, Distinct: 10, Rate: 333}
+		splits, _ := g.Splits(1)
+		start := time.Now()
+		got := readAllPaced(t, g, splits)
+		if len(got) != 50 {
+			t.Fatalf("%d lines; want 50", len(got))
+		}
+		// 150 words at 333 words/s: about 0.45 s of fake time.
+		if d := time.Since(start); d < 400*time.Millisecond || d > 500*time.Millisecond {
+			t.Fatalf("took %v of fake time; want ~450 ms", d)
+		}
+	})
+}
+
+// readAllPaced drains a reader, waiting until NextPollTime whenever it has
+// nothing available, as a source task does.
+func readAllPaced(t *testing.T, src engine.Source[string], splits [][]byte) []string {
+	r, err := src.CreateReader(engine.SourceContext{Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddSplits(splits); err != nil {
+		t.Fatal(err)
+	}
+	var c sliceCollector
+	for {
+		st, err := r.PollNext(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch st {
+		case engine.EndOfInput:
+			return c.out
+		case engine.NothingAvailable:
+			time.Sleep(time.Until(r.(engine.AvailabilityWaiter).NextPollTime()))
 		}
 	}
 }

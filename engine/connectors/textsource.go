@@ -375,7 +375,7 @@ func (r *textReader) NextPollTime() time.Time {
 	if r.rate <= 0 {
 		return time.Now()
 	}
-	return r.started.Add(time.Duration(r.weight / r.rate * float64(time.Second)))
+	return paceTime(r.started, r.weight, r.rate)
 }
 
 func (r *textReader) SnapshotState(int64) ([][]byte, error) {

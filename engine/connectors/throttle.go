@@ -44,6 +44,15 @@ func (p *pacer) next() time.Time {
 	if p.rate == 0 || p.started.IsZero() {
 		return time.Now()
 	}
-	secs := min(p.used/p.rate, float64(365*24*3600)) // a tiny rate must not overflow a Duration
-	return p.started.Add(time.Duration(secs * float64(time.Second)))
+	return paceTime(p.started, p.used, p.rate)
+}
+
+// paceTime is the first instant at which units have been allowed since
+// start at rate units per second. It rounds up, and one nanosecond more:
+// at an instant rounded down, the reader would find the unit not yet
+// allowed, be told to come back at that same instant, and spin — forever
+// on a clock that only moves when the reader waits (testing/synctest).
+func paceTime(start time.Time, units, rate float64) time.Time {
+	secs := min(units/rate, float64(365*24*3600)) // a tiny rate must not overflow a Duration
+	return start.Add(time.Duration(math.Ceil(secs*float64(time.Second))) + 1)
 }
