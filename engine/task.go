@@ -75,6 +75,64 @@ type namedCapture struct {
 	c   *opCapture
 }
 
+// lifecycle is where a task is in its life, after it has opened its
+// operators. The transitions, all on the task's goroutine:
+//
+//	lifeRunning    → lifePaused      a source took the synchronous savepoint of a stop without drain
+//	lifePaused     → lifeRunning     that savepoint was aborted: the job goes on
+//	lifePaused     → lifeSuspended   that savepoint completed: the source stops
+//	lifeRunning    → lifeSuspended   every input ended by a stop without drain
+//	lifeRunning    → lifeEndedInput  the input is exhausted, drained, or every input ended
+//	lifePaused     → lifeEndedInput  drained while paused
+//	lifeEndedInput → lifeFinished    a checkpoint taken after the input ended completed
+//
+// A task exits in lifeEndedInput (no final checkpoint wanted), lifeFinished
+// or lifeSuspended (once every snapshot it took has completed), or at any
+// point when it fails or is cancelled.
+type lifecycle uint8
+
+const (
+	// lifeRunning: reading input, emitting.
+	lifeRunning lifecycle = iota
+	// lifePaused: a source emits nothing after the barrier of a
+	// stop-with-savepoint (suspendFor) until the savepoint's fate is known.
+	lifePaused
+	// lifeEndedInput: operators have finished their input (end-of-input
+	// timers fired); the task waits for a final checkpoint if waitFinal.
+	lifeEndedInput
+	// lifeSuspended: stopped by a stop-with-savepoint without drain;
+	// operators were not finished.
+	lifeSuspended
+	// lifeFinished: a checkpoint after the end of input has completed, so
+	// two-phase-commit sinks have committed everything.
+	lifeFinished
+)
+
+var lifecycleNames = [...]string{"RUNNING", "PAUSED", "ENDED_INPUT", "SUSPENDED", "FINISHED"}
+
+func (l lifecycle) String() string { return lifecycleNames[l] }
+
+var lifecycleTransitions = map[lifecycle][]lifecycle{
+	lifeRunning:    {lifePaused, lifeSuspended, lifeEndedInput},
+	lifePaused:     {lifeRunning, lifeSuspended, lifeEndedInput},
+	lifeEndedInput: {lifeFinished},
+}
+
+// inputOpen reports whether the task may still read input and emit.
+func (t *task) inputOpen() bool { return t.state == lifeRunning || t.state == lifePaused }
+
+// setState moves the task to a new state; an illegal transition is a bug in
+// the task, reported as the task's failure rather than a crash.
+func (t *task) setState(to lifecycle) error {
+	for _, ok := range lifecycleTransitions[t.state] {
+		if ok == to {
+			t.state = to
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: illegal task state transition %s -> %s", t.name, t.state, to)
+}
+
 // task runs one subtask of a vertex: a chain of operators fed by a source
 // or by an input gate, in one goroutine.
 type task struct {
@@ -100,19 +158,18 @@ type task struct {
 	exactlyOnce bool
 	waitFinal   bool // wait for a checkpoint after the input ends
 
-	endedInput       bool
+	// state is where the task is in its life; see lifecycle.
+	state lifecycle
+	// inputEnd is how the inputs that have ended so far ended; the
+	// strongest mode wins (a stop without drain on any input suspends).
+	inputEnd eopMode
+	// snapshotAfterEOI is the first checkpoint taken after the input
+	// ended: once it completes, the task is lifeFinished.
 	snapshotAfterEOI int64
-	finalDone        bool
 	lastSnapshot     int64
 	lastCompleted    int64 // the newest checkpoint notified complete
-
-	// Stop-with-savepoint without drain: a source pauses after the barrier
-	// of synchronous savepoint suspendFor and stops once it completes (or
-	// resumes if it fails); a task whose inputs ended suspended stops
-	// without finishing its operators.
+	// suspendFor is the synchronous savepoint a lifePaused source waits for.
 	suspendFor int64
-	suspended  bool
-	sawSuspend bool
 
 	// positions is a source's read position when the task ended (kept
 	// only when checkpointing is off).
@@ -193,7 +250,7 @@ func (t *task) invoke() (err error) {
 	} else {
 		err = protect(func() error { return t.inOps.runInput(t, t.gate, t.head) })
 	}
-	if err == nil && t.endedInput && !t.suspended && t.snapshotAfterEOI == 0 {
+	if err == nil && t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
 		// Finished without a checkpoint after its input ended (checkpointing
 		// is off): keep the final state in memory, so that savepoints and
 		// checkpoints taken while the rest of the job runs hold it — a
@@ -255,26 +312,32 @@ func (t *task) canceled() bool {
 
 // runSource drives a source task: poll the reader, handle mail in between.
 func (t *task) runSource() error {
-	for !t.endedInput {
+	for t.inputOpen() {
 		select {
 		case <-t.mail.notify:
-			t.handleMail()
+			if err := t.handleMail(); err != nil {
+				return err
+			}
 			continue
 		case <-t.done:
 			return errTaskCanceled
 		default:
 		}
-		if t.suspendFor != 0 {
+		if t.state == lifePaused {
 			// Paused by a stop-with-savepoint: nothing is emitted after its
 			// barrier. Stop once it has completed; resume if it failed.
 			if t.lastCompleted >= t.suspendFor {
-				t.endSuspended()
+				if err := t.endSuspended(); err != nil {
+					return err
+				}
 				break
 			}
 			t.onIdle()
 			select {
 			case <-t.mail.notify:
-				t.handleMail()
+				if err := t.handleMail(); err != nil {
+					return err
+				}
 			case <-t.done:
 				return errTaskCanceled
 			}
@@ -294,17 +357,22 @@ func (t *task) runSource() error {
 			t.onIdle()
 			now := t.exec.clock()
 			wait := time.NewTimer(max(t.source.nextPollTime(now).Sub(now), 0))
+			var err error
 			select {
 			case <-t.mail.notify:
-				t.handleMail()
+				err = t.handleMail()
 			case <-wait.C:
 			case <-t.done:
-				wait.Stop()
-				return errTaskCanceled
+				err = errTaskCanceled
 			}
 			wait.Stop()
+			if err != nil {
+				return err
+			}
 		case EndOfInput:
-			t.endOfInput(eopEnd)
+			if err := t.endOfInput(eopEnd); err != nil {
+				return err
+			}
 		}
 	}
 	return t.afterInput()
@@ -314,11 +382,10 @@ func (t *task) runSource() error {
 func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 	al := t.al
 	var stash []netBatch[T]
-	var process func(b netBatch[T])
-	process = func(b netBatch[T]) {
+	process := func(b netBatch[T]) error {
 		if al.blocked(b.ch) {
 			stash = append(stash, b) // held back for alignment
-			return
+			return nil
 		}
 		for _, r := range b.recs {
 			head.Collect(r)
@@ -326,13 +393,14 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		ev, ch := b.ev, b.ch
 		g.recycle(b)
 		if ev != nil {
-			t.onEvent(ch, ev)
+			return t.onEvent(ch, ev)
 		}
+		return nil
 	}
 	// drain processes held-back batches whose channel is released, in
 	// arrival order; any change of alignment restarts the scan, so that a
 	// channel's batches are never reordered.
-	drain := func() {
+	drain := func() error {
 		for i := 0; i < len(stash); {
 			b := stash[i]
 			if al.blocked(b.ch) {
@@ -341,28 +409,37 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 			}
 			stash = append(stash[:i], stash[i+1:]...)
 			e := al.epoch
-			process(b)
+			if err := process(b); err != nil {
+				return err
+			}
 			if al.epoch != e {
 				i = 0
 			}
 		}
+		return nil
 	}
 	epoch := al.epoch
-	for !t.endedInput {
+	for t.inputOpen() {
+		var err error
 		select {
 		case b := <-g.in:
-			process(b)
+			err = process(b)
 			t.maybeFlushOnTimeout()
 		case <-t.mail.notify:
-			t.handleMail()
+			err = t.handleMail()
 		case <-t.timerC:
 			t.timerC, t.timerAt = nil, 0
-			t.fireTimers()
+			err = t.fireTimers()
 		case <-t.done:
 			return errTaskCanceled
 		}
+		if err != nil {
+			return err
+		}
 		if al.epoch != epoch {
-			drain()
+			if err := drain(); err != nil {
+				return err
+			}
 			epoch = al.epoch
 		}
 		if len(g.in) == 0 {
@@ -373,120 +450,141 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 	return t.afterInput()
 }
 
-func (t *task) onEvent(ch int32, ev *event) {
+func (t *task) onEvent(ch int32, ev *event) error {
 	switch ev.kind {
 	case evBarrier:
-		t.onAlignment(t.al.onBarrier(ch, ev.barrier))
+		return t.onAlignment(t.al.onBarrier(ch, ev.barrier))
 	case evEndOfPartition:
-		switch ev.eop {
-		case eopSuspend:
-			t.sawSuspend = true
-		case eopDrain:
+		t.inputEnd = max(t.inputEnd, ev.eop)
+		if ev.eop == eopDrain {
 			t.waitFinal = true
 		}
-		t.onAlignment(t.al.onEndOfPartition(ch))
+		if err := t.onAlignment(t.al.onEndOfPartition(ch)); err != nil {
+			return err
+		}
 		if t.al.allFinished() {
-			if t.sawSuspend {
-				t.endSuspended()
-			} else {
-				t.endOfInput(ev.eop)
+			if t.inputEnd == eopSuspend {
+				return t.endSuspended()
 			}
+			return t.endOfInput(t.inputEnd)
 		}
 	}
+	return nil
 }
 
-func (t *task) onAlignment(res alignResult) {
+func (t *task) onAlignment(res alignResult) error {
 	if res.aborted != 0 {
 		t.exec.decline(t, res.aborted, checkpoint.ErrDeclined,
 			errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 	}
 	if res.snapshot != nil {
-		t.checkpoint(*res.snapshot)
+		return t.checkpoint(*res.snapshot)
 	}
+	return nil
 }
 
-func (t *task) handleMail() {
+// handleMail handles the control messages that have arrived; an error
+// fails the task.
+func (t *task) handleMail() error {
 	for _, m := range t.mail.take() {
-		switch m.kind {
-		case mailTrigger:
-			if t.al != nil {
-				if !t.al.direct(m.b.id) {
-					continue
-				}
-			} else if m.b.id <= t.lastSnapshot {
-				continue
-			}
-			t.checkpoint(m.b)
-		case mailComplete:
-			for _, op := range t.ops {
-				if err := op.notifyComplete(m.id); err != nil {
-					panic(&userError{op: t.name, err: err})
-				}
-			}
-			t.lastCompleted = max(t.lastCompleted, m.id)
-			if t.endedInput && t.snapshotAfterEOI != 0 && m.id >= t.snapshotAfterEOI {
-				t.finalDone = true
-			}
-		case mailAbort:
-			if t.al != nil {
-				t.al.abort(m.id)
-			}
-			for _, op := range t.ops {
-				op.notifyAborted(m.id)
-			}
-			if t.suspendFor == m.id {
-				t.suspendFor = 0 // the stop failed: go on
-			}
-		case mailDrain:
-			if t.source != nil && !t.endedInput {
-				t.waitFinal = true
-				t.endOfInput(eopDrain)
-			}
+		if err := t.handle(m); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+func (t *task) handle(m mail) error {
+	switch m.kind {
+	case mailTrigger:
+		if t.al != nil {
+			if !t.al.direct(m.b.id) {
+				return nil
+			}
+		} else if m.b.id <= t.lastSnapshot {
+			return nil
+		}
+		return t.checkpoint(m.b)
+	case mailComplete:
+		for _, op := range t.ops {
+			if err := op.notifyComplete(m.id); err != nil {
+				return &userError{op: t.name, err: err}
+			}
+		}
+		t.lastCompleted = max(t.lastCompleted, m.id)
+		if t.state == lifeEndedInput && t.snapshotAfterEOI != 0 && m.id >= t.snapshotAfterEOI {
+			return t.setState(lifeFinished)
+		}
+	case mailAbort:
+		if t.al != nil {
+			t.al.abort(m.id)
+		}
+		for _, op := range t.ops {
+			op.notifyAborted(m.id)
+		}
+		if t.state == lifePaused && t.suspendFor == m.id {
+			t.suspendFor = 0
+			return t.setState(lifeRunning) // the stop failed: go on
+		}
+	case mailDrain:
+		if t.source != nil && t.inputOpen() {
+			t.waitFinal = true
+			return t.endOfInput(eopDrain)
+		}
+	}
+	return nil
 }
 
 // checkpoint takes checkpoint b: sinks pre-commit, the barrier goes
 // downstream right after the records that precede it, state is captured
 // synchronously, and the capture is handed to the asynchronous writer.
-func (t *task) checkpoint(b barrier) {
+func (t *task) checkpoint(b barrier) error {
 	for _, op := range t.ops {
 		if err := op.prepareSnapshot(b.id); err != nil {
-			panic(&userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.id, err)})
+			return &userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.id, err)}
 		}
 	}
 	ev := &event{kind: evBarrier, barrier: b}
-	if !t.endedInput {
+	if t.inputOpen() {
 		for _, w := range t.writers {
 			w.broadcastEvent(ev)
 		}
 	}
 	caps := make([]namedCapture, 0, len(t.ops))
+	release := func() {
+		for _, c := range caps {
+			if c.c.keyed != nil {
+				c.c.keyed.Release()
+			}
+		}
+	}
 	for i, op := range t.ops {
 		c, err := op.snapshot(b.id)
 		if err != nil {
-			panic(&userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.id, err)})
+			release()
+			return &userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.id, err)}
 		}
 		if c != nil {
 			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
 		}
 	}
 	t.lastSnapshot = b.id
-	if t.endedInput && t.snapshotAfterEOI == 0 {
+	if t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
 		t.snapshotAfterEOI = b.id
 	}
-	if b.typ.IsSynchronous() && !b.typ.Drain && t.source != nil {
+	if b.typ.IsSynchronous() && !b.typ.Drain && t.source != nil && t.state == lifeRunning {
 		t.suspendFor = b.id
+		if err := t.setState(lifePaused); err != nil {
+			release()
+			return err
+		}
 	}
 	select {
-	case t.async <- asyncJob{b: b, caps: caps, keep: t.endedInput}:
+	case t.async <- asyncJob{b: b, caps: caps, keep: !t.inputOpen()}:
+		return nil
 	case <-t.done:
-		for _, c := range caps {
-			if c.c.keyed != nil {
-				c.c.keyed.Release()
-			}
-		}
-		panic(errTaskCanceled)
+		release()
+		return errTaskCanceled
 	}
 }
 
@@ -548,11 +646,13 @@ func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 
 // endOfInput: every input has ended (or the source is exhausted, or
 // drained). Operators finish head first, then the end is passed downstream.
-func (t *task) endOfInput(mode eopMode) {
-	t.endedInput = true
+func (t *task) endOfInput(mode eopMode) error {
+	if err := t.setState(lifeEndedInput); err != nil {
+		return err
+	}
 	for _, op := range t.ops {
 		if err := op.endInput(); err != nil {
-			panic(&userError{op: t.name, err: err})
+			return &userError{op: t.name, err: err}
 		}
 	}
 	eop := &event{kind: evEndOfPartition, eop: mode}
@@ -560,39 +660,40 @@ func (t *task) endOfInput(mode eopMode) {
 		w.broadcastEvent(eop)
 	}
 	t.exec.endOfInput(t)
+	return nil
 }
 
 // endSuspended stops the task after a stop-with-savepoint without drain:
 // operators are not finished (Flink's "suspend" savepoint), the stop is
 // passed downstream, and the task waits until it has been told that the
 // savepoint completed, so that its two-phase-commit sinks have committed.
-func (t *task) endSuspended() {
-	t.endedInput, t.suspended = true, true
+func (t *task) endSuspended() error {
+	if err := t.setState(lifeSuspended); err != nil {
+		return err
+	}
 	eop := &event{kind: evEndOfPartition, eop: eopSuspend}
 	for _, w := range t.writers {
 		w.broadcastEvent(eop)
 	}
+	return nil
 }
 
 // afterInput waits, when checkpointing is on, for a checkpoint taken after
 // the input ended to complete, so that two-phase-commit sinks commit the
 // tail of their output before the task finishes (FLIP-147).
 func (t *task) afterInput() error {
-	if t.suspended {
-		for t.lastCompleted < t.lastSnapshot {
-			select {
-			case <-t.mail.notify:
-				t.handleMail()
-			case <-t.done:
-				return errTaskCanceled
-			}
+	wait := func() bool {
+		if t.state == lifeSuspended {
+			return t.lastCompleted < t.lastSnapshot
 		}
-		return nil
+		return t.waitFinal && t.state != lifeFinished
 	}
-	for t.waitFinal && !t.finalDone {
+	for wait() {
 		select {
 		case <-t.mail.notify:
-			t.handleMail()
+			if err := t.handleMail(); err != nil {
+				return err
+			}
 		case <-t.done:
 			return errTaskCanceled
 		}
@@ -649,13 +750,14 @@ func (t *task) armTimer() {
 	t.timerC, t.timerAt = t.timer.C, next
 }
 
-func (t *task) fireTimers() {
+func (t *task) fireTimers() error {
 	now := t.exec.clock().UnixMilli()
 	for _, op := range t.ops {
 		if err := op.fireTimers(now); err != nil {
-			panic(&userError{op: t.name, err: err})
+			return &userError{op: t.name, err: err}
 		}
 	}
+	return nil
 }
 
 // taskAck is a task's acknowledgement of a checkpoint.
