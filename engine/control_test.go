@@ -92,61 +92,65 @@ func waitCheckpoint(t *testing.T, j *engine.Job) {
 // savepoint; it ends FINISHED, and a job restored from that savepoint into
 // the same output finishes the input with every update exactly once.
 func TestStopWithSavepointContinuesExactlyOnce(t *testing.T) {
-	out, spDir := t.TempDir(), t.TempDir()
-	r := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 150_000,
-		conf: map[string]string{"execution.checkpointing.interval": "50 ms", "execution.checkpointing.dir": t.TempDir()}}
-	j := fileSinkJob(t, r, out)
-	waitCheckpoint(t, j)
+	// On synctest's fake clock: the paced source and the checkpoint interval
+	// take no wall time.
+	synctest.Test(t, func(t *testing.T) {
+		out, spDir := t.TempDir(), t.TempDir()
+		r := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 150_000,
+			conf: map[string]string{"execution.checkpointing.interval": "50 ms", "execution.checkpointing.dir": t.TempDir()}}
+		j := fileSinkJob(t, r, out)
+		waitCheckpoint(t, j)
 
-	// A savepoint on the side leaves the job running.
-	ch, err := j.TriggerSavepoint(spDir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := waitResult(t, ch)
-	if sp.Err != nil || !strings.HasPrefix(sp.Path, "file:/") {
-		t.Fatalf("savepoint: %+v", sp)
-	}
-	spPath, _ := savepoint.LocalPath(sp.Path)
-	if !savepoint.IsSavepointDirName(filepath.Base(spPath)) || !strings.HasPrefix(filepath.Base(spPath), "savepoint-"+j.ID()[:6]+"-") {
-		t.Errorf("savepoint directory %s is not savepoint-<jobId[:6]>-<12 hex>", spPath)
-	}
-	if j.Status() != engine.StatusRunning {
-		t.Fatalf("after a savepoint the job is %s", j.Status())
-	}
+		// A savepoint on the side leaves the job running.
+		ch, err := j.TriggerSavepoint(spDir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := waitResult(t, ch)
+		if sp.Err != nil || !strings.HasPrefix(sp.Path, "file:/") {
+			t.Fatalf("savepoint: %+v", sp)
+		}
+		spPath, _ := savepoint.LocalPath(sp.Path)
+		if !savepoint.IsSavepointDirName(filepath.Base(spPath)) || !strings.HasPrefix(filepath.Base(spPath), "savepoint-"+j.ID()[:6]+"-") {
+			t.Errorf("savepoint directory %s is not savepoint-<jobId[:6]>-<12 hex>", spPath)
+		}
+		if j.Status() != engine.StatusRunning {
+			t.Fatalf("after a savepoint the job is %s", j.Status())
+		}
 
-	ch, err = j.StopWithSavepoint(spDir, "", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := waitResult(t, ch)
-	if stop.Err != nil {
-		t.Fatalf("stop: %v", stop.Err)
-	}
-	if res := j.Wait(); res.Status != engine.StatusFinished {
-		t.Fatalf("after stop the job is %s", res.Status)
-	}
-	stopPath, _ := savepoint.LocalPath(stop.Path)
-	md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(stopPath, "_metadata"))
-	if err != nil || md.Kind != savepoint.KindSyncSavepoint || md.Format != savepoint.FormatCanonical {
-		t.Fatalf("stop savepoint metadata: %+v %v", md, err)
-	}
-	info := j.Info()
-	if info.Checkpoints.LatestSavepoint == nil || info.Checkpoints.LatestSavepoint.Type != savepoint.KindSyncSavepoint {
-		t.Errorf("latest savepoint stats: %+v", info.Checkpoints.LatestSavepoint)
-	}
+		ch, err = j.StopWithSavepoint(spDir, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := waitResult(t, ch)
+		if stop.Err != nil {
+			t.Fatalf("stop: %v", stop.Err)
+		}
+		if res := j.Wait(); res.Status != engine.StatusFinished {
+			t.Fatalf("after stop the job is %s", res.Status)
+		}
+		stopPath, _ := savepoint.LocalPath(stop.Path)
+		md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(stopPath, "_metadata"))
+		if err != nil || md.Kind != savepoint.KindSyncSavepoint || md.Format != savepoint.FormatCanonical {
+			t.Fatalf("stop savepoint metadata: %+v %v", md, err)
+		}
+		info := j.Info()
+		if info.Checkpoints.LatestSavepoint == nil || info.Checkpoints.LatestSavepoint.Type != savepoint.KindSyncSavepoint {
+			t.Errorf("latest savepoint stats: %+v", info.Checkpoints.LatestSavepoint)
+		}
 
-	resolved, err := restore.Resolve(vfs.Default, stop.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2 := r
-	r2.rate, r2.restore = 0, resolved
-	j2 := fileSinkJob(t, r2, out)
-	if res := j2.Wait(); res.Status != engine.StatusFinished {
-		t.Fatalf("restored job: %s %v", res.Status, res.Err)
-	}
-	compareCounts(t, partFileCounts(t, out), expected(r), false)
+		resolved, err := restore.Resolve(vfs.Default, stop.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2 := r
+		r2.rate, r2.restore = 0, resolved
+		j2 := fileSinkJob(t, r2, out)
+		if res := j2.Wait(); res.Status != engine.StatusFinished {
+			t.Fatalf("restored job: %s %v", res.Status, res.Err)
+		}
+		compareCounts(t, partFileCounts(t, out), expected(r), false)
+	})
 }
 
 // eventTimerFn sets an event-time timer per key; a drain fires them, a
@@ -221,34 +225,37 @@ func TestStopDrainFiresEventTimers(t *testing.T) {
 }
 
 func TestSavepointErrors(t *testing.T) {
-	r := wcRun{p: 1, lines: 0, distinct: 10, rate: 1000, conf: map[string]string{}}
-	j := fileSinkJob(t, r, t.TempDir())
-	defer func() { j.Cancel(); j.Wait() }()
-	waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
-	if _, err := j.TriggerSavepoint("", ""); err == nil || err.Error() != "Config key [execution.checkpointing.savepoint-dir] is not set. Property [target-directory] must be provided." {
-		t.Errorf("no directory: %v", err)
-	}
-	if _, err := j.StopWithSavepoint("", "", false); err == nil || !strings.HasPrefix(err.Error(), "No savepoint directory configured.") {
-		t.Errorf("stop without directory: %v", err)
-	}
-	if _, err := j.TriggerSavepoint(t.TempDir(), "fancy"); err == nil || !strings.Contains(err.Error(), "[[CANONICAL, NATIVE]]") {
-		t.Errorf("bad format: %v", err)
-	}
-	// A manual checkpoint works without periodic checkpointing (kept in
-	// memory: no path).
-	ch, err := j.TriggerCheckpoint(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := waitResult(t, ch); res.Err != nil || res.ID != 1 || res.Path != "" {
-		t.Errorf("checkpoint: %+v", res)
-	}
-	j.Cancel()
-	j.Wait()
-	var nr *engine.NotRunningError
-	if _, err := j.TriggerSavepoint(t.TempDir(), ""); err == nil || !asNotRunning(err, &nr) || nr.Status != engine.StatusCanceled {
-		t.Errorf("savepoint of a cancelled job: %v", err)
-	}
+	// On synctest's fake clock: the paced source takes no wall time.
+	synctest.Test(t, func(t *testing.T) {
+		r := wcRun{p: 1, lines: 0, distinct: 10, rate: 1000, conf: map[string]string{}}
+		j := fileSinkJob(t, r, t.TempDir())
+		defer func() { j.Cancel(); j.Wait() }()
+		waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
+		if _, err := j.TriggerSavepoint("", ""); err == nil || err.Error() != "Config key [execution.checkpointing.savepoint-dir] is not set. Property [target-directory] must be provided." {
+			t.Errorf("no directory: %v", err)
+		}
+		if _, err := j.StopWithSavepoint("", "", false); err == nil || !strings.HasPrefix(err.Error(), "No savepoint directory configured.") {
+			t.Errorf("stop without directory: %v", err)
+		}
+		if _, err := j.TriggerSavepoint(t.TempDir(), "fancy"); err == nil || !strings.Contains(err.Error(), "[[CANONICAL, NATIVE]]") {
+			t.Errorf("bad format: %v", err)
+		}
+		// A manual checkpoint works without periodic checkpointing (kept in
+		// memory: no path).
+		ch, err := j.TriggerCheckpoint(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := waitResult(t, ch); res.Err != nil || res.ID != 1 || res.Path != "" {
+			t.Errorf("checkpoint: %+v", res)
+		}
+		j.Cancel()
+		j.Wait()
+		var nr *engine.NotRunningError
+		if _, err := j.TriggerSavepoint(t.TempDir(), ""); err == nil || !asNotRunning(err, &nr) || nr.Status != engine.StatusCanceled {
+			t.Errorf("savepoint of a cancelled job: %v", err)
+		}
+	})
 }
 
 func asNotRunning(err error, nr **engine.NotRunningError) bool {

@@ -366,59 +366,63 @@ func TestCancelAppliesRetention(t *testing.T) {
 		retention string
 		kept      bool
 	}{{"NO_EXTERNALIZED_CHECKPOINTS", false}, {"DELETE_ON_CANCELLATION", false}, {"RETAIN_ON_CANCELLATION", true}} {
+		// On synctest's fake clock: the paced source and the checkpoint
+		// interval take no wall time.
 		t.Run(tc.retention, func(t *testing.T) {
-			dir := t.TempDir()
-			env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: &syncBuffer{}})
-			src := &connectors.WordGenerator{Distinct: 100, Seed: 1, Rate: 100_000} // unbounded
-			jobs.WordCountPipeline(engine.FromSource[string](env, src, "gen").UID("source")).Print().UID("sink")
-			g, _ := env.Build()
-			c := config.New()
-			for k, v := range checkpointConf(dir, "execution.checkpointing.externalized-checkpoint-retention", tc.retention) {
-				c.SetString(k, v, "test")
-			}
-			// What is on disk at the moment CANCELED is published: the
-			// retention policy must have run by then (issue 8: `gflink
-			// cancel` returned while checkpoints were still being deleted).
-			jobID := engine.NewJobID()
-			jobDir := filepath.Join(dir, jobID)
-			keptAtCanceled := make(chan bool, 1)
-			onStatus := func(s engine.JobStatus, _ time.Time) {
-				if s == engine.StatusCanceled {
-					_, err := os.Stat(jobDir)
-					keptAtCanceled <- err == nil
+			synctest.Test(t, func(t *testing.T) {
+				dir := t.TempDir()
+				env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: &syncBuffer{}})
+				src := &connectors.WordGenerator{Distinct: 100, Seed: 1, Rate: 100_000} // unbounded
+				jobs.WordCountPipeline(engine.FromSource[string](env, src, "gen").UID("source")).Print().UID("sink")
+				g, _ := env.Build()
+				c := config.New()
+				for k, v := range checkpointConf(dir, "execution.checkpointing.externalized-checkpoint-retention", tc.retention) {
+					c.SetString(k, v, "test")
 				}
-			}
-			j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, JobID: jobID, OnStatus: onStatus})
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, func() bool {
-				ids, _ := restore.CheckpointIDs(vfs.Default, jobDir)
-				for _, id := range ids {
-					if _, err := os.Stat(filepath.Join(savepoint.CheckpointDir(jobDir, id), "_metadata")); err == nil {
-						return true
+				// What is on disk at the moment CANCELED is published: the
+				// retention policy must have run by then (issue 8: `gflink
+				// cancel` returned while checkpoints were still being deleted).
+				jobID := engine.NewJobID()
+				jobDir := filepath.Join(dir, jobID)
+				keptAtCanceled := make(chan bool, 1)
+				onStatus := func(s engine.JobStatus, _ time.Time) {
+					if s == engine.StatusCanceled {
+						_, err := os.Stat(jobDir)
+						keptAtCanceled <- err == nil
 					}
 				}
-				return false
-			})
-			j.Cancel()
-			res := j.Wait()
-			if res.Status != engine.StatusCanceled {
-				t.Fatalf("status %s", res.Status)
-			}
-			if kept := <-keptAtCanceled; kept != tc.kept {
-				t.Fatalf("when CANCELED was published, job checkpoint directory kept = %v; want %v", kept, tc.kept)
-			}
-			_, err = os.Stat(jobDir)
-			if kept := err == nil; kept != tc.kept {
-				t.Fatalf("job checkpoint directory kept = %v; want %v", kept, tc.kept)
-			}
-			if tc.kept {
-				found, _, err := restore.LatestCheckpoint(vfs.Default, jobDir)
-				if err != nil || found == nil {
-					t.Fatalf("no restorable checkpoint left: %v", err)
+				j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, JobID: jobID, OnStatus: onStatus})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
+				waitFor(t, func() bool {
+					ids, _ := restore.CheckpointIDs(vfs.Default, jobDir)
+					for _, id := range ids {
+						if _, err := os.Stat(filepath.Join(savepoint.CheckpointDir(jobDir, id), "_metadata")); err == nil {
+							return true
+						}
+					}
+					return false
+				})
+				j.Cancel()
+				res := j.Wait()
+				if res.Status != engine.StatusCanceled {
+					t.Fatalf("status %s", res.Status)
+				}
+				if kept := <-keptAtCanceled; kept != tc.kept {
+					t.Fatalf("when CANCELED was published, job checkpoint directory kept = %v; want %v", kept, tc.kept)
+				}
+				_, err = os.Stat(jobDir)
+				if kept := err == nil; kept != tc.kept {
+					t.Fatalf("job checkpoint directory kept = %v; want %v", kept, tc.kept)
+				}
+				if tc.kept {
+					found, _, err := restore.LatestCheckpoint(vfs.Default, jobDir)
+					if err != nil || found == nil {
+						t.Fatalf("no restorable checkpoint left: %v", err)
+					}
+				}
+			})
 		})
 	}
 }
