@@ -20,15 +20,22 @@ import (
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
-// TestPropertyEndToEnd runs -prop.schedules (1,000 by default) seeded
-// random failure schedules in every `go test` run. A failing schedule is
-// reported with its seed; replay it alone with
+// TestPropertyEndToEnd runs -prop.schedules (1,000 by default; a tenth
+// with -short) seeded random failure schedules in every `go test` run. A
+// failing schedule is reported with its seed; replay it alone with
 //
 //	go test ./engine/ -run TestPropertyEndToEnd -prop.seed=<seed> -v
 var (
 	propSchedules = flag.Int("prop.schedules", 1000, "how many random failure schedules TestPropertyEndToEnd runs")
 	propSeed      = flag.Int64("prop.seed", -1, "run only the TestPropertyEndToEnd schedule with this seed")
 )
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
 
 // propConcurrency is how many schedules run at once. A schedule's job is
 // paced by its source's rate, so it mostly waits: running several at a
@@ -228,11 +235,17 @@ func partUpdates(dir string) (map[string]int, error) {
 // one. Each schedule is small (100–300 lines) so that a thousand run in
 // every `go test`.
 func TestPropertyEndToEnd(t *testing.T) {
-	seeds := make([]int64, 0, *propSchedules)
+	n := *propSchedules
+	if testing.Short() && !flagSet("prop.schedules") {
+		// -short (CI's race-detector run, about ten times slower): a
+		// tenth of the schedules.
+		n /= 10
+	}
+	seeds := make([]int64, 0, n)
 	if *propSeed >= 0 {
 		seeds = append(seeds, *propSeed)
 	} else {
-		for i := range *propSchedules {
+		for i := range n {
 			seeds = append(seeds, int64(i))
 		}
 	}
