@@ -24,7 +24,11 @@ import (
 // with -short) seeded random failure schedules in every `go test` run. A
 // failing schedule is reported with its seed; replay it alone with
 //
-//	go test ./engine/ -run TestPropertyEndToEnd -prop.seed=<seed> -v
+//	go test ./engine/ -run TestPropertyEndToEnd -prop.seed=<seed> -count=20 -v
+//
+// The seed fixes the schedule, not the thread interleaving (checkpoints
+// fire on a real clock), so a replay reproduces most but not every time:
+// hence -count.
 var (
 	propSchedules = flag.Int("prop.schedules", 1000, "how many random failure schedules TestPropertyEndToEnd runs")
 	propSeed      = flag.Int64("prop.seed", -1, "run only the TestPropertyEndToEnd schedule with this seed")
@@ -271,7 +275,7 @@ func TestPropertyEndToEnd(t *testing.T) {
 			}
 			if err != nil {
 				failed.Add(1)
-				t.Errorf("schedule %v: %v\nreplay: go test ./engine/ -run TestPropertyEndToEnd -prop.seed=%d -v", s, err, seed)
+				t.Errorf("schedule %v: %v\nreplay: go test ./engine/ -run TestPropertyEndToEnd -prop.seed=%d -count=20 -v", s, err, seed)
 			}
 		}()
 	}
