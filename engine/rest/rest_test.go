@@ -93,3 +93,22 @@ func TestOpStoreKeepsAnswersUntilFetched(t *testing.T) {
 		t.Error("a trigger id of one job must not answer for another")
 	}
 }
+
+// TestVertexStatusWhileRestoring: a vertex whose tasks are loading their
+// restored state is INITIALIZING in REST, as in Flink 1.12+, not CREATED.
+func TestVertexStatusWhileRestoring(t *testing.T) {
+	for _, c := range []struct {
+		tasks map[string]int
+		want  string
+	}{
+		{map[string]int{engine.ExecInitializing: 2}, engine.ExecInitializing},
+		{map[string]int{engine.ExecInitializing: 1, engine.ExecRunning: 1}, engine.ExecRunning},
+		{map[string]int{engine.ExecInitializing: 1, engine.ExecDeploying: 1}, engine.ExecInitializing},
+		{map[string]int{engine.ExecFinished: 2}, engine.ExecFinished},
+		{map[string]int{}, engine.ExecCreated},
+	} {
+		if got := vertexStatus(c.tasks); got != c.want {
+			t.Errorf("vertexStatus(%v) = %s; want %s", c.tasks, got, c.want)
+		}
+	}
+}

@@ -649,7 +649,7 @@ func overviewOf(info engine.JobInfo) JobOverview {
 }
 
 func vertexStatus(tasks map[string]int) string {
-	for _, st := range []string{engine.ExecFailed, engine.ExecCanceled, engine.ExecRunning, engine.ExecDeploying, engine.ExecCreated} {
+	for _, st := range []string{engine.ExecFailed, engine.ExecCanceled, engine.ExecRunning, engine.ExecInitializing, engine.ExecDeploying, engine.ExecCreated} {
 		if tasks[st] > 0 {
 			return st
 		}
