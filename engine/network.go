@@ -67,8 +67,19 @@ type event struct {
 
 type netBatch[T any] struct {
 	recs []T
-	ev   *event
-	ch   int32 // the channel's index in the receiving gate
+	// kgs holds each record's key group in a keyed exchange (nil in
+	// others): the sender hashed the key to route the record, and the
+	// receiving keyed operator takes the key group from here instead of
+	// hashing the key a second time.
+	kgs []uint16
+	ev  *event
+	ch  int32 // the channel's index in the receiving gate
+}
+
+// keyGroupCollector is a keyed operator fed by a keyed exchange: it takes
+// each record with the key group its sender computed.
+type keyGroupCollector[T any] interface {
+	CollectInKeyGroup(v T, keyGroup int)
 }
 
 // channel is one sender's path into a receiving gate. It is small (no Go
@@ -83,16 +94,17 @@ type channel[T any] struct {
 	// free, plus those not allocated yet or held by nobody.
 	credits int32
 	index   int32
-	free    [][]T // recycled buffers, at most credits of them
+	free    [][]T      // recycled buffers, at most credits of them
+	freeKGs [][]uint16 // their key-group buffers, in a keyed exchange
 }
 
-// take takes a credit, with a recycled buffer if there is one; ok is false
-// when the receiver holds all of them.
-func (c *channel[T]) take() (b []T, ok bool) {
+// take takes a credit, with a recycled buffer (and its key-group buffer)
+// if there is one; ok is false when the receiver holds all of them.
+func (c *channel[T]) take() (b []T, kgs []uint16, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.credits == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	c.credits--
 	if n := len(c.free); n > 0 {
@@ -100,7 +112,12 @@ func (c *channel[T]) take() (b []T, ok bool) {
 		c.free[n-1] = nil
 		c.free = c.free[:n-1]
 	}
-	return b, true
+	if n := len(c.freeKGs); n > 0 {
+		kgs = c.freeKGs[n-1]
+		c.freeKGs[n-1] = nil
+		c.freeKGs = c.freeKGs[:n-1]
+	}
+	return b, kgs, true
 }
 
 // inputGate is a receiving task's input: all channels into it share one Go
@@ -131,6 +148,9 @@ func (g *inputGate[T]) recycle(b netBatch[T]) {
 	if cap(b.recs) > 0 {
 		c.free = append(c.free, b.recs[:0])
 	}
+	if cap(b.kgs) > 0 {
+		c.freeKGs = append(c.freeKGs, b.kgs[:0])
+	}
 	c.mu.Unlock()
 	if c.wake != nil {
 		select {
@@ -151,21 +171,26 @@ type outputWriter interface {
 type recordWriter[T any] struct {
 	targets []*channel[T]
 	bufs    [][]T
+	kgs     [][]uint16 // per target, the key groups of bufs' records (keyed)
 	part    partitionKind
 	hash    func(T) uint64
 	maxPar  int // of the receiving operator, for key groups
-	next    int // round-robin position
-	batch   int
-	done    <-chan struct{}
-	wake    chan struct{} // a credit came back on one of targets
+	// route maps a key group to the subtask owning it, computed once: a
+	// lookup per record instead of a multiplication and a division.
+	route []uint16
+	next  int // round-robin position
+	batch int
+	done  <-chan struct{}
+	wake  chan struct{} // a credit came back on one of targets
 }
 
 func (w *recordWriter[T]) Collect(v T) {
+	if w.part == partitionHash {
+		w.collectKeyed(v)
+		return
+	}
 	i := 0
-	switch w.part {
-	case partitionHash:
-		i = state.SubtaskForKeyGroup(w.maxPar, len(w.targets), state.KeyGroupForHash(w.hash(v), w.maxPar))
-	case partitionRebalance:
+	if w.part == partitionRebalance {
 		i = w.next
 		if w.next++; w.next == len(w.targets) {
 			w.next = 0
@@ -173,28 +198,49 @@ func (w *recordWriter[T]) Collect(v T) {
 	}
 	b := w.bufs[i]
 	if b == nil {
-		b = w.acquire(i, true)
+		b, _ = w.acquire(i, true)
 	}
 	b = append(b, v)
 	if len(b) >= w.batch {
-		w.send(i, b, nil)
+		w.send(i, b, nil, nil)
 		b = nil
 	}
 	w.bufs[i] = b
 }
 
+// collectKeyed routes a record by its key group and sends the key group
+// along with it.
+func (w *recordWriter[T]) collectKeyed(v T) {
+	kg := state.KeyGroupForHash(w.hash(v), w.maxPar)
+	i := int(w.route[kg])
+	b, kb := w.bufs[i], w.kgs[i]
+	if b == nil {
+		b, kb = w.acquire(i, true)
+	}
+	b, kb = append(b, v), append(kb, uint16(kg))
+	if len(b) >= w.batch {
+		w.send(i, b, kb, nil)
+		b, kb = nil, nil
+	}
+	w.bufs[i], w.kgs[i] = b, kb
+}
+
 // acquire takes a credit of channel i, blocking while the receiver holds
-// them all (backpressure), and returns its buffer: a recycled one, a new
-// one if alloc, else possibly nil (for a batch that only carries an event).
-// A cancelled task unwinds from here.
-func (w *recordWriter[T]) acquire(i int, alloc bool) []T {
+// them all (backpressure), and returns its buffer (and, in a keyed
+// exchange, its key-group buffer): a recycled one, a new one if alloc, else
+// possibly nil (for a batch that only carries an event). A cancelled task
+// unwinds from here.
+func (w *recordWriter[T]) acquire(i int, alloc bool) ([]T, []uint16) {
 	c := w.targets[i]
 	for {
-		if b, ok := c.take(); ok {
+		if b, kb, ok := c.take(); ok {
 			if b == nil && alloc {
 				b = make([]T, 0, w.batch)
 			}
-			return b
+			if kb == nil && alloc && w.part == partitionHash {
+				kb = make([]uint16, 0, w.batch)
+			}
+			return b, kb
 		}
 		select {
 		case <-w.wake:
@@ -204,9 +250,9 @@ func (w *recordWriter[T]) acquire(i int, alloc bool) []T {
 	}
 }
 
-func (w *recordWriter[T]) send(i int, b []T, ev *event) {
+func (w *recordWriter[T]) send(i int, b []T, kb []uint16, ev *event) {
 	c := w.targets[i]
-	nb := netBatch[T]{recs: b, ev: ev, ch: c.index}
+	nb := netBatch[T]{recs: b, kgs: kb, ev: ev, ch: c.index}
 	select {
 	case c.gate.in <- nb:
 	default:
@@ -223,9 +269,23 @@ func (w *recordWriter[T]) send(i int, b []T, ev *event) {
 func (w *recordWriter[T]) flush() {
 	for i, b := range w.bufs {
 		if len(b) > 0 {
-			w.send(i, b, nil)
+			w.send(i, b, w.keyGroups(i), nil)
 			w.bufs[i] = nil
+			w.setKeyGroups(i, nil)
 		}
+	}
+}
+
+func (w *recordWriter[T]) keyGroups(i int) []uint16 {
+	if w.kgs == nil {
+		return nil
+	}
+	return w.kgs[i]
+}
+
+func (w *recordWriter[T]) setKeyGroups(i int, kb []uint16) {
+	if w.kgs != nil {
+		w.kgs[i] = kb
 	}
 }
 
@@ -233,11 +293,13 @@ func (w *recordWriter[T]) flush() {
 // far: a barrier must follow exactly the records that precede it.
 func (w *recordWriter[T]) broadcastEvent(ev *event) {
 	for i, b := range w.bufs {
+		kb := w.keyGroups(i)
 		if b == nil {
-			b = w.acquire(i, false)
+			b, kb = w.acquire(i, false)
 		}
-		w.send(i, b, ev)
+		w.send(i, b, kb, ev)
 		w.bufs[i] = nil
+		w.setKeyGroups(i, nil)
 	}
 }
 
@@ -278,6 +340,13 @@ func (typeOpsFor[T]) newWriter(targets []any, part partitionKind, hash any, maxP
 	}
 	if hash != nil {
 		w.hash = hash.(func(T) uint64)
+	}
+	if part == partitionHash {
+		w.kgs = make([][]uint16, len(targets))
+		w.route = make([]uint16, maxPar)
+		for kg := range w.route {
+			w.route[kg] = uint16(state.SubtaskForKeyGroup(maxPar, len(targets), kg))
+		}
 	}
 	return Collector[T](w), w
 }

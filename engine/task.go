@@ -381,14 +381,21 @@ func (t *task) runSource() error {
 // runInput drives a task fed by an input gate.
 func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 	al := t.al
+	keyed, _ := head.(keyGroupCollector[T])
 	var stash []netBatch[T]
 	process := func(b netBatch[T]) error {
 		if al.blocked(b.ch) {
 			stash = append(stash, b) // held back for alignment
 			return nil
 		}
-		for _, r := range b.recs {
-			head.Collect(r)
+		if b.kgs != nil && keyed != nil {
+			for i, r := range b.recs {
+				keyed.CollectInKeyGroup(r, int(b.kgs[i]))
+			}
+		} else {
+			for _, r := range b.recs {
+				head.Collect(r)
+			}
 		}
 		ev, ch := b.ev, b.ch
 		g.recycle(b)
