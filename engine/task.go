@@ -599,11 +599,19 @@ func (t *task) checkpoint(b barrier) error {
 func (t *task) asyncLoop() {
 	defer close(t.asyncDone)
 	for j := range t.async {
-		snaps := encodeCaptures(t.subtask, j.caps)
+		var snaps []checkpoint.OperatorSnapshot
+		if j.keep {
+			// Kept in memory for later checkpoints: encode it whole.
+			snaps = encodeCaptures(t.subtask, j.caps)
+		} else {
+			snaps = streamCaptures(t.subtask, j.caps)
+		}
 		if t.canceled() {
+			releaseCaptures(j.caps)
 			continue
 		}
 		handles, err := t.exec.jm.storage.WriteSubtask(j.b.loc, snaps)
+		releaseCaptures(j.caps)
 		if err != nil {
 			t.exec.decline(t, j.b.id, checkpoint.ErrAsyncFailed, err)
 			continue
@@ -623,6 +631,36 @@ func descriptors(snaps []checkpoint.OperatorSnapshot) map[string][]savepoint.Sta
 		out[s.UID] = s.States
 	}
 	return out
+}
+
+// streamCaptures describes captures for WriteSubtask, which encodes their
+// keyed state one key group at a time straight into the state file; the
+// captures are released (releaseCaptures) once it has.
+func streamCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnapshot {
+	snaps := make([]checkpoint.OperatorSnapshot, 0, len(caps))
+	for _, nc := range caps {
+		c := nc.c
+		s := checkpoint.OperatorSnapshot{UID: nc.uid, Subtask: subtask, States: c.states}
+		if c.keyed != nil {
+			r := c.keyed.KeyGroupRange()
+			s.Keyed, s.Start, s.End, s.Encoder = true, r.Start, r.End, c.keyed
+		}
+		if c.opState != nil {
+			s.OperatorState = savepoint.EncodeOperatorState(c.opState)
+		}
+		snaps = append(snaps, s)
+	}
+	return snaps
+}
+
+// releaseCaptures tells the state backends their captures are no longer
+// read (Release is idempotent).
+func releaseCaptures(caps []namedCapture) {
+	for _, nc := range caps {
+		if nc.c.keyed != nil {
+			nc.c.keyed.Release()
+		}
+	}
 }
 
 // encodeCaptures turns captures into encoded snapshots and releases them.

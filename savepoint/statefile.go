@@ -1,6 +1,7 @@
 package savepoint
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -18,37 +19,85 @@ var stateFileMagic = [8]byte{'G', 'F', 'L', 'K', 'S', 'T', 'A', 'T'}
 // stateFileHeaderLen is magic plus a 4-byte version.
 const stateFileHeaderLen = 12
 
-// StateFileBuilder assembles a state file in memory: a header, then blocks,
-// each a payload followed by the CRC-32C of the payload. Offsets and lengths
-// handed out cover payload and CRC, so a reader can check any block alone.
+// StateFileWriter writes a state file to w as its blocks come: a header,
+// then blocks, each a payload followed by the CRC-32C of the payload.
+// Offsets and lengths handed out cover payload and CRC, so a reader can
+// check any block alone. Streaming keeps a checkpoint from holding its
+// whole state in memory a second time.
+type StateFileWriter struct {
+	w    io.Writer
+	size int64
+	err  error
+	crc  [4]byte
+}
+
+// NewStateFileWriter starts a state file on w.
+func NewStateFileWriter(w io.Writer) *StateFileWriter {
+	sw := &StateFileWriter{w: w}
+	var h [stateFileHeaderLen]byte
+	copy(h[:], stateFileMagic[:])
+	binary.BigEndian.PutUint32(h[8:], StateFileVersion)
+	sw.write(h[:])
+	return sw
+}
+
+func (sw *StateFileWriter) write(b []byte) {
+	if sw.err != nil {
+		return
+	}
+	n, err := sw.w.Write(b)
+	sw.size += int64(n)
+	sw.err = err
+}
+
+// AddBlock writes a block and returns where it is; the first write error
+// is kept and returned by every later call and by Err.
+func (sw *StateFileWriter) AddBlock(payload []byte) (offset, length int64, err error) {
+	offset = sw.size
+	sw.write(payload)
+	binary.BigEndian.PutUint32(sw.crc[:], crc32.Checksum(payload, castagnoli))
+	sw.write(sw.crc[:])
+	return offset, sw.size - offset, sw.err
+}
+
+// Err is the first write error, if any.
+func (sw *StateFileWriter) Err() error { return sw.err }
+
+// Empty reports whether no block was added.
+func (sw *StateFileWriter) Empty() bool { return sw.size == stateFileHeaderLen }
+
+// Size is the file's length so far.
+func (sw *StateFileWriter) Size() int64 { return sw.size }
+
+// StateFileBuilder assembles a state file in memory (a StateFileWriter on
+// a buffer).
 type StateFileBuilder struct {
-	buf []byte
+	buf bytes.Buffer
+	w   *StateFileWriter
 }
 
 // NewStateFileBuilder starts a state file.
 func NewStateFileBuilder() *StateFileBuilder {
-	b := &StateFileBuilder{buf: make([]byte, 0, 4096)}
-	b.buf = append(b.buf, stateFileMagic[:]...)
-	b.buf = binary.BigEndian.AppendUint32(b.buf, StateFileVersion)
+	b := &StateFileBuilder{}
+	b.buf.Grow(4096)
+	b.w = NewStateFileWriter(&b.buf)
 	return b
 }
 
 // AddBlock appends a block and returns where it is.
 func (b *StateFileBuilder) AddBlock(payload []byte) (offset, length int64) {
-	offset = int64(len(b.buf))
-	b.buf = append(b.buf, payload...)
-	b.buf = binary.BigEndian.AppendUint32(b.buf, crc32.Checksum(payload, castagnoli))
-	return offset, int64(len(b.buf)) - offset
+	offset, length, _ = b.w.AddBlock(payload) // a bytes.Buffer does not fail
+	return offset, length
 }
 
 // Bytes returns the file's content.
-func (b *StateFileBuilder) Bytes() []byte { return b.buf }
+func (b *StateFileBuilder) Bytes() []byte { return b.buf.Bytes() }
 
 // Empty reports whether no block was added.
-func (b *StateFileBuilder) Empty() bool { return len(b.buf) == stateFileHeaderLen }
+func (b *StateFileBuilder) Empty() bool { return b.w.Empty() }
 
 // Size is the file's length so far.
-func (b *StateFileBuilder) Size() int64 { return int64(len(b.buf)) }
+func (b *StateFileBuilder) Size() int64 { return b.w.Size() }
 
 // BlockReader reads checksummed blocks from a snapshot's state files and
 // inlined handles, caching open files.

@@ -44,3 +44,79 @@ func TestStorageCreatesOwnerOnlyFiles(t *testing.T) {
 		}
 	}
 }
+
+// fakeEncoder encodes key group kg as kg copies of byte kg (key group 0
+// and every third one have no state: the single byte 0).
+type fakeEncoder struct{ calls int }
+
+func (e *fakeEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+	e.calls++
+	if kg%3 == 0 {
+		return append(dst, 0)
+	}
+	for range kg * 100 {
+		dst = append(dst, byte(kg))
+	}
+	return dst
+}
+
+// TestWriteSubtaskStreamsKeyGroups: state streamed from an encoder, one key
+// group at a time, gives the same handles and file bytes as the same key
+// groups handed over whole; below the inline threshold it is inlined, and a
+// write that fails midway leaves no file behind.
+func TestWriteSubtaskStreamsKeyGroups(t *testing.T) {
+	enc := &fakeEncoder{}
+	var whole []KeyGroupData
+	for kg := 0; kg <= 9; kg++ {
+		if b := enc.EncodeKeyGroup(nil, kg); !(len(b) == 1 && b[0] == 0) {
+			whole = append(whole, KeyGroupData{KeyGroup: kg, Data: b})
+		}
+	}
+	for _, threshold := range []int64{0, 1 << 20} {
+		dir := t.TempDir()
+		s := &Storage{FS: vfs.Default, InlineThreshold: threshold}
+		loc := &Location{ID: 1, Dir: dir}
+		streamed, err := s.WriteSubtask(loc, []OperatorSnapshot{{UID: "op", Keyed: true, Start: 0, End: 9, Encoder: &fakeEncoder{}, OperatorState: []byte("ops")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		materialized, err := s.WriteSubtask(loc, []OperatorSnapshot{{UID: "op", Keyed: true, Start: 0, End: 9, KeyGroups: whole, OperatorState: []byte("ops")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := streamed["op"], materialized["op"]
+		read := func(h *savepoint.StreamStateHandle) []byte {
+			if h.Path == "" {
+				return h.Inline
+			}
+			data, err := os.ReadFile(filepath.Join(dir, h.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}
+		if (a.Keyed.Stream.Path == "") != (threshold > 0) {
+			t.Errorf("threshold %d: path %q", threshold, a.Keyed.Stream.Path)
+		}
+		if string(read(a.Keyed.Stream)) != string(read(b.Keyed.Stream)) || a.Bytes != b.Bytes ||
+			len(a.Keyed.KeyGroups) != len(whole) || a.Operator.Offset != b.Operator.Offset {
+			t.Errorf("threshold %d: streamed %+v differs from materialized %+v", threshold, a, b)
+		}
+		for i, kg := range a.Keyed.KeyGroups {
+			if kg != b.Keyed.KeyGroups[i] {
+				t.Errorf("key group %d: %+v vs %+v", i, kg, b.Keyed.KeyGroups[i])
+			}
+		}
+	}
+
+	// The state file cannot be fsynced: an error, and no file left.
+	dir := t.TempDir()
+	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(1, func(op vfs.Op, _ string) bool { return op == vfs.OpSync })}
+	s := &Storage{FS: efs}
+	if _, err := s.WriteSubtask(&Location{ID: 1, Dir: dir}, []OperatorSnapshot{{UID: "op", Keyed: true, Start: 0, End: 9, Encoder: &fakeEncoder{}}}); err == nil {
+		t.Fatal("a failed fsync must fail the write")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
