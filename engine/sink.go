@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/gflink/gflink/savepoint"
@@ -315,9 +316,15 @@ func decodeCommittable(b []byte) (int64, []byte, error) {
 	return cp, b[n:], nil
 }
 
-// PrintSink writes records to W with fmt's %v, one per line (Flink's
-// print()). It is not transactional: after a recovery, lines are printed
-// again.
+// PrintSink writes records to W, one per line (Flink's print()): their
+// AppendTo when they are Appenders, else their String or fmt's %v (see
+// RecordText). Lines are collected in a buffer and written in chunks of
+// whole lines — when the buffer passes 64 KiB, before every checkpoint
+// barrier is passed on, whenever the task runs out of input (so that a
+// slow stream's lines appear at once), at the end of input and on close —
+// never one write per record. The chunks of the subtasks sharing W never
+// interleave. Printing is not transactional: after a recovery, lines are
+// printed again.
 type PrintSink[T any] struct {
 	W io.Writer
 	// Prefix, when set, replaces Flink's "<subtask>> " prefix.
@@ -326,33 +333,49 @@ type PrintSink[T any] struct {
 	mu sync.Mutex
 }
 
+// printFlushSize is the size at which a print writer writes its lines
+// without waiting for a barrier or for its task to run out of input.
+const printFlushSize = 64 << 10
+
 // CreateWriter implements Sink.
 func (s *PrintSink[T]) CreateWriter(ctx SinkContext) (SinkWriter[T], error) {
 	prefix := s.Prefix
 	if prefix == "" && ctx.Parallelism > 1 {
-		prefix = fmt.Sprintf("%d> ", ctx.Subtask+1)
+		prefix = strconv.Itoa(ctx.Subtask+1) + "> "
 	}
-	return &printWriter[T]{s: s, prefix: prefix}, nil
+	return &printWriter[T]{s: s, prefix: prefix, text: NewRecordText[T](),
+		buf: make([]byte, 0, printFlushSize+512)}, nil
 }
 
 type printWriter[T any] struct {
 	s      *PrintSink[T]
 	prefix string
+	text   *RecordText[T]
 	buf    []byte
+	// err is the error of a write on idle, which has no one to return it
+	// to: the next Write, Flush or Close does.
+	err error
 }
 
 func (w *printWriter[T]) Write(v T) error {
+	if w.err != nil {
+		return w.err
+	}
 	w.buf = append(w.buf, w.prefix...)
-	w.buf = fmt.Appendln(w.buf, v)
-	if len(w.buf) >= 64<<10 {
+	w.buf = w.text.Append(w.buf, v)
+	w.buf = append(w.buf, '\n')
+	if len(w.buf) >= printFlushSize {
 		return w.Flush(false)
 	}
 	return nil
 }
 
-// Flush writes the buffered lines. Lines of one subtask are written whole,
-// never interleaved with another subtask's.
+// Flush writes the buffered lines in one write. Lines of one subtask are
+// written whole, never interleaved with another subtask's.
 func (w *printWriter[T]) Flush(bool) error {
+	if w.err != nil {
+		return w.err
+	}
 	if len(w.buf) == 0 {
 		return nil
 	}
@@ -363,9 +386,14 @@ func (w *printWriter[T]) Flush(bool) error {
 	}
 	w.s.mu.Unlock()
 	w.buf = w.buf[:0]
-	return err
+	if err != nil {
+		w.err = fmt.Errorf("print: %w", err)
+	}
+	return w.err
 }
 
+// idle writes what is buffered: the task has no input for now, and a line
+// must not wait for the next one.
 func (w *printWriter[T]) idle() { w.Flush(false) }
 
 func (w *printWriter[T]) Close() error { return w.Flush(true) }
