@@ -36,7 +36,9 @@ type FileSink[T any] struct {
 	// RollInterval rolls the in-progress file when it is this old (default
 	// 60 s).
 	RollInterval time.Duration
-	// Format renders a record (default fmt's %v).
+	// Format renders a record. By default a record is rendered as the print
+	// sink renders it: AppendTo for an engine.Appender, else String or
+	// fmt's %v (engine.RecordText), straight into the file's buffer.
 	Format func(T) string
 	// FS is the filesystem (vfs.Default if nil).
 	FS vfs.FS
@@ -46,6 +48,10 @@ const (
 	defaultRollSize     = 128 << 20
 	defaultRollInterval = time.Minute
 	inProgressSuffix    = ".inprogress"
+	// fileBufSize is the size at which a writer writes its buffer to the
+	// in-progress file; it also does when the file rolls, at every
+	// checkpoint and at the end of input.
+	fileBufSize = 64 << 10
 )
 
 func (s *FileSink[T]) fs() vfs.FS {
@@ -76,7 +82,8 @@ func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T]
 		return nil, fmt.Errorf("output directory %s: %w", s.Dir, err)
 	}
 	w := &fileWriter[T]{s: s, dir: dir, prefix: fmt.Sprintf("part-%s-%d-", ctx.RunID, ctx.Subtask),
-		rollSize: s.RollSize, rollInterval: s.RollInterval}
+		rollSize: s.RollSize, rollInterval: s.RollInterval, text: engine.NewRecordText[T](),
+		buf: make([]byte, 0, fileBufSize+512)}
 	if w.rollSize <= 0 {
 		w.rollSize = defaultRollSize
 	}
@@ -144,6 +151,7 @@ type fileWriter[T any] struct {
 	curSize int64
 	opened  time.Time
 	writes  int // records written, to read the clock only now and then
+	text    *engine.RecordText[T]
 	buf     []byte
 	pending []fileCommittable
 }
@@ -159,10 +167,10 @@ func (w *fileWriter[T]) Write(v T) error {
 		w.buf = append(w.buf, w.s.Format(v)...)
 		w.buf = append(w.buf, '\n')
 	} else {
-		w.buf = fmt.Appendln(w.buf, v)
+		w.buf = append(w.text.Append(w.buf, v), '\n')
 	}
 	w.curSize += int64(len(w.buf) - start)
-	if len(w.buf) >= 64<<10 {
+	if len(w.buf) >= fileBufSize {
 		if err := w.flushBuf(); err != nil {
 			return err
 		}
@@ -220,7 +228,14 @@ func (w *fileWriter[T]) roll() error {
 	return nil
 }
 
-func (w *fileWriter[T]) Flush(bool) error { return nil }
+// Flush writes the buffered lines to the in-progress file; PrepareCommit,
+// which follows at every checkpoint and at the end of input, rolls it.
+func (w *fileWriter[T]) Flush(bool) error {
+	if w.cur == nil {
+		return nil
+	}
+	return w.flushBuf()
+}
 
 // PrepareCommit rolls the in-progress file (rolling on every checkpoint)
 // and hands over the pending files.

@@ -25,6 +25,16 @@ func (w WordCountRecord) String() string {
 	return "(" + w.Word + "," + strconv.FormatInt(w.Count, 10) + ")"
 }
 
+// AppendTo appends String's bytes to dst (engine.Appender): the print and
+// file sinks render records with it, without a string per record.
+func (w WordCountRecord) AppendTo(dst []byte) []byte {
+	dst = append(dst, '(')
+	dst = append(dst, w.Word...)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, w.Count, 10)
+	return append(dst, ')')
+}
+
 // ParseWordCountRecord parses a line written by String.
 func ParseWordCountRecord(line string) (WordCountRecord, bool) {
 	s, ok := strings.CutPrefix(line, "(")
@@ -136,6 +146,7 @@ type WordCountOptions struct {
 	Inputs   []string
 	Output   string
 	Upsert   string
+	Discard  bool
 	Rate     float64
 	Generate int64 // words; -1: unbounded; 0: not generating
 	Distinct int
@@ -148,6 +159,7 @@ func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable); the built-in text if none")
 	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
 	fs.StringVar(&o.Upsert, "upsert", "", "a file to keep the counts in as a word<TAB>count table, upserted idempotently (instead of --output)")
+	fs.BoolVar(&o.Discard, "discard", false, "drop the counts (Flink's DiscardingSink): count without the cost of output (instead of --output or --upsert; --output discard is a directory named discard)")
 	fs.Float64Var(&o.Rate, "rate", 0, "read at most this many words per second, from files, generated or built-in text (0: as fast as possible)")
 	fs.Func("generate", "generate this many words instead of reading files, or 'unbounded'", func(s string) error {
 		if s == "unbounded" {
@@ -191,6 +203,9 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	if o.Upsert != "" && o.Output != "" {
 		return o, &UsageError{Msg: "wordcount: use --output or --upsert, not both"}
 	}
+	if o.Discard && (o.Output != "" || o.Upsert != "") {
+		return o, &UsageError{Msg: "wordcount: --discard drops the counts; use it without --output and --upsert"}
+	}
 	return o, nil
 }
 
@@ -205,7 +220,7 @@ func WordCount() Job {
 		DisplayName: wordCountName,
 		Description: "Counts words in text files, generated text, or a built-in text (Hamlet's soliloquy), emitting (word,count) updates.",
 		Usage: func(w io.Writer) {
-			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir> | --upsert <file>] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
+			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir> | --upsert <file> | --discard] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
 			var o WordCountOptions
 			fs := wordCountFlags(&o)
 			fs.SetOutput(w)
@@ -257,6 +272,8 @@ func WordCount() Job {
 					Key:   func(r WordCountRecord) string { return r.Word },
 					Value: func(r WordCountRecord) string { return strconv.FormatInt(r.Count, 10) },
 				}).Name("upsert-sink").UID("sink")
+			case o.Discard:
+				counts.SinkTo(connectors.DiscardingSink[WordCountRecord]{}).Name("discarding-sink").UID("sink")
 			default:
 				counts.Print().UID("sink")
 			}

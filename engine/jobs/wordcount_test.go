@@ -59,6 +59,18 @@ func TestWordCountRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// AppendTo, which the sinks print with, writes exactly String's bytes.
+func TestWordCountRecordAppendToIsString(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := WordCountRecord{Word: rapid.String().Draw(t, "word"), Count: rapid.Int64().Draw(t, "count")}
+		prefix := rapid.SliceOf(rapid.Byte()).Draw(t, "prefix")
+		got := r.AppendTo(slices.Clone(prefix))
+		if want := string(prefix) + r.String(); string(got) != want {
+			t.Fatalf("AppendTo = %q; want %q", got, want)
+		}
+	})
+}
+
 func TestWordCountArgs(t *testing.T) {
 	o, err := ParseWordCountArgs([]string{"--input", "a", "--input", "b", "--rate", "100", "--output", "out"})
 	if err != nil || !slices.Equal(o.Inputs, []string{"a", "b"}) || o.Rate != 100 || o.Output != "out" {
@@ -68,7 +80,17 @@ func TestWordCountArgs(t *testing.T) {
 	if err != nil || o.Generate != -1 || o.Distinct != 5 {
 		t.Fatalf("%+v %v", o, err)
 	}
-	for _, bad := range [][]string{{"--generate", "0"}, {"--rate", "-1"}, {"--input", "a", "--generate", "5"}, {"extra"}, {"--nope"}} {
+	o, err = ParseWordCountArgs([]string{"--discard"})
+	if err != nil || !o.Discard || o.Output != "" {
+		t.Fatalf("--discard: %+v %v", o, err)
+	}
+	// A directory named discard is an --output like any other.
+	o, err = ParseWordCountArgs([]string{"--output", "discard"})
+	if err != nil || o.Discard || o.Output != "discard" {
+		t.Fatalf("--output discard: %+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"--generate", "0"}, {"--rate", "-1"}, {"--input", "a", "--generate", "5"}, {"extra"}, {"--nope"},
+		{"--discard", "--output", "out"}, {"--discard", "--upsert", "t.txt"}} {
 		_, err := ParseWordCountArgs(bad)
 		var u *UsageError
 		if err == nil || !strings.HasPrefix(err.Error(), "wordcount: ") {
