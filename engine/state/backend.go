@@ -1,5 +1,83 @@
 package state
 
+// # Why the hashmap backend is a stack of layers per key group
+//
+// A checkpoint must not stall the task. Its synchronous part runs on the
+// task goroutine between two records, so it may only cost
+// O(states × key groups); the encoding runs on another goroutine while the
+// task goes on writing state. Something must therefore keep the state as it
+// was at the barrier for as long as the encoder reads it, and that something
+// must cost O(what is written meanwhile), never a copy of the state.
+//
+// The previous design copied on write per key-group map: the first write to
+// a key group after a barrier cloned its whole map, and no key group was
+// released before the whole encode ended. Word count touches every key group
+// within a few hundred records, so every barrier cost a full copy of the
+// state on the task goroutine (~40 ms with zero throughput at 1 M keys).
+// Flink's heap backend copies per entry (CopyOnWriteStateMap keeps a version
+// in every entry and copies an entry, and the bucket chain in front of it,
+// the first time it is written after a snapshot). Go maps give no access to
+// their entries, and a version per entry would cost memory in every entry
+// forever, snapshot or not.
+//
+// So each state keeps, per key group, a stack of layers:
+//
+//   - layer 0, the base, is a plain map[K]E: with no snapshot open there is
+//     nothing else, and the state costs what a Go map of the same keys and
+//     values costs (no tombstones, no versions, no boxes);
+//   - above it, while snapshots are open, small overlays
+//     map[K]slot{e E; deleted bool} hold what was written since.
+//
+// Every layer carries a tag, the backend version it was created at. A
+// snapshot's synchronous part pins the current version in every key group
+// and bumps the version (O(key groups)), and records each state's layers
+// (O(states × key groups), no allocation per entry). A layer is read by an
+// open snapshot exactly when its tag is at or below that snapshot's pin, so
+// it may be written only while its tag is above the highest open pin of its
+// key group. The first write to a key group whose top layer is pinned pushes
+// a new overlay; later writes go there; reads look top-down, and only while
+// overlays exist (a key group with one layer costs one map lookup, as
+// before).
+//
+// The encoder releases each key group as soon as it has encoded it
+// (KeyedSnapshot.EncodeKeyGroup does), not at the end of the snapshot, so a
+// key group stops costing overlays as soon as it is written out. Releases
+// come from the encoder's goroutine and are handed over through a mutex and
+// an atomic flag the task checks once per key change; the task folds layers
+// itself, lazily, on the next access to a key group whose pins changed: the
+// layers no open snapshot reads any more (tag above the highest open pin)
+// are merged into the lowest of them, and with no snapshot open into the
+// base. Folding only ever mutates a map no snapshot reads, which is what
+// makes the encoder's reads safe without locks (Go maps are safe for
+// concurrent readers, never for a reader and a writer). A fold costs the
+// size of the overlays of one state in one key group: what was written
+// there while the snapshot was open, never the state. Several snapshots can
+// be open at once (checkpoints and savepoints) and released in any order;
+// each adds at most one layer per key group.
+//
+// The same rule covers nested values. Map state keeps per key an inner map
+// stamped with the version it was created at: it is changed in place only
+// when no open snapshot can read it, else cloned first (a key's map, not a
+// key group's). List state appends in place: a snapshot holds the old slice
+// header and never reads past its length, and Update replaces the slice.
+// Timers are a set per key group stored in the same layered table, with a
+// heap beside it for their order that only the task touches.
+//
+// Encoding must produce the canonical bytes of savepoint/FORMAT.md v1:
+// entries sorted by their encoded key. Each state's entries of a key group
+// are appended to one scratch arena (key, then value, exactly the bytes that
+// go out), indexed by small fixed-size records, and sorted by an LSD radix
+// sort on the first 8 key bytes, recursing on the next 8 bytes for runs that
+// share them (insertion sort for small runs). Keys are prefix-free (every
+// serializer is self-delimiting), so this is the order the byte comparison
+// gives, and the output is byte-for-byte what it was. The arena and the
+// index are reused from key group to key group and from snapshot to
+// snapshot, so an encode allocates almost nothing per entry.
+//
+// Restore decodes every key group into its own base maps, presized from the
+// entry count. Key groups are independent maps, so RestoreKeyGroups decodes
+// them on several goroutines; timers rebuild their heap once afterwards.
+
 import (
 	"encoding/binary"
 	"fmt"
@@ -45,63 +123,92 @@ const (
 	EventTimersName      = "_timer_state/event_user-timers"
 )
 
-// cowClock implements copy-on-write at the granularity of a key group's
-// table (and of a key's nested map for map state). Each table carries the
-// generation in which it was created or last copied. A snapshot captures the
-// current generation and then starts a new one; a table whose generation is
-// at or below the last capture is shared with a snapshot until that
-// snapshot's asynchronous write releases it, and must be copied before it is
-// written. This keeps the synchronous part of a snapshot O(key groups)
-// instead of O(state).
-type cowClock struct {
-	gen         uint64 // the generation tables written now are stamped with
-	lastCapture uint64 // the generation captured by the latest snapshot
+// pinBook holds the versions layers are tagged with and, per key group, the
+// pins of the open snapshots. Everything but the release queue belongs to
+// the task goroutine.
+type pinBook struct {
+	ver uint64 // the tag of layers created now; above every open pin
+	kgs []kgPins
 
-	// released is read on every write; only release (any goroutine) writes it.
-	released atomic.Uint64 // every capture up to here is released
-	mu       sync.Mutex
-	done     map[uint64]bool // captures released out of order
+	// Releases arrive from encoders; the task drains them (drain).
+	pending atomic.Bool
+	mu      sync.Mutex
+	queue   []kgRelease
+	spare   []kgRelease
 }
 
-func (c *cowClock) shared(tableGen uint64) bool {
-	if tableGen > c.lastCapture {
-		return false
-	}
-	return c.released.Load() < c.lastCapture
+type kgPins struct {
+	maxPin uint64   // the highest open pin; 0 when none is open
+	pins   []uint64 // open snapshots' pins, in any order
+	// relGen changes whenever a pin is released, so that a layered table
+	// knows, with one comparison, that it may have layers to fold.
+	relGen uint32
 }
 
-// capture starts a new generation and returns the captured one.
-func (c *cowClock) capture() uint64 {
-	g := c.gen
-	c.lastCapture = g
-	c.gen++
-	return g
+type kgRelease struct {
+	kgi int
+	pin uint64
 }
 
-// release marks a capture's tables as no longer read. Captures are
-// consecutive, so released advances over every one that is done.
-func (c *cowClock) release(g uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = map[uint64]bool{}
+func newPinBook(nkg int) *pinBook {
+	return &pinBook{ver: 1, kgs: make([]kgPins, nkg)}
+}
+
+// pin pins the current version in every key group and returns it.
+func (p *pinBook) pin() uint64 {
+	p.drain()
+	v := p.ver
+	for i := range p.kgs {
+		k := &p.kgs[i]
+		k.pins = append(k.pins, v)
+		k.maxPin = v
 	}
-	c.done[g] = true
-	r := c.released.Load()
-	for c.done[r+1] {
-		delete(c.done, r+1)
-		r++
+	p.ver++
+	return v
+}
+
+// release (any goroutine) queues the release of a pin in one key group.
+func (p *pinBook) release(kgi int, pin uint64) {
+	p.mu.Lock()
+	p.queue = append(p.queue, kgRelease{kgi, pin})
+	p.pending.Store(true)
+	p.mu.Unlock()
+}
+
+// drain (task goroutine) applies queued releases.
+func (p *pinBook) drain() {
+	if !p.pending.Load() {
+		return
 	}
-	c.released.Store(r)
+	p.mu.Lock()
+	q := p.queue
+	p.queue, p.spare = p.spare[:0], nil // two queues, swapped, so that draining allocates nothing
+	p.pending.Store(false)
+	p.mu.Unlock()
+	for _, r := range q {
+		k := &p.kgs[r.kgi]
+		if i := slices.Index(k.pins, r.pin); i >= 0 {
+			k.pins = slices.Delete(k.pins, i, i+1)
+		}
+		k.maxPin = 0
+		for _, v := range k.pins {
+			k.maxPin = max(k.maxPin, v)
+		}
+		k.relGen++
+	}
+	p.mu.Lock()
+	p.spare = q[:0]
+	p.mu.Unlock()
 }
 
 // KeyedBackend is the hashmap keyed state backend of one operator subtask:
 // Go maps per state and key group. It is used from the task's goroutine only,
-// except for snapshot encoding, which reads tables captured by Snapshot.
+// except for snapshot encoding, which reads layers pinned by Snapshot.
 type KeyedBackend[K comparable] struct {
 	keySer  KeySerializer[K]
 	maxPar  int
 	kgRange KeyGroupRange
+	nkg     int
 
 	currentKey K
 	kgIndex    int // current key group minus kgRange.Start
@@ -114,23 +221,34 @@ type KeyedBackend[K comparable] struct {
 
 	states  map[string]keyedState
 	pending map[string]*rawState // restored, not yet registered
-	cow     cowClock
+	pins    *pinBook
 }
 
 // keyedState is one registered state, erased of its types.
 type keyedState interface {
 	kind() Kind
 	typeName() string
-	// capture returns an immutable view of the per-key-group tables.
+	// capture returns the snapshot's view of every key group's layers.
 	capture() capturedTables
-	// restore decodes entries of one key group.
+	// restore decodes entries of one key group. Calls for different key
+	// groups may run concurrently.
 	restore(kgIndex int, payload []byte) error
 	count() int
+	// foldAll folds every key group's layers as far as open pins allow;
+	// overlays counts the overlays left (for tests).
+	foldAll()
+	overlays() int
 }
 
+// restoreFinisher is a state that needs a step after its key groups have
+// been restored (timers rebuild their queue).
+type restoreFinisher interface{ finishRestore() }
+
 type capturedTables interface {
-	// encode appends the entries of one key group, returning the entry count.
-	encode(dst []byte, kgIndex int) ([]byte, int)
+	// encode appends one key group's payload (uvarint length, then uvarint
+	// count and the sorted entries) and reports whether it had entries; with
+	// none it appends nothing.
+	encode(sc *encScratch, dst []byte, kgIndex int) ([]byte, bool)
 }
 
 // rawState is restored state whose operator has not registered it (yet).
@@ -146,14 +264,14 @@ type rawState struct {
 // NewKeyedBackend returns an empty backend for the given key groups.
 func NewKeyedBackend[K comparable](keySer KeySerializer[K], maxParallelism int, kgRange KeyGroupRange) *KeyedBackend[K] {
 	b := &KeyedBackend[K]{
-		keySer: keySer, maxPar: maxParallelism, kgRange: kgRange,
+		keySer: keySer, maxPar: maxParallelism, kgRange: kgRange, nkg: kgRange.Len(),
 		states: map[string]keyedState{}, pending: map[string]*rawState{},
 		cloneKey: func(k K) K { return k },
+		pins:     newPinBook(kgRange.Len()),
 	}
 	if _, ok := any(*new(K)).(string); ok {
 		b.cloneKey = func(k K) K { return any(strings.Clone(any(k).(string))).(K) }
 	}
-	b.cow.gen = 1
 	return b
 }
 
@@ -172,8 +290,14 @@ func (b *KeyedBackend[K]) KeyGroupOf(k K) int {
 // key does not belong to this backend's key groups: that would mean a
 // partitioning bug, and writing the state anyway would lose it on restore.
 func (b *KeyedBackend[K]) SetCurrentKey(k K) {
-	kg := b.KeyGroupOf(k)
-	if !b.kgRange.Contains(kg) {
+	b.SetCurrentKeyAndGroup(k, b.KeyGroupOf(k))
+}
+
+// SetCurrentKeyAndGroup is SetCurrentKey for a caller that already knows the
+// key's group (the keyed exchange computed it): the key is not hashed again.
+// kg must be KeyGroupOf(k); it panics if kg is outside the backend's range.
+func (b *KeyedBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
+	if uint(kg-b.kgRange.Start) >= uint(b.nkg) {
 		panic(fmt.Sprintf("state: key %v (key group %d) is outside %v", k, kg, b.kgRange))
 	}
 	b.setCurrent(k, kg)
@@ -183,6 +307,9 @@ func (b *KeyedBackend[K]) setCurrent(k K, kg int) {
 	b.currentKey = k
 	b.kgIndex = kg - b.kgRange.Start
 	b.keyEpoch++
+	if b.pins.pending.Load() {
+		b.pins.drain()
+	}
 }
 
 // storedKey returns the key to store for a new entry.
@@ -190,6 +317,25 @@ func (b *KeyedBackend[K]) storedKey() K { return b.cloneKey(b.currentKey) }
 
 // CurrentKey returns the current key.
 func (b *KeyedBackend[K]) CurrentKey() K { return b.currentKey }
+
+// FoldLayers folds, in every state and key group, the layers no open
+// snapshot reads any more (they are otherwise folded lazily, when their key
+// group is next accessed). With no snapshot open, only base maps remain.
+func (b *KeyedBackend[K]) FoldLayers() {
+	b.pins.drain()
+	for _, s := range b.states {
+		s.foldAll()
+	}
+}
+
+// overlays is the number of overlay layers over all states and key groups.
+func (b *KeyedBackend[K]) overlays() int {
+	n := 0
+	for _, s := range b.states {
+		n += s.overlays()
+	}
+	return n
+}
 
 func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind Kind, create func() S) (S, error) {
 	var zero S
@@ -209,106 +355,326 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind 
 				return zero, fmt.Errorf("restore state %q (declared %s, snapshot has %s): %w", name, s.typeName(), raw.typ, err)
 			}
 		}
+		if f, ok := any(s).(restoreFinisher); ok {
+			f.finishRestore()
+		}
 		delete(b.pending, name)
 	}
 	b.states[name] = s
 	return s, nil
 }
 
-func newTables[M any](n int) ([]M, []uint64) { return make([]M, n), make([]uint64, n) }
+// slot is an overlay's entry: a value, or the deletion of a key that lower
+// layers hold.
+type slot[E any] struct {
+	e       E
+	deleted bool
+}
 
-// table is a per-key-group map with copy-on-write.
+type overlay[K comparable, E any] struct {
+	m   map[K]slot[E]
+	tag uint64
+}
+
+// layered is one state's entries in one key group.
+type layered[K comparable, E any] struct {
+	base    map[K]E
+	baseTag uint64
+	over    []overlay[K, E] // empty unless snapshots were open since the last fold
+	relGen  uint32          // the key group's relGen at the last fold
+}
+
+// table is a state's layered maps, one per key group.
 type table[K comparable, E any] struct {
-	b    *KeyedBackend[K]
-	maps []map[K]E
-	gens []uint64
+	p     *pinBook
+	kgs   []layered[K, E]
+	clone func(K) K
 }
 
-func newTable[K comparable, E any](b *KeyedBackend[K]) table[K, E] {
-	m, g := newTables[map[K]E](b.kgRange.Len())
-	return table[K, E]{b: b, maps: m, gens: g}
+func newTable[K comparable, E any](p *pinBook, nkg int, clone func(K) K) table[K, E] {
+	return table[K, E]{p: p, kgs: make([]layered[K, E], nkg), clone: clone}
 }
 
-// writable returns the current key group's map, ready to be written.
-func (t *table[K, E]) writable(kgi int) map[K]E {
-	m := t.maps[kgi]
-	if m == nil {
-		m = make(map[K]E)
-		t.maps[kgi], t.gens[kgi] = m, t.b.cow.gen
-		return m
+func (t *table[K, E]) get(kgi int, k K) (E, bool) {
+	l := &t.kgs[kgi]
+	if len(l.over) == 0 {
+		e, ok := l.base[k]
+		return e, ok
 	}
-	if t.b.cow.shared(t.gens[kgi]) {
-		m = maps.Clone(m)
-		t.maps[kgi], t.gens[kgi] = m, t.b.cow.gen
-	}
-	return m
+	return t.getLayered(kgi, l, k)
 }
 
-func (t *table[K, E]) count() int {
+func (t *table[K, E]) getLayered(kgi int, l *layered[K, E], k K) (E, bool) {
+	if l.relGen != t.p.kgs[kgi].relGen {
+		t.fold(kgi, l)
+	}
+	for j := len(l.over) - 1; j >= 0; j-- {
+		if s, ok := l.over[j].m[k]; ok {
+			return s.e, !s.deleted
+		}
+	}
+	e, ok := l.base[k]
+	return e, ok
+}
+
+// baseWritable reports whether writes may go straight into the base map.
+func (t *table[K, E]) baseWritable(kgi int, l *layered[K, E]) bool {
+	return len(l.over) == 0 && l.base != nil && l.baseTag > t.p.kgs[kgi].maxPin
+}
+
+// target readies a key group for a write and returns the overlay to write
+// into, or nil for the base map.
+func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
+	kp := &t.p.kgs[kgi]
+	if l.relGen != kp.relGen {
+		t.fold(kgi, l)
+	}
+	if len(l.over) == 0 {
+		if l.base == nil {
+			// A snapshot that read this key group read it empty (nil): a new
+			// map is not shared with it.
+			l.base, l.baseTag = make(map[K]E), t.p.ver
+			return nil
+		}
+		if l.baseTag > kp.maxPin {
+			return nil
+		}
+	} else if top := &l.over[len(l.over)-1]; top.tag > kp.maxPin {
+		return top
+	}
+	l.over = append(l.over, overlay[K, E]{m: make(map[K]slot[E]), tag: t.p.ver})
+	return &l.over[len(l.over)-1]
+}
+
+// set stores e under k. exists tells whether k has a value now (a known
+// existing key is not copied again).
+func (t *table[K, E]) set(kgi int, k K, e E, exists bool) {
+	l := &t.kgs[kgi]
+	o := t.target(kgi, l)
+	if o == nil {
+		if !exists {
+			k = t.clone(k)
+		}
+		l.base[k] = e
+		return
+	}
+	if _, ok := o.m[k]; !ok {
+		k = t.clone(k)
+	}
+	o.m[k] = slot[E]{e: e}
+}
+
+// del deletes k, which has a value now.
+func (t *table[K, E]) del(kgi int, k K) {
+	l := &t.kgs[kgi]
+	o := t.target(kgi, l)
+	if o == nil {
+		delete(l.base, k)
+		return
+	}
+	if _, ok := o.m[k]; !ok {
+		k = t.clone(k)
+	}
+	o.m[k] = slot[E]{deleted: true}
+}
+
+// fold merges the layers that no open snapshot reads (those tagged above the
+// highest open pin) into the lowest of them: into the base when none is
+// pinned. Only maps no snapshot reads are written.
+func (t *table[K, E]) fold(kgi int, l *layered[K, E]) {
+	kp := &t.p.kgs[kgi]
+	l.relGen = kp.relGen
+	if len(l.over) == 0 {
+		return
+	}
+	top := l.over[len(l.over)-1].tag
+	if l.base == nil || l.baseTag > kp.maxPin {
+		if l.base == nil {
+			l.base = make(map[K]E, len(l.over[0].m))
+		}
+		for _, o := range l.over {
+			for k, s := range o.m {
+				if s.deleted {
+					delete(l.base, k)
+				} else {
+					l.base[k] = s.e
+				}
+			}
+		}
+		l.baseTag = top
+		clear(l.over)
+		l.over = l.over[:0]
+		return
+	}
+	for j := range l.over {
+		if l.over[j].tag <= kp.maxPin {
+			continue
+		}
+		if j == len(l.over)-1 {
+			return
+		}
+		dst := l.over[j].m
+		for _, o := range l.over[j+1:] {
+			for k, s := range o.m {
+				dst[k] = s
+			}
+		}
+		l.over[j].tag = top
+		clear(l.over[j+1:])
+		l.over = l.over[:j+1]
+		return
+	}
+}
+
+func (t *table[K, E]) foldAll() {
+	for i := range t.kgs {
+		if len(t.kgs[i].over) > 0 {
+			t.fold(i, &t.kgs[i])
+		}
+	}
+}
+
+func (t *table[K, E]) overlays() int {
 	n := 0
-	for _, m := range t.maps {
-		n += len(m)
+	for i := range t.kgs {
+		n += len(t.kgs[i].over)
 	}
 	return n
 }
 
-// capturedTable is a snapshot's view of a table: the maps as they were.
-type capturedTable[K comparable, E any] struct {
-	maps   []map[K]E
-	keySer KeySerializer[K]
-	encE   func(dst []byte, e E) []byte
+// count is the number of keys with a value.
+func (t *table[K, E]) count() int {
+	n := 0
+	for i := range t.kgs {
+		n += t.kgs[i].count()
+	}
+	return n
 }
 
-func (c capturedTable[K, E]) encode(dst []byte, kgi int) ([]byte, int) {
-	m := c.maps[kgi]
-	// Sort keys by their encoding so that a snapshot of the same state is
-	// byte-for-byte the same, whatever Go's map order.
-	type kv struct {
-		key []byte
-		e   E
-	}
-	entries := make([]kv, 0, len(m))
-	var buf []byte
-	for k, e := range m {
-		start := len(buf)
-		buf = c.keySer.Append(buf, k)
-		entries = append(entries, kv{buf[start:len(buf):len(buf)], e})
-	}
-	slices.SortFunc(entries, func(a, b kv) int { return compareBytes(a.key, b.key) })
-	for _, e := range entries {
-		dst = append(dst, e.key...)
-		dst = c.encE(dst, e.e)
-	}
-	return dst, len(entries)
-}
-
-func compareBytes(a, b []byte) int {
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
+func (l *layered[K, E]) count() int {
+	n := len(l.base)
+	for j, o := range l.over {
+		for k, s := range o.m {
+			below := l.visibleBelow(j, k)
+			switch {
+			case s.deleted && below:
+				n--
+			case !s.deleted && !below:
+				n++
 			}
-			return 1
 		}
 	}
-	return len(a) - len(b)
+	return n
 }
 
-func (t *table[K, E]) capture(encE func([]byte, E) []byte) capturedTables {
-	return capturedTable[K, E]{maps: slices.Clone(t.maps), keySer: t.b.keySer, encE: encE}
+// visibleBelow reports whether k has a value in the layers under overlay j.
+func (l *layered[K, E]) visibleBelow(j int, k K) bool {
+	for i := j - 1; i >= 0; i-- {
+		if s, ok := l.over[i].m[k]; ok {
+			return !s.deleted
+		}
+	}
+	_, ok := l.base[k]
+	return ok
 }
 
-// restoreInto decodes count entries of one key group into the table.
-func restoreInto[K comparable, E any](t *table[K, E], kgi int, payload []byte, dec func([]byte) (E, []byte, error)) error {
+// view is a snapshot's view of one key group: the layers as they were.
+type view[K comparable, E any] struct {
+	base map[K]E
+	over []map[K]slot[E]
+}
+
+func (t *table[K, E]) views() []view[K, E] {
+	vs := make([]view[K, E], len(t.kgs))
+	for i := range t.kgs {
+		l := &t.kgs[i]
+		vs[i].base = l.base
+		if len(l.over) > 0 {
+			vs[i].over = make([]map[K]slot[E], len(l.over))
+			for j, o := range l.over {
+				vs[i].over[j] = o.m
+			}
+		}
+	}
+	return vs
+}
+
+// all yields the view's entries (each key once, deletions left out).
+func (v *view[K, E]) all(yield func(K, E) bool) {
+	for j := len(v.over) - 1; j >= 0; j-- {
+		for k, s := range v.over[j] {
+			if s.deleted || shadowed(v.over[j+1:], k) {
+				continue
+			}
+			if !yield(k, s.e) {
+				return
+			}
+		}
+	}
+	for k, e := range v.base {
+		if len(v.over) > 0 && shadowed(v.over, k) {
+			continue
+		}
+		if !yield(k, e) {
+			return
+		}
+	}
+}
+
+func shadowed[K comparable, E any](over []map[K]slot[E], k K) bool {
+	for _, m := range over {
+		if _, ok := m[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// capturedTable is a snapshot's view of a table with its encoders.
+type capturedTable[K comparable, E any] struct {
+	views []view[K, E]
+	encK  func(dst []byte, k K) []byte
+	// encE appends the entry's value part; sub is scratch for nested sorts.
+	encE func(sub *encScratch, dst []byte, k K, e E) []byte
+	tie  bool // equal keys are ordered by the varint after them (timers)
+}
+
+func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byte, bool) {
+	v := &c.views[kgi]
+	if len(v.base) == 0 && len(v.over) == 0 {
+		return dst, false
+	}
+	sc.reset()
+	for k, e := range v.all {
+		off := len(sc.arena)
+		sc.arena = c.encK(sc.arena, k)
+		kl := len(sc.arena) - off
+		sc.arena = c.encE(sc.sub(), sc.arena, k, e)
+		sc.add(off, kl)
+	}
+	if len(sc.ents) == 0 {
+		return dst, false
+	}
+	return sc.emit(dst, c.tie, true), true
+}
+
+// restoreInto decodes count entries of one key group into the table. Only
+// that key group's maps are written, so key groups restore concurrently.
+func restoreInto[K comparable, E any](t *table[K, E], kgi int, payload []byte, decK func([]byte) (K, []byte, error), dec func([]byte) (E, []byte, error)) error {
 	n, k := binary.Uvarint(payload)
 	if k <= 0 {
 		return ErrShortBuffer
 	}
 	rest := payload[k:]
-	m := t.writable(kgi)
+	l := &t.kgs[kgi]
+	if l.base == nil {
+		// Presized from the count (bounded by the bytes, against a
+		// corrupt count).
+		l.base, l.baseTag = make(map[K]E, min(n, uint64(len(rest)))), t.p.ver
+	}
+	direct := t.baseWritable(kgi, l)
 	for i := uint64(0); i < n; i++ {
-		key, r, err := t.b.keySer.Decode(rest)
+		key, r, err := decK(rest)
 		if err != nil {
 			return fmt.Errorf("key: %w", err)
 		}
@@ -316,7 +682,11 @@ func restoreInto[K comparable, E any](t *table[K, E], kgi int, payload []byte, d
 		if err != nil {
 			return fmt.Errorf("value: %w", err)
 		}
-		m[key] = e
+		if direct {
+			l.base[key] = e
+		} else {
+			t.set(kgi, key, e, true)
+		}
 		rest = r
 	}
 	if len(rest) != 0 {
@@ -337,6 +707,7 @@ type ValueState[V any] interface {
 }
 
 type valueState[K comparable, V any] struct {
+	b   *KeyedBackend[K]
 	t   table[K, V]
 	ser Serializer[V]
 	typ string
@@ -349,44 +720,53 @@ type valueState[K comparable, V any] struct {
 // GetValueState registers (or returns) the value state called name.
 func GetValueState[V any, K comparable](b *KeyedBackend[K], name string, ser Serializer[V]) (ValueState[V], error) {
 	return register(b, name, KindValue, func() *valueState[K, V] {
-		return &valueState[K, V]{t: newTable[K, V](b), ser: ser, typ: typeName[V]()}
+		return &valueState[K, V]{b: b, t: newTable[K, V](b.pins, b.nkg, b.cloneKey), ser: ser, typ: typeName[V]()}
 	})
 }
 
 func (s *valueState[K, V]) Value() (V, bool) {
-	v, ok := s.t.maps[s.t.b.kgIndex][s.t.b.currentKey]
-	s.present, s.presentEpoch = ok, s.t.b.keyEpoch
+	b := s.b
+	v, ok := s.t.get(b.kgIndex, b.currentKey)
+	s.present, s.presentEpoch = ok, b.keyEpoch
 	return v, ok
 }
 
 func (s *valueState[K, V]) Update(v V) {
-	b := s.t.b
-	m := s.t.writable(b.kgIndex)
-	if s.presentEpoch == b.keyEpoch && s.present {
-		m[b.currentKey] = v
-		return
+	b := s.b
+	kgi := b.kgIndex
+	known := s.presentEpoch == b.keyEpoch
+	exists := s.present
+	if !known {
+		_, exists = s.t.get(kgi, b.currentKey)
 	}
-	// Possibly a new key: store a compact copy of it. (Assigning to an
-	// existing key keeps the key already stored.)
-	m[b.storedKey()] = v
+	if l := &s.t.kgs[kgi]; exists && s.t.baseWritable(kgi, l) {
+		l.base[b.currentKey] = v // the common case: one map assignment
+	} else {
+		// Possibly a new key: set stores a compact copy of it.
+		s.t.set(kgi, b.currentKey, v, exists)
+	}
 	s.present, s.presentEpoch = true, b.keyEpoch
 }
 
 func (s *valueState[K, V]) Clear() {
-	if _, ok := s.t.maps[s.t.b.kgIndex][s.t.b.currentKey]; ok {
-		delete(s.t.writable(s.t.b.kgIndex), s.t.b.currentKey)
+	b := s.b
+	if _, ok := s.t.get(b.kgIndex, b.currentKey); ok {
+		s.t.del(b.kgIndex, b.currentKey)
 	}
-	s.present, s.presentEpoch = false, s.t.b.keyEpoch
+	s.present, s.presentEpoch = false, b.keyEpoch
 }
 
 func (s *valueState[K, V]) kind() Kind       { return KindValue }
 func (s *valueState[K, V]) typeName() string { return s.typ }
 func (s *valueState[K, V]) count() int       { return s.t.count() }
+func (s *valueState[K, V]) foldAll()         { s.t.foldAll() }
+func (s *valueState[K, V]) overlays() int    { return s.t.overlays() }
 func (s *valueState[K, V]) capture() capturedTables {
-	return s.t.capture(s.ser.Append)
+	return &capturedTable[K, V]{views: s.t.views(), encK: s.b.keySer.Append,
+		encE: func(_ *encScratch, dst []byte, _ K, v V) []byte { return s.ser.Append(dst, v) }}
 }
 func (s *valueState[K, V]) restore(kgi int, payload []byte) error {
-	return restoreInto(&s.t, kgi, payload, s.ser.Decode)
+	return restoreInto(&s.t, kgi, payload, s.b.keySer.Decode, s.ser.Decode)
 }
 
 // ListState holds a list of values per key.
@@ -402,6 +782,7 @@ type ListState[V any] interface {
 }
 
 type listState[K comparable, V any] struct {
+	b   *KeyedBackend[K]
 	t   table[K, []V]
 	ser Serializer[V]
 	typ string
@@ -410,24 +791,26 @@ type listState[K comparable, V any] struct {
 // GetListState registers (or returns) the list state called name.
 func GetListState[V any, K comparable](b *KeyedBackend[K], name string, ser Serializer[V]) (ListState[V], error) {
 	return register(b, name, KindList, func() *listState[K, V] {
-		return &listState[K, V]{t: newTable[K, []V](b), ser: ser, typ: typeName[V]()}
+		return &listState[K, V]{b: b, t: newTable[K, []V](b.pins, b.nkg, b.cloneKey), ser: ser, typ: typeName[V]()}
 	})
 }
 
 func (s *listState[K, V]) Get() []V {
-	return slices.Clip(s.t.maps[s.t.b.kgIndex][s.t.b.currentKey])
+	vs, _ := s.t.get(s.b.kgIndex, s.b.currentKey)
+	return slices.Clip(vs)
 }
 
-// Add appends in place: a snapshot that captured this list holds its old
-// length and never reads past it, so appending into spare capacity of the
-// shared array is safe without a copy.
+// Add appends in place: a snapshot that read this list holds its old length
+// and never reads past it, and no list is ever shortened in place (Update
+// and Clear replace it), so appending into spare capacity of an array a
+// snapshot shares is safe without a copy.
 func (s *listState[K, V]) Add(v V) {
-	b := s.t.b
-	m := s.t.writable(b.kgIndex)
-	if old, ok := m[b.currentKey]; ok {
-		m[b.currentKey] = append(old, v)
+	b := s.b
+	old, ok := s.t.get(b.kgIndex, b.currentKey)
+	if ok {
+		s.t.set(b.kgIndex, b.currentKey, append(old, v), true)
 	} else {
-		m[b.storedKey()] = []V{v}
+		s.t.set(b.kgIndex, b.currentKey, []V{v}, false)
 	}
 }
 
@@ -436,41 +819,41 @@ func (s *listState[K, V]) Update(vs []V) {
 		s.Clear()
 		return
 	}
-	b := s.t.b
-	m := s.t.writable(b.kgIndex)
-	if _, ok := m[b.currentKey]; ok {
-		m[b.currentKey] = slices.Clone(vs)
-	} else {
-		m[b.storedKey()] = slices.Clone(vs)
-	}
+	b := s.b
+	_, ok := s.t.get(b.kgIndex, b.currentKey)
+	s.t.set(b.kgIndex, b.currentKey, slices.Clone(vs), ok)
 }
 
 func (s *listState[K, V]) Clear() {
-	if _, ok := s.t.maps[s.t.b.kgIndex][s.t.b.currentKey]; ok {
-		delete(s.t.writable(s.t.b.kgIndex), s.t.b.currentKey)
+	b := s.b
+	if _, ok := s.t.get(b.kgIndex, b.currentKey); ok {
+		s.t.del(b.kgIndex, b.currentKey)
 	}
 }
 
 func (s *listState[K, V]) kind() Kind       { return KindList }
 func (s *listState[K, V]) typeName() string { return s.typ }
 func (s *listState[K, V]) count() int       { return s.t.count() }
+func (s *listState[K, V]) foldAll()         { s.t.foldAll() }
+func (s *listState[K, V]) overlays() int    { return s.t.overlays() }
 func (s *listState[K, V]) capture() capturedTables {
-	return s.t.capture(func(dst []byte, vs []V) []byte {
-		dst = binary.AppendUvarint(dst, uint64(len(vs)))
-		for _, v := range vs {
-			dst = s.ser.Append(dst, v)
-		}
-		return dst
-	})
+	return &capturedTable[K, []V]{views: s.t.views(), encK: s.b.keySer.Append,
+		encE: func(_ *encScratch, dst []byte, _ K, vs []V) []byte {
+			dst = binary.AppendUvarint(dst, uint64(len(vs)))
+			for _, v := range vs {
+				dst = s.ser.Append(dst, v)
+			}
+			return dst
+		}}
 }
 func (s *listState[K, V]) restore(kgi int, payload []byte) error {
-	return restoreInto(&s.t, kgi, payload, func(src []byte) ([]V, []byte, error) {
+	return restoreInto(&s.t, kgi, payload, s.b.keySer.Decode, func(src []byte) ([]V, []byte, error) {
 		n, k := binary.Uvarint(src)
 		if k <= 0 {
 			return nil, nil, ErrShortBuffer
 		}
 		src = src[k:]
-		vs := make([]V, 0, n)
+		vs := make([]V, 0, min(n, uint64(len(src))))
 		for i := uint64(0); i < n; i++ {
 			v, rest, err := s.ser.Decode(src)
 			if err != nil {
@@ -495,14 +878,16 @@ type MapState[UK comparable, UV any] interface {
 	Clear()
 }
 
-// mapEntry is one key's map, with its own copy-on-write generation, because
-// copying a key group's table copies only references to these maps.
+// mapEntry is one key's map, stamped with the version it was created at: a
+// snapshot whose pin is at or above tag may read it, so it is cloned before
+// it is written while such a snapshot is open.
 type mapEntry[UK comparable, UV any] struct {
 	m   map[UK]UV
-	gen uint64
+	tag uint64
 }
 
 type mapState[K comparable, UK comparable, UV any] struct {
+	b     *KeyedBackend[K]
 	t     table[K, mapEntry[UK, UV]]
 	ukSer Serializer[UK]
 	uvSer Serializer[UV]
@@ -512,26 +897,27 @@ type mapState[K comparable, UK comparable, UV any] struct {
 // GetMapState registers (or returns) the map state called name.
 func GetMapState[UK comparable, UV any, K comparable](b *KeyedBackend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
 	return register(b, name, KindMap, func() *mapState[K, UK, UV] {
-		return &mapState[K, UK, UV]{t: newTable[K, mapEntry[UK, UV]](b), ukSer: ukSer, uvSer: uvSer,
+		return &mapState[K, UK, UV]{b: b, t: newTable[K, mapEntry[UK, UV]](b.pins, b.nkg, b.cloneKey), ukSer: ukSer, uvSer: uvSer,
 			typ: "map[" + typeName[UK]() + "]" + typeName[UV]()}
 	})
 }
 
 func (s *mapState[K, UK, UV]) inner() map[UK]UV {
-	return s.t.maps[s.t.b.kgIndex][s.t.b.currentKey].m
+	e, _ := s.t.get(s.b.kgIndex, s.b.currentKey)
+	return e.m
 }
 
 func (s *mapState[K, UK, UV]) writableInner() map[UK]UV {
-	b := s.t.b
-	m := s.t.writable(b.kgIndex)
-	e, ok := m[b.currentKey]
+	b := s.b
+	kgi := b.kgIndex
+	e, ok := s.t.get(kgi, b.currentKey)
 	switch {
 	case !ok:
-		e = mapEntry[UK, UV]{m: make(map[UK]UV), gen: b.cow.gen}
-		m[b.storedKey()] = e
-	case b.cow.shared(e.gen):
-		e = mapEntry[UK, UV]{m: maps.Clone(e.m), gen: b.cow.gen}
-		m[b.currentKey] = e
+		e = mapEntry[UK, UV]{m: make(map[UK]UV), tag: s.t.p.ver}
+		s.t.set(kgi, b.currentKey, e, false)
+	case e.tag <= s.t.p.kgs[kgi].maxPin:
+		e = mapEntry[UK, UV]{m: maps.Clone(e.m), tag: s.t.p.ver}
+		s.t.set(kgi, b.currentKey, e, true)
 	}
 	return e.m
 }
@@ -545,8 +931,9 @@ func (s *mapState[K, UK, UV]) Remove(uk UK) {
 	if !s.Contains(uk) {
 		return
 	}
-	delete(s.writableInner(), uk)
-	if len(s.inner()) == 0 {
+	m := s.writableInner()
+	delete(m, uk)
+	if len(m) == 0 {
 		s.Clear()
 	}
 }
@@ -560,45 +947,43 @@ func (s *mapState[K, UK, UV]) All(f func(UK, UV) bool) {
 }
 
 func (s *mapState[K, UK, UV]) Clear() {
-	if _, ok := s.t.maps[s.t.b.kgIndex][s.t.b.currentKey]; ok {
-		delete(s.t.writable(s.t.b.kgIndex), s.t.b.currentKey)
+	b := s.b
+	if _, ok := s.t.get(b.kgIndex, b.currentKey); ok {
+		s.t.del(b.kgIndex, b.currentKey)
 	}
 }
 
 func (s *mapState[K, UK, UV]) kind() Kind       { return KindMap }
 func (s *mapState[K, UK, UV]) typeName() string { return s.typ }
 func (s *mapState[K, UK, UV]) count() int       { return s.t.count() }
+func (s *mapState[K, UK, UV]) foldAll()         { s.t.foldAll() }
+func (s *mapState[K, UK, UV]) overlays() int    { return s.t.overlays() }
 
 func (s *mapState[K, UK, UV]) capture() capturedTables {
-	return s.t.capture(func(dst []byte, e mapEntry[UK, UV]) []byte {
-		dst = binary.AppendUvarint(dst, uint64(len(e.m)))
-		// Sorted by encoded user key, for deterministic snapshots.
-		type kv struct {
-			k []byte
-			v UV
-		}
-		entries := make([]kv, 0, len(e.m))
-		for k, v := range e.m {
-			entries = append(entries, kv{s.ukSer.Append(nil, k), v})
-		}
-		slices.SortFunc(entries, func(a, b kv) int { return compareBytes(a.k, b.k) })
-		for _, x := range entries {
-			dst = append(dst, x.k...)
-			dst = s.uvSer.Append(dst, x.v)
-		}
-		return dst
-	})
+	return &capturedTable[K, mapEntry[UK, UV]]{views: s.t.views(), encK: s.b.keySer.Append,
+		encE: func(sc *encScratch, dst []byte, _ K, e mapEntry[UK, UV]) []byte {
+			// Sorted by encoded user key, for deterministic snapshots.
+			sc.reset()
+			for k, v := range e.m {
+				off := len(sc.arena)
+				sc.arena = s.ukSer.Append(sc.arena, k)
+				kl := len(sc.arena) - off
+				sc.arena = s.uvSer.Append(sc.arena, v)
+				sc.add(off, kl)
+			}
+			return sc.emit(dst, false, false)
+		}}
 }
 
 func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
-	gen := s.t.b.cow.gen
-	return restoreInto(&s.t, kgi, payload, func(src []byte) (mapEntry[UK, UV], []byte, error) {
+	ver := s.t.p.ver
+	return restoreInto(&s.t, kgi, payload, s.b.keySer.Decode, func(src []byte) (mapEntry[UK, UV], []byte, error) {
 		n, k := binary.Uvarint(src)
 		if k <= 0 {
 			return mapEntry[UK, UV]{}, nil, ErrShortBuffer
 		}
 		src = src[k:]
-		m := make(map[UK]UV, n)
+		m := make(map[UK]UV, min(n, uint64(len(src))))
 		for i := uint64(0); i < n; i++ {
 			uk, rest, err := s.ukSer.Decode(src)
 			if err != nil {
@@ -610,7 +995,7 @@ func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
 			}
 			m[uk], src = uv, rest
 		}
-		return mapEntry[UK, UV]{m: m, gen: gen}, src, nil
+		return mapEntry[UK, UV]{m: m, tag: ver}, src, nil
 	})
 }
 

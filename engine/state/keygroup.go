@@ -62,5 +62,8 @@ func SubtaskForKeyGroup(maxParallelism, parallelism, keyGroup int) int {
 
 // KeyGroupForHash maps a key's hash to its key group.
 func KeyGroupForHash(hash uint64, maxParallelism int) int {
+	if m := uint64(maxParallelism); m != 0 && m&(m-1) == 0 {
+		return int(hash & (m - 1)) // the same as the remainder, without a division
+	}
 	return int(hash % uint64(maxParallelism))
 }

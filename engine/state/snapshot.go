@@ -6,17 +6,26 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
-// KeyedSnapshot is the synchronous part of a keyed state snapshot: an
-// immutable view of every table. Encoding it (the asynchronous part) may run
-// on another goroutine while the task goes on writing state; Release must be
-// called once encoding is done, or abandoned.
+// KeyedSnapshot is the synchronous part of a keyed state snapshot: a view
+// of every state's layers, pinned so that the task does not write them. It
+// is encoded (the asynchronous part) on one goroutine, possibly while the
+// task goes on writing state: EncodeKeyGroup encodes a key group and
+// releases it; Release releases the key groups not encoded (call it when
+// done, or to abandon the snapshot). A snapshot is not safe for concurrent
+// encoding.
 type KeyedSnapshot struct {
 	kgRange KeyGroupRange
 	states  []capturedNamed
-	clock   *cowClock
-	gen     uint64
+	pins    *pinBook
+	pin     uint64
+	sc      *encScratch
+
+	mu       sync.Mutex
+	released []bool // per key group index
 }
 
 type capturedNamed struct {
@@ -59,72 +68,108 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// Snapshot captures the backend's state in O(states × key groups) time.
+// Snapshot captures the backend's state in O(states × key groups) time,
+// without copying any entry: it pins the layers of every key group (see the
+// top of backend.go).
 func (b *KeyedBackend[K]) Snapshot() *KeyedSnapshot {
-	s := &KeyedSnapshot{kgRange: b.kgRange, clock: &b.cow}
-	for _, name := range slices.Sorted(maps.Keys(b.states)) {
-		st := b.states[name]
+	s := &KeyedSnapshot{kgRange: b.kgRange, pins: b.pins, released: make([]bool, b.nkg)}
+	s.pin = b.pins.pin()
+	for name, st := range b.states {
 		s.states = append(s.states, capturedNamed{name: name, kind: st.kind(), typ: st.typeName(), tables: st.capture()})
 	}
-	for _, name := range slices.Sorted(maps.Keys(b.pending)) {
-		r := b.pending[name]
-		s.states = append(s.states, capturedNamed{name: name, kind: r.kind, typ: r.typ, raw: r.byKG})
+	for name, r := range b.pending {
+		s.states = append(s.states, capturedNamed{name: name, kind: r.kind, typ: r.typ, raw: maps.Clone(r.byKG)})
 	}
 	slices.SortFunc(s.states, func(a, b capturedNamed) int { return compareStrings(a.name, b.name) })
-	s.gen = b.cow.capture()
 	return s
 }
 
 // KeyGroupRange is the range the snapshot covers.
 func (s *KeyedSnapshot) KeyGroupRange() KeyGroupRange { return s.kgRange }
 
-// Release tells the backend the snapshot's tables are no longer read.
-func (s *KeyedSnapshot) Release() {
-	if s.clock != nil {
-		s.clock.release(s.gen)
-		s.clock = nil
+// ReleaseKeyGroup tells the backend that the snapshot no longer reads key
+// group kg (EncodeKeyGroup does it for the key group it encodes). Releasing
+// twice is harmless.
+func (s *KeyedSnapshot) ReleaseKeyGroup(kg int) {
+	kgi := kg - s.kgRange.Start
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kgi < 0 || kgi >= len(s.released) || s.released[kgi] {
+		return
 	}
+	s.released[kgi] = true
+	s.pins.release(kgi, s.pin)
 }
 
-// EncodeKeyGroup appends the canonical encoding of one key group:
+// Release tells the backend the snapshot's layers are no longer read: every
+// key group not released yet is.
+func (s *KeyedSnapshot) Release() {
+	for kg := s.kgRange.Start; kg <= s.kgRange.End; kg++ {
+		s.ReleaseKeyGroup(kg)
+	}
+	s.mu.Lock()
+	if s.sc != nil {
+		scratchPool.Put(s.sc)
+		s.sc = nil
+	}
+	s.mu.Unlock()
+}
+
+// EncodeKeyGroup appends the canonical encoding of one key group, then
+// releases that key group (so the task stops keeping its layers for this
+// snapshot; each key group can be written out as soon as it is encoded):
 //
 //	uvarint number of states
 //	per state, in name order: string name, byte kind, string type,
 //	    uvarint payload length, payload = uvarint count + entries
 //
 // States with no entries in the key group are left out. Strings are
-// uvarint-length-prefixed UTF-8.
+// uvarint-length-prefixed UTF-8. It panics if the key group was released.
 func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 	kgi := kg - s.kgRange.Start
-	type part struct {
-		st      *capturedNamed
-		payload []byte
+	s.mu.Lock()
+	if kgi < 0 || kgi >= len(s.released) || s.released[kgi] {
+		s.mu.Unlock()
+		panic(fmt.Sprintf("state: key group %d is outside %v or already released", kg, s.kgRange))
 	}
-	var parts []part
+	if s.sc == nil {
+		s.sc = scratchPool.Get().(*encScratch)
+	}
+	sc := s.sc
+	s.mu.Unlock()
+
+	start := len(dst)
+	dst = append(dst, 0) // the number of states, fixed below
+	n := 0
 	for i := range s.states {
 		st := &s.states[i]
-		var payload []byte
+		mark := len(dst)
+		dst = appendString(dst, st.name)
+		dst = append(dst, byte(st.kind))
+		dst = appendString(dst, st.typ)
 		if st.tables != nil {
-			body, n := st.tables.encode(nil, kgi)
-			if n == 0 {
+			var ok bool
+			if dst, ok = st.tables.encode(sc, dst, kgi); !ok {
+				dst = dst[:mark]
 				continue
 			}
-			payload = binary.AppendUvarint(make([]byte, 0, len(body)+4), uint64(n))
-			payload = append(payload, body...)
 		} else if p, ok := st.raw[kgi]; ok {
-			payload = p
+			dst = appendBytes(dst, p)
 		} else {
+			dst = dst[:mark]
 			continue
 		}
-		parts = append(parts, part{st, payload})
+		n++
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(parts)))
-	for _, p := range parts {
-		dst = appendString(dst, p.st.name)
-		dst = append(dst, byte(p.st.kind))
-		dst = appendString(dst, p.st.typ)
-		dst = appendBytes(dst, p.payload)
+	if n < 0x80 {
+		dst[start] = byte(n)
+	} else {
+		var hdr [binary.MaxVarintLen64]byte
+		h := binary.PutUvarint(hdr[:], uint64(n))
+		dst = slices.Insert(dst, start+1, hdr[1:h]...)
+		copy(dst[start:], hdr[:h])
 	}
+	s.ReleaseKeyGroup(kg)
 	return dst
 }
 
@@ -143,54 +188,126 @@ func readString(src []byte) (string, []byte, error) {
 // decoded now; the others are kept until registered (or written back into
 // the next snapshot unchanged).
 func (b *KeyedBackend[K]) RestoreKeyGroup(kg int, block []byte) error {
-	if !b.kgRange.Contains(kg) {
-		return fmt.Errorf("key group %d is outside %v", kg, b.kgRange)
+	return b.RestoreKeyGroups([]KeyGroupBlock{{KeyGroup: kg, Block: block}}, 1)
+}
+
+// KeyGroupBlock is one key group's block, as written by EncodeKeyGroup.
+type KeyGroupBlock struct {
+	KeyGroup int
+	Block    []byte
+}
+
+// RestoreKeyGroups loads key groups' blocks, decoding registered states on
+// up to workers goroutines (each key group's maps are its own, so key groups
+// decode independently); the others are kept until registered. The blocks
+// are not retained, except the payloads of unregistered states.
+func (b *KeyedBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers int) error {
+	type part struct {
+		st      keyedState
+		name    string
+		typ     string
+		kgi     int
+		payload []byte
 	}
-	kgi := kg - b.kgRange.Start
-	n, k := binary.Uvarint(block)
-	if k <= 0 {
-		return fmt.Errorf("key group %d: %w", kg, ErrShortBuffer)
-	}
-	rest := block[k:]
-	for i := uint64(0); i < n; i++ {
-		name, r, err := readString(rest)
-		if err != nil || len(r) < 1 {
-			return fmt.Errorf("key group %d: state header: %w", kg, errors.Join(err, ErrShortBuffer))
+	// Parse every header first (cheap), on this goroutine: raw states and
+	// errors in the framing are handled here.
+	byKG := map[int][]part{}
+	var kgis []int
+	for _, blk := range blocks {
+		kg := blk.KeyGroup
+		if !b.kgRange.Contains(kg) {
+			return fmt.Errorf("key group %d is outside %v", kg, b.kgRange)
 		}
-		kind := Kind(r[0])
-		typ, r, err := readString(r[1:])
-		if err != nil {
-			return fmt.Errorf("key group %d: state %q: %w", kg, name, err)
+		kgi := kg - b.kgRange.Start
+		n, k := binary.Uvarint(blk.Block)
+		if k <= 0 {
+			return fmt.Errorf("key group %d: %w", kg, ErrShortBuffer)
 		}
-		payload, r, err := readBytes(r)
-		if err != nil {
-			return fmt.Errorf("key group %d: state %q: %w", kg, name, err)
-		}
-		rest = r
-		if st, ok := b.states[name]; ok {
-			if st.kind() != kind {
-				return fmt.Errorf("state %q was restored as %s state but is declared as %s state", name, kind, st.kind())
+		rest := blk.Block[k:]
+		for i := uint64(0); i < n; i++ {
+			name, r, err := readString(rest)
+			if err != nil || len(r) < 1 {
+				return fmt.Errorf("key group %d: state header: %w", kg, errors.Join(err, ErrShortBuffer))
 			}
-			if err := st.restore(kgi, payload); err != nil {
-				return fmt.Errorf("restore state %q (declared %s, snapshot has %s) in key group %d: %w", name, st.typeName(), typ, kg, err)
+			kind := Kind(r[0])
+			typ, r, err := readString(r[1:])
+			if err != nil {
+				return fmt.Errorf("key group %d: state %q: %w", kg, name, err)
 			}
-			continue
+			payload, r, err := readBytes(r)
+			if err != nil {
+				return fmt.Errorf("key group %d: state %q: %w", kg, name, err)
+			}
+			rest = r
+			if st, ok := b.states[name]; ok {
+				if st.kind() != kind {
+					return fmt.Errorf("state %q was restored as %s state but is declared as %s state", name, kind, st.kind())
+				}
+				if _, seen := byKG[kgi]; !seen {
+					kgis = append(kgis, kgi)
+				}
+				byKG[kgi] = append(byKG[kgi], part{st, name, typ, kgi, payload})
+				continue
+			}
+			raw := b.pending[name]
+			if raw == nil {
+				raw = &rawState{kind: kind, typ: typ, byKG: map[int][]byte{}}
+				b.pending[name] = raw
+			}
+			if raw.kind != kind {
+				return fmt.Errorf("state %q appears as both %s and %s state", name, raw.kind, kind)
+			}
+			raw.byKG[kgi] = slices.Clone(payload)
+			if cnt, k := binary.Uvarint(payload); k > 0 {
+				raw.count += int(cnt)
+			}
 		}
-		raw := b.pending[name]
-		if raw == nil {
-			raw = &rawState{kind: kind, typ: typ, byKG: map[int][]byte{}}
-			b.pending[name] = raw
-		}
-		if raw.kind != kind {
-			return fmt.Errorf("state %q appears as both %s and %s state", name, raw.kind, kind)
-		}
-		raw.byKG[kgi] = slices.Clone(payload)
-		if cnt, k := binary.Uvarint(payload); k > 0 {
-			raw.count += int(cnt)
+		if len(rest) != 0 {
+			return fmt.Errorf("key group %d: %d unexpected trailing bytes", kg, len(rest))
 		}
 	}
-	if len(rest) != 0 {
-		return fmt.Errorf("key group %d: %d unexpected trailing bytes", kg, len(rest))
+	decode := func(kgi int) error {
+		for _, p := range byKG[kgi] {
+			if err := p.st.restore(p.kgi, p.payload); err != nil {
+				return fmt.Errorf("restore state %q (declared %s, snapshot has %s) in key group %d: %w", p.name, p.st.typeName(), p.typ, p.kgi+b.kgRange.Start, err)
+			}
+		}
+		return nil
+	}
+	slices.Sort(kgis)
+	errs := make([]error, len(kgis))
+	workers = max(1, min(workers, len(kgis)))
+	if workers == 1 {
+		for i, kgi := range kgis {
+			if errs[i] = decode(kgi); errs[i] != nil {
+				break
+			}
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(kgis) {
+						return
+					}
+					errs[i] = decode(kgis[i])
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, st := range b.states {
+		if f, ok := st.(restoreFinisher); ok {
+			f.finishRestore()
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,12 +1,9 @@
 package state
 
 import (
-	"cmp"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
-	"maps"
-	"slices"
 )
 
 // Timers is a keyed timer service (processing time or event time). Timers
@@ -14,11 +11,12 @@ import (
 // restored with their key group, so that a timer set before a failure fires
 // after recovery, on whichever subtask then owns the key.
 type Timers[K comparable] struct {
-	b    *KeyedBackend[K]
-	k    Kind
-	sets []map[timer[K]]struct{} // per key group, with copy-on-write
-	gens []uint64
-	q    timerHeap[K] // may hold deleted timers; sets is the truth
+	b *KeyedBackend[K]
+	k Kind
+	t table[timer[K], struct{}] // the timers of each key group, layered like any state
+	q timerHeap[K]              // may hold deleted timers; t is the truth
+	// requeue: timers were restored into t; q is rebuilt before it is read.
+	requeue bool
 }
 
 type timer[K comparable] struct {
@@ -52,58 +50,63 @@ func GetTimers[K comparable](b *KeyedBackend[K], kind Kind) (*Timers[K], error) 
 		name = EventTimersName
 	}
 	return register(b, name, kind, func() *Timers[K] {
-		n := b.kgRange.Len()
-		return &Timers[K]{b: b, k: kind, sets: make([]map[timer[K]]struct{}, n), gens: make([]uint64, n)}
+		clone := func(tm timer[K]) timer[K] { return timer[K]{b.cloneKey(tm.key), tm.ts} }
+		return &Timers[K]{b: b, k: kind, t: newTable[timer[K], struct{}](b.pins, b.nkg, clone)}
 	})
-}
-
-func (t *Timers[K]) writable(kgi int) map[timer[K]]struct{} {
-	m := t.sets[kgi]
-	if m == nil {
-		m = map[timer[K]]struct{}{}
-		t.sets[kgi], t.gens[kgi] = m, t.b.cow.gen
-	} else if t.b.cow.shared(t.gens[kgi]) {
-		m = maps.Clone(m)
-		t.sets[kgi], t.gens[kgi] = m, t.b.cow.gen
-	}
-	return m
 }
 
 // Register sets a timer for the current key at ts. Registering the same
 // (key, time) twice makes one timer, as in Flink.
 func (t *Timers[K]) Register(ts int64) {
-	if _, ok := t.sets[t.b.kgIndex][timer[K]{t.b.currentKey, ts}]; ok {
+	kgi := t.b.kgIndex
+	tm := timer[K]{t.b.currentKey, ts}
+	if _, ok := t.t.get(kgi, tm); ok {
 		return
 	}
-	t.add(t.b.kgIndex, timer[K]{t.b.storedKey(), ts})
-}
-
-func (t *Timers[K]) add(kgi int, tm timer[K]) {
-	if _, ok := t.sets[kgi][tm]; ok {
-		return
+	t.t.set(kgi, tm, struct{}{}, false)
+	if !t.requeue {
+		heap.Push(&t.q, queued[K]{tm, kgi})
 	}
-	t.writable(kgi)[tm] = struct{}{}
-	heap.Push(&t.q, queued[K]{tm, kgi})
 }
 
 // Delete removes the current key's timer at ts, if any.
 func (t *Timers[K]) Delete(ts int64) {
+	kgi := t.b.kgIndex
 	tm := timer[K]{t.b.currentKey, ts}
-	if _, ok := t.sets[t.b.kgIndex][tm]; ok {
-		delete(t.writable(t.b.kgIndex), tm)
+	if _, ok := t.t.get(kgi, tm); ok {
+		t.t.del(kgi, tm)
 	}
 }
 
 // Next returns the time of the earliest timer.
 func (t *Timers[K]) Next() (int64, bool) {
+	if t.requeue {
+		t.rebuildQueue()
+	}
 	for t.q.Len() > 0 {
 		top := t.q[0]
-		if _, ok := t.sets[top.kg][top.timer]; ok {
+		if _, ok := t.t.get(top.kg, top.timer); ok {
 			return top.ts, true
 		}
 		heap.Pop(&t.q) // deleted
 	}
 	return 0, false
+}
+
+func (t *Timers[K]) rebuildQueue() {
+	t.requeue = false
+	t.q = t.q[:0]
+	for kgi := range t.t.kgs {
+		l := &t.t.kgs[kgi]
+		v := view[timer[K], struct{}]{base: l.base}
+		for _, o := range l.over {
+			v.over = append(v.over, o.m)
+		}
+		for tm := range v.all {
+			t.q = append(t.q, queued[K]{tm, kgi})
+		}
+	}
+	heap.Init(&t.q)
 }
 
 // FireDue fires, in time order, every timer at or before upTo: it removes
@@ -116,7 +119,7 @@ func (t *Timers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
 			return nil
 		}
 		q := heap.Pop(&t.q).(queued[K])
-		delete(t.writable(q.kg), q.timer)
+		t.t.del(q.kg, q.timer)
 		t.b.setCurrent(q.key, q.kg+t.b.kgRange.Start)
 		if err := fire(q.ts); err != nil {
 			return err
@@ -125,66 +128,41 @@ func (t *Timers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
 }
 
 // Len is the number of live timers.
-func (t *Timers[K]) Len() int {
-	n := 0
-	for _, s := range t.sets {
-		n += len(s)
-	}
-	return n
-}
+func (t *Timers[K]) Len() int { return t.t.count() }
 
 func (t *Timers[K]) kind() Kind       { return t.k }
 func (t *Timers[K]) typeName() string { return "timer[" + typeName[K]() + "]" }
 func (t *Timers[K]) count() int       { return t.Len() }
+func (t *Timers[K]) foldAll()         { t.t.foldAll() }
+func (t *Timers[K]) overlays() int    { return t.t.overlays() }
 
-type capturedTimers[K comparable] struct {
-	sets   []map[timer[K]]struct{}
-	keySer KeySerializer[K]
-}
-
+// capture encodes timers sorted by (key, timestamp): the key is the sort
+// key, and equal keys are ordered by the varint timestamp after them.
 func (t *Timers[K]) capture() capturedTables {
-	return capturedTimers[K]{sets: slices.Clone(t.sets), keySer: t.b.keySer}
+	keySer := t.b.keySer
+	return &capturedTable[timer[K], struct{}]{views: t.t.views(), tie: true,
+		encK: func(dst []byte, tm timer[K]) []byte { return keySer.Append(dst, tm.key) },
+		encE: func(_ *encScratch, dst []byte, tm timer[K], _ struct{}) []byte {
+			return binary.AppendVarint(dst, tm.ts)
+		}}
 }
 
-func (c capturedTimers[K]) encode(dst []byte, kgi int) ([]byte, int) {
-	type enc struct {
-		key []byte
-		ts  int64
-	}
-	entries := make([]enc, 0, len(c.sets[kgi]))
-	for tm := range c.sets[kgi] {
-		entries = append(entries, enc{c.keySer.Append(nil, tm.key), tm.ts})
-	}
-	slices.SortFunc(entries, func(a, b enc) int {
-		if c := compareBytes(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ts, b.ts)
-	})
-	for _, e := range entries {
-		dst = append(dst, e.key...)
-		dst = binary.AppendVarint(dst, e.ts)
-	}
-	return dst, len(entries)
-}
-
+// restore decodes one key group's timers; the queue is rebuilt once all
+// are in (finishRestore), as key groups may restore concurrently.
 func (t *Timers[K]) restore(kgi int, payload []byte) error {
-	n, k := binary.Uvarint(payload)
-	if k <= 0 {
-		return ErrShortBuffer
-	}
-	rest := payload[k:]
-	for i := uint64(0); i < n; i++ {
-		key, r, err := t.b.keySer.Decode(rest)
-		if err != nil {
-			return fmt.Errorf("timer key: %w", err)
-		}
-		ts, m := binary.Varint(r)
-		if m <= 0 {
-			return ErrShortBuffer
-		}
-		t.add(kgi, timer[K]{key, ts})
-		rest = r[m:]
-	}
-	return nil
+	return restoreInto(&t.t, kgi, payload,
+		func(src []byte) (timer[K], []byte, error) {
+			key, r, err := t.b.keySer.Decode(src)
+			if err != nil {
+				return timer[K]{}, nil, fmt.Errorf("timer key: %w", err)
+			}
+			ts, m := binary.Varint(r)
+			if m <= 0 {
+				return timer[K]{}, nil, ErrShortBuffer
+			}
+			return timer[K]{key, ts}, r[m:], nil
+		},
+		func(src []byte) (struct{}, []byte, error) { return struct{}{}, src, nil })
 }
+
+func (t *Timers[K]) finishRestore() { t.requeue = true }
