@@ -1,0 +1,473 @@
+// Command scale measures gflink's checkpointing at realistic state sizes
+// (1 M to 20 M keys), as ratios within one run, because absolute times on
+// shared machines drift by ±30%. It runs word count in this process, with
+// gflink as a library, over generated text whose words are drawn uniformly
+// from -keys distinct words, so every key is written again and again while
+// each checkpoint is open (the worst case for copy-on-write):
+//
+//	R3       throughput with checkpoints every -interval to the filesystem
+//	         ÷ checkpointing off (the variants alternate round by round)
+//	STALL_MS the longest span without a processed record in the keyed task
+//	         around a checkpoint trigger (from the trigger to its
+//	         completion), sampled every 64 records
+//	R4       a checkpoint's duration ÷ writing and fsyncing the same number
+//	         of bytes with a plain Go program, in the same directory
+//	R5       restoring the state (submit until the first record is
+//	         processed) ÷ a hand-written decode of the same state file into
+//	         a map[string]int64
+//
+// With -mode rss-engine and rss-map it runs word count with checkpoints
+// (resp. a plain map[string]int64 over the same words) and prints the
+// process's peak RSS; scripts/bench.sh divides the two.
+//
+// Usage: go run ./scripts/scale -keys 1000000 [-words N] [-rounds 3] [-interval 1s]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+var (
+	keys     = flag.Int("keys", 1_000_000, "distinct words: the number of keys in state")
+	words    = flag.Int64("words", 0, "words of input (default 8 × keys)")
+	rounds   = flag.Int("rounds", 3, "rounds of the ratio measurements")
+	interval = flag.Duration("interval", time.Second, "checkpoint interval")
+	mode     = flag.String("mode", "ratios", "ratios, restore, rss-engine or rss-map")
+	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
+)
+
+func main() {
+	flag.Parse()
+	if *words == 0 {
+		*words = 8 * int64(*keys)
+	}
+	scratch := *dir
+	if scratch == "" {
+		d, err := os.MkdirTemp("", "gflink-scale-")
+		check(err)
+		defer os.RemoveAll(d)
+		scratch = d
+	}
+	switch *mode {
+	case "ratios":
+		ratios(scratch)
+	case "restore":
+		restoreRatio(scratch)
+	case "rss-engine":
+		_, _ = runWordCount(scratch, true)
+		fmt.Printf("RSS_KB=%d\n", peakRSS())
+	case "rss-map":
+		plainMap()
+		fmt.Printf("RSS_KB=%d\n", peakRSS())
+	default:
+		check(fmt.Errorf("unknown -mode %q", *mode))
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+func generator() *connectors.WordGenerator {
+	return &connectors.WordGenerator{Words: *words, Distinct: *keys, Seed: 7, WordsPerLine: 10}
+}
+
+// gapSink discards records and notes every span longer than a millisecond
+// in which none arrived (sampled every 64 records: at millions of records
+// a second that is a few tens of microseconds).
+type gapSink struct {
+	mu    sync.Mutex
+	gaps  []gap
+	first chan struct{} // closed at the first record
+	once  sync.Once
+}
+
+type gap struct {
+	start time.Time
+	d     time.Duration
+}
+
+func (s *gapSink) CreateWriter(engine.SinkContext) (engine.SinkWriter[jobs.WordCountRecord], error) {
+	return &gapWriter{s: s, last: time.Now()}, nil
+}
+
+type gapWriter struct {
+	s    *gapSink
+	n    int
+	last time.Time
+}
+
+func (w *gapWriter) Write(jobs.WordCountRecord) error {
+	if w.n == 0 && w.s.first != nil {
+		w.s.once.Do(func() { close(w.s.first) })
+	}
+	if w.n++; w.n&63 != 0 {
+		return nil
+	}
+	now := time.Now()
+	if d := now.Sub(w.last); d > time.Millisecond {
+		w.s.mu.Lock()
+		w.s.gaps = append(w.s.gaps, gap{w.last, d})
+		w.s.mu.Unlock()
+	}
+	w.last = now
+	return nil
+}
+
+func (w *gapWriter) Flush(bool) error { return nil }
+func (w *gapWriter) Close() error     { return nil }
+
+// stall is the longest gap overlapping a checkpoint, from its trigger to its
+// completion.
+func (s *gapSink) stall(cps []engine.CheckpointStats) time.Duration {
+	var worst time.Duration
+	for _, c := range cps {
+		if c.Status != "COMPLETED" {
+			continue
+		}
+		from := time.UnixMilli(c.TriggerTimestamp).Add(-5 * time.Millisecond)
+		to := time.UnixMilli(c.TriggerTimestamp + c.EndToEndDuration).Add(5 * time.Millisecond)
+		for _, g := range s.gaps {
+			if g.start.Before(to) && g.start.Add(g.d).After(from) {
+				worst = max(worst, g.d)
+			}
+		}
+	}
+	return worst
+}
+
+func (s *gapSink) longest() time.Duration {
+	var worst time.Duration
+	for _, g := range s.gaps {
+		worst = max(worst, g.d)
+	}
+	return worst
+}
+
+type run struct {
+	elapsed time.Duration
+	info    engine.JobInfo
+	sink    *gapSink
+}
+
+func wordCountJob(src engine.Source[string], sink *gapSink) *engine.JobGraph {
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: io.Discard})
+	lines := engine.FromSource[string](env, src, "generator").UID("source")
+	jobs.WordCountPipeline(lines).SinkTo(sink).Name("gap-sink").UID("sink")
+	g, err := env.Build()
+	check(err)
+	return g
+}
+
+func conf(ckDir string, checkpointing bool, extra ...string) *config.Configuration {
+	c := config.New()
+	if checkpointing {
+		c.SetString("execution.checkpointing.interval", interval.String(), "scale")
+		c.SetString("execution.checkpointing.dir", ckDir, "scale")
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		c.SetString(extra[i], extra[i+1], "scale")
+	}
+	return c
+}
+
+// runWordCount runs word count over the generated text to its end.
+func runWordCount(scratch string, checkpointing bool) (run, error) {
+	ck := filepath.Join(scratch, "ck")
+	os.RemoveAll(ck)
+	sink := &gapSink{}
+	g := wordCountJob(generator(), sink)
+	start := time.Now()
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf(ck, checkpointing)})
+	if err != nil {
+		return run{}, err
+	}
+	res := j.Wait()
+	if res.Status != engine.StatusFinished {
+		return run{}, fmt.Errorf("job ended %s: %v", res.Status, res.Err)
+	}
+	return run{elapsed: time.Since(start), info: j.Info(), sink: sink}, nil
+}
+
+// fsyncTime writes and fsyncs n bytes to a new file in dir, as a plain Go
+// program would write a snapshot of that size.
+func fsyncTime(dir string, n int64) time.Duration {
+	check(os.MkdirAll(dir, 0o700))
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	p := filepath.Join(dir, "plain")
+	start := time.Now()
+	f, err := os.Create(p)
+	check(err)
+	w := bufio.NewWriterSize(f, 1<<20)
+	for left := n; left > 0; {
+		k := min(left, int64(len(buf)))
+		_, err := w.Write(buf[:k])
+		check(err)
+		left -= k
+	}
+	check(w.Flush())
+	check(f.Sync())
+	check(f.Close())
+	d := time.Since(start)
+	os.Remove(p)
+	return d
+}
+
+func ratios(scratch string) {
+	var r3, stalls, baseGaps, r4 []float64
+	for r := range *rounds {
+		var on, off run
+		var err error
+		// Alternate the order, so that a drift of the machine's speed
+		// does not favour one variant.
+		for _, cp := range []bool{r%2 == 0, r%2 != 0} {
+			x, e := runWordCount(scratch, cp)
+			if e != nil {
+				err = e
+			}
+			if cp {
+				on = x
+			} else {
+				off = x
+			}
+		}
+		check(err)
+		r3 = append(r3, off.elapsed.Seconds()/on.elapsed.Seconds())
+		hist := on.info.Checkpoints.History
+		stalls = append(stalls, float64(on.sink.stall(hist).Microseconds())/1000)
+		baseGaps = append(baseGaps, float64(off.sink.longest().Microseconds())/1000)
+		var durs []float64
+		var size int64
+		for _, c := range hist {
+			if c.Status == "COMPLETED" && !c.IsSavepoint() {
+				durs = append(durs, float64(c.EndToEndDuration))
+				size = max(size, c.StateSize)
+			}
+		}
+		if len(durs) > 0 {
+			plain := fsyncTime(filepath.Join(scratch, "plain"), size)
+			r4 = append(r4, median(durs)/float64(plain.Milliseconds()+1))
+			fmt.Printf("# round %d: off %.2fs, on %.2fs (R3 %.3f), %d checkpoints of %d MB, median %.0f ms (plain write+fsync %v), stall %.1f ms, longest gap without checkpoints %.1f ms\n",
+				r+1, off.elapsed.Seconds(), on.elapsed.Seconds(), r3[len(r3)-1], len(durs), size>>20, median(durs), plain.Round(time.Millisecond), stalls[len(stalls)-1], baseGaps[len(baseGaps)-1])
+		} else {
+			fmt.Printf("# round %d: off %.2fs, on %.2fs (R3 %.3f), no checkpoint completed\n", r+1, off.elapsed.Seconds(), on.elapsed.Seconds(), r3[len(r3)-1])
+		}
+	}
+	report("R3", r3)
+	report("STALL_MS", stalls)
+	report("GAP_OFF_MS", baseGaps)
+	if len(r4) > 0 {
+		report("R4", r4)
+	}
+}
+
+func restoreRatio(scratch string) {
+	var r5 []float64
+	for r := range *rounds {
+		chk := retainedCheckpoint(filepath.Join(scratch, fmt.Sprintf("restore-%d", r)))
+		eng := timeRestore(chk)
+		hand, n := handDecode(chk)
+		if n < *keys*9/10 {
+			check(fmt.Errorf("the checkpoint holds %d keys; expected about %d", n, *keys))
+		}
+		r5 = append(r5, eng.Seconds()/hand.Seconds())
+		fmt.Printf("# round %d: %d keys: engine restore until the first record %v, hand-written decode %v (R5 %.2f)\n",
+			r+1, n, eng.Round(time.Millisecond), hand.Round(time.Millisecond), r5[len(r5)-1])
+	}
+	report("R5", r5)
+}
+
+// retainedCheckpoint runs word count until its state holds (nearly) every
+// key and a checkpoint has completed after that, cancels it, and returns
+// the retained checkpoint's directory.
+func retainedCheckpoint(scratch string) string {
+	ck := filepath.Join(scratch, "ck")
+	sink := &gapSink{}
+	g := wordCountJob(generator(), sink)
+	c := conf(ck, true, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+	check(err)
+	// Every key has been seen once about 5 × keys words in (uniform draws);
+	// wait for the first checkpoint triggered after the input is past that.
+	deadline := time.Now().Add(10 * time.Minute)
+	var after int64
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		info := j.Info()
+		if info.Status.IsGloballyTerminal() {
+			check(fmt.Errorf("the job ended %s before a checkpoint held the state", info.Status))
+		}
+		if after == 0 && info.Checkpoints.Completed > 0 {
+			if done := time.Since(time.UnixMilli(info.StartTime)); done > 4**interval {
+				after = info.Checkpoints.Total
+			}
+		}
+		if after > 0 && info.Checkpoints.Completed > after {
+			break
+		}
+	}
+	j.Cancel()
+	res := j.Wait()
+	if len(res.Retained) == 0 {
+		check(errors.New("no checkpoint was retained"))
+	}
+	p, err := savepoint.LocalPath(res.Retained[len(res.Retained)-1])
+	check(err)
+	return p
+}
+
+// timeRestore submits word count restored from chk and times it until the
+// first record reaches the sink.
+func timeRestore(chk string) time.Duration {
+	sink := &gapSink{first: make(chan struct{})}
+	g := wordCountJob(generator(), sink)
+	start := time.Now()
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	check(err)
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf("", false), Restore: resolved})
+	check(err)
+	<-sink.first
+	d := time.Since(start)
+	j.Cancel()
+	j.Wait()
+	return d
+}
+
+// handDecode reads the keyed state of chk's counter operator as a plain
+// program would: every key group block of format v1 into one
+// map[string]int64 (savepoint/FORMAT.md).
+func handDecode(chk string) (time.Duration, int) {
+	start := time.Now()
+	md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(chk, savepoint.MetadataFileName))
+	check(err)
+	counts := map[string]int64{}
+	for _, op := range md.Operators {
+		if op.UID != "counter" {
+			continue
+		}
+		for _, st := range op.Subtasks {
+			if st.Keyed == nil {
+				continue
+			}
+			var data []byte
+			if st.Keyed.Stream.Path != "" {
+				data, err = os.ReadFile(filepath.Join(chk, st.Keyed.Stream.Path))
+				check(err)
+			} else {
+				data = st.Keyed.Stream.Inline
+			}
+			for _, kg := range st.Keyed.KeyGroups {
+				decodeBlock(data[kg.Offset:kg.Offset+kg.Length-4], counts)
+			}
+		}
+	}
+	return time.Since(start), len(counts)
+}
+
+func uvarint(b []byte) (uint64, []byte) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		check(errors.New("corrupt block"))
+	}
+	return v, b[n:]
+}
+
+func decodeBlock(b []byte, counts map[string]int64) {
+	states, b := uvarint(b)
+	for range states {
+		var n uint64
+		n, b = uvarint(b)
+		name := string(b[:n])
+		b = b[n:]
+		b = b[1:] // kind
+		n, b = uvarint(b)
+		b = b[n:] // type
+		n, b = uvarint(b)
+		payload := b[:n]
+		b = b[n:]
+		if name != "count" {
+			continue
+		}
+		var entries uint64
+		entries, payload = uvarint(payload)
+		for range entries {
+			n, payload = uvarint(payload)
+			key := string(payload[:n])
+			payload = payload[n:]
+			v, k := binary.Varint(payload)
+			payload = payload[k:]
+			counts[key] = v
+		}
+	}
+}
+
+// plainMap counts the generated words in a map[string]int64: the memory
+// baseline.
+func plainMap() {
+	g := generator()
+	counts := map[string]int64{}
+	var buf []byte
+	lines := (*words + 9) / 10
+	for i := range lines {
+		buf = g.Line(i, buf)
+		for _, w := range bytes.Fields(buf) {
+			counts[string(w)]++ // a new key is an exact-size copy
+		}
+	}
+	if len(counts) == 0 {
+		check(errors.New("no words"))
+	}
+}
+
+// peakRSS is VmHWM of this process, in KiB.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+			return kb
+		}
+	}
+	return 0
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func report(name string, xs []float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	fmt.Printf("%s=%.3f min=%.3f max=%.3f n=%d\n", name, median(s), s[0], s[len(s)-1], len(s))
+}
