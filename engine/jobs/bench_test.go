@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -91,40 +93,103 @@ func handWrittenCount(path string) (map[string]*int64, error) {
 	return counts, sc.Err()
 }
 
-// discardSink drops records (Flink's DiscardingSink): the benchmark
-// measures the engine, not a terminal.
-type discardSink[T any] struct{}
-
-func (discardSink[T]) CreateWriter(engine.SinkContext) (engine.SinkWriter[T], error) {
-	return discardWriter[T]{}, nil
+// handWrittenPrint is the baseline of the print ratio: handWrittenCount's
+// loop that also prints every update as a (word,count) line — the bytes
+// the job's print sink writes at parallelism 1, in the same order —
+// through a bufio.Writer of 64 KiB, without fmt.
+func handWrittenPrint(path string, out io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(out, 64<<10)
+	counts := map[string]*int64{}
+	var word []byte
+	var num [20]byte
+	add := func() {
+		p := counts[string(word)]
+		if p == nil {
+			p = new(int64)
+			counts[string(word)] = p
+		}
+		*p++
+		w.WriteByte('(')
+		w.Write(word)
+		w.WriteByte(',')
+		w.Write(strconv.AppendInt(num[:0], *p, 10))
+		w.WriteString(")\n")
+		word = word[:0]
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		for _, c := range sc.Bytes() {
+			switch {
+			case 'a' <= c && c <= 'z':
+				word = append(word, c)
+			case 'A' <= c && c <= 'Z':
+				word = append(word, c+('a'-'A'))
+			default:
+				if len(word) > 0 {
+					add()
+				}
+			}
+		}
+		if len(word) > 0 {
+			add()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
-type discardWriter[T any] struct{}
-
-func (discardWriter[T]) Write(T) error    { return nil }
-func (discardWriter[T]) Flush(bool) error { return nil }
-func (discardWriter[T]) Close() error     { return nil }
-
-// runEngineWordCount runs word count over path at parallelism 1 and
-// returns the wall time.
+// runEngineWordCount runs word count over path at parallelism 1 into
+// Flink's DiscardingSink (the benchmark measures the engine, not a
+// terminal) and returns the wall time.
 func runEngineWordCount(b *testing.B, path string, conf *config.Configuration) time.Duration {
 	b.Helper()
-	start := time.Now()
-	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1})
-	lines := engine.FromSource[string](env, &connectors.TextFileSource{Paths: []string{path}}, "file-input").UID("source")
-	WordCountPipeline(lines).SinkTo(discardSink[WordCountRecord]{}).UID("sink")
-	g, err := env.Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if res := j.Wait(); res.Status != engine.StatusFinished {
-		b.Fatalf("job ended %s: %v", res.Status, res.Err)
-	}
-	return time.Since(start)
+	return runWordCountJob(b, path, conf, nil).wall
+}
+
+// cost is what a run took: wall time and the process's CPU time (user and
+// system, every thread: the engine's tasks and the garbage collector).
+type cost struct{ wall, cpu time.Duration }
+
+// measure runs f and returns its cost.
+func measure(f func()) cost {
+	cpu0, wall0 := cpuTime(), time.Now()
+	f()
+	return cost{time.Since(wall0), cpuTime() - cpu0}
+}
+
+// runWordCountJob runs word count over path at parallelism 1, printing its
+// updates to stdout (the print sink), or dropping them if stdout is nil.
+func runWordCountJob(tb testing.TB, path string, conf *config.Configuration, stdout io.Writer) cost {
+	tb.Helper()
+	return measure(func() {
+		env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: stdout})
+		lines := engine.FromSource[string](env, &connectors.TextFileSource{Paths: []string{path}}, "file-input").UID("source")
+		counts := WordCountPipeline(lines)
+		if stdout == nil {
+			counts.SinkTo(connectors.DiscardingSink[WordCountRecord]{}).UID("sink")
+		} else {
+			counts.Print().UID("sink")
+		}
+		g, err := env.Build()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if res := j.Wait(); res.Status != engine.StatusFinished {
+			tb.Fatalf("job ended %s: %v", res.Status, res.Err)
+		}
+	})
 }
 
 func median(xs []float64) float64 {
@@ -287,4 +352,95 @@ func BenchmarkSinkRatio(b *testing.B) {
 		b.Logf("round %d: exactly-once file sink %v, at-least-once file sink %v", i, eo.Round(time.Millisecond), alo.Round(time.Millisecond))
 	}
 	b.ReportMetric(median(r8), "R8")
+}
+
+// spread is the minimum, median and maximum of per-round ratios.
+func spread(xs []float64) string {
+	return fmt.Sprintf("min %.3f median %.3f max %.3f", slices.Min(xs), median(xs), slices.Max(xs))
+}
+
+// BenchmarkWordCountCPU reports R1cpu: the CPU time of the hand-written
+// loop ÷ the CPU time of the engine's word count at p=1 into the
+// discarding sink, checkpointing off, over the input of
+// BenchmarkWordCountRatios. CPU time (user and system, every thread,
+// garbage collection included) is what the engine costs a shared
+// machine; wall time would credit it with the second core its pipeline
+// runs on. R1 (wall) is reported alongside from the same runs.
+func BenchmarkWordCountCPU(b *testing.B) {
+	if !haveCPUTime {
+		b.Skip("no CPU time on this platform")
+	}
+	path := writeBenchInput(b)
+	var cpu, wall []float64
+	b.ResetTimer()
+	for i := 0; i < 5; i++ { // run with -benchtime=1x
+		var loop, eng cost
+		variants := []func(){
+			func() {
+				loop = measure(func() {
+					if _, err := handWrittenCount(path); err != nil {
+						b.Fatal(err)
+					}
+				})
+			},
+			func() { eng = runWordCountJob(b, path, config.New(), nil) },
+		}
+		for k := range variants {
+			runtime.GC()
+			variants[(i+k)%len(variants)]()
+		}
+		cpu = append(cpu, loop.cpu.Seconds()/eng.cpu.Seconds())
+		wall = append(wall, loop.wall.Seconds()/eng.wall.Seconds())
+		b.Logf("round %d: loop cpu %v wall %v, engine cpu %v wall %v", i, loop.cpu.Round(time.Millisecond), loop.wall.Round(time.Millisecond),
+			eng.cpu.Round(time.Millisecond), eng.wall.Round(time.Millisecond))
+	}
+	b.Logf("R1cpu: %s; R1 (wall): %s", spread(cpu), spread(wall))
+	b.ReportMetric(median(cpu), "R1cpu")
+	b.ReportMetric(median(wall), "R1wall")
+}
+
+// BenchmarkPrintRatio reports Rprint: the wall time of a Go loop that
+// counts the words and prints every (word,count) update through a
+// bufio.Writer ÷ the wall time of the engine's word count at p=1 printing
+// the identical bytes (TestEnginePrintsTheLoopsBytes) with its print sink,
+// both into /dev/null — `gflink run wordcount >/dev/null` without the CLI.
+// Rprintcpu is the same ratio on CPU time.
+func BenchmarkPrintRatio(b *testing.B) {
+	path := writeBenchInput(b)
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer null.Close()
+	var wall, cpu []float64
+	b.ResetTimer()
+	for i := 0; i < 5; i++ { // run with -benchtime=1x
+		var loop, eng cost
+		variants := []func(){
+			func() {
+				loop = measure(func() {
+					if err := handWrittenPrint(path, null); err != nil {
+						b.Fatal(err)
+					}
+				})
+			},
+			func() { eng = runWordCountJob(b, path, config.New(), null) },
+		}
+		for k := range variants {
+			runtime.GC()
+			variants[(i+k)%len(variants)]()
+		}
+		wall = append(wall, loop.wall.Seconds()/eng.wall.Seconds())
+		if haveCPUTime {
+			cpu = append(cpu, loop.cpu.Seconds()/eng.cpu.Seconds())
+		}
+		b.Logf("round %d: loop wall %v cpu %v, engine wall %v cpu %v", i, loop.wall.Round(time.Millisecond), loop.cpu.Round(time.Millisecond),
+			eng.wall.Round(time.Millisecond), eng.cpu.Round(time.Millisecond))
+	}
+	b.Logf("Rprint: %s", spread(wall))
+	b.ReportMetric(median(wall), "Rprint")
+	if haveCPUTime {
+		b.Logf("Rprintcpu: %s", spread(cpu))
+		b.ReportMetric(median(cpu), "Rprintcpu")
+	}
 }
