@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,4 +172,48 @@ func TestPrintWriterReportsAnIdleWriteError(t *testing.T) {
 	if err := w.Close(); err == nil {
 		t.Fatal("Close after a failed write: nil")
 	}
+}
+
+// wcLike is a word count update with only String: it renders as fmt
+// would, through String.
+type wcLike struct {
+	w string
+	n int64
+}
+
+func (v wcLike) String() string { return "(" + v.w + "," + strconv.FormatInt(v.n, 10) + ")" }
+
+// BenchmarkPrintWriter is the print sink's cost per line: rendering into
+// its buffer and writing 64 KiB chunks to a writer that discards them.
+// "fmt" is how every line was printed before (fmt.Appendln of a
+// Stringer); "String" is a type without AppendTo; "AppendTo" a type with
+// it, such as word count's records.
+func BenchmarkPrintWriter(b *testing.B) {
+	bench := func(b *testing.B, write func(i int) error) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := write(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	words := []string{"to", "be", "or", "not", "question", "whether", "nobler", "suffer"}
+	b.Run("fmt", func(b *testing.B) {
+		var buf []byte
+		bench(b, func(i int) error {
+			buf = fmt.Appendln(buf, wcLike{words[i&7], int64(i)})
+			if len(buf) >= printFlushSize {
+				buf = buf[:0]
+			}
+			return nil
+		})
+	})
+	b.Run("String", func(b *testing.B) {
+		w, _ := (&PrintSink[wcLike]{W: io.Discard}).CreateWriter(SinkContext{Parallelism: 1})
+		bench(b, func(i int) error { return w.Write(wcLike{words[i&7], int64(i)}) })
+	})
+	b.Run("AppendTo", func(b *testing.B) {
+		w, _ := (&PrintSink[appendVal]{W: io.Discard}).CreateWriter(SinkContext{Parallelism: 1})
+		bench(b, func(i int) error { return w.Write(appendVal{words[i&7], int64(i)}) })
+	})
 }
