@@ -446,20 +446,19 @@ func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 	return &l.over[len(l.over)-1]
 }
 
-// set stores e under k. exists tells whether k has a value now (a known
-// existing key is not copied again).
+// set stores e under k. exists tells whether k has a value now: only a new
+// key is copied (clone), as a map assignment to an existing key stores the
+// key given anyway, and writes while a snapshot is open should not allocate
+// more than the overlay's own growth.
 func (t *table[K, E]) set(kgi int, k K, e E, exists bool) {
 	l := &t.kgs[kgi]
 	o := t.target(kgi, l)
+	if !exists {
+		k = t.clone(k)
+	}
 	if o == nil {
-		if !exists {
-			k = t.clone(k)
-		}
 		l.base[k] = e
 		return
-	}
-	if _, ok := o.m[k]; !ok {
-		k = t.clone(k)
 	}
 	o.m[k] = slot[E]{e: e}
 }
@@ -471,9 +470,6 @@ func (t *table[K, E]) del(kgi int, k K) {
 	if o == nil {
 		delete(l.base, k)
 		return
-	}
-	if _, ok := o.m[k]; !ok {
-		k = t.clone(k)
 	}
 	o.m[k] = slot[E]{deleted: true}
 }
@@ -637,6 +633,30 @@ type capturedTable[K comparable, E any] struct {
 	// encE appends the entry's value part; sub is scratch for nested sorts.
 	encE func(sub *encScratch, dst []byte, k K, e E) []byte
 	tie  bool // equal keys are ordered by the varint after them (timers)
+
+	// The key group's entries, gathered before they are encoded (reused).
+	ks []K
+	es []E
+}
+
+// touchKeys reads the first byte of every string key, with loads that do not
+// depend on each other, so that the processor fetches many of them from
+// memory at once. Encoding then finds the keys in cache: copying each key
+// in turn would wait for one cache miss after another (string keys live in
+// their own allocations, in no order related to the map's), which is most
+// of the time an encode takes.
+func touchKeys[K any](ks []K) byte {
+	ss, ok := any(ks).([]string)
+	if !ok {
+		return 0
+	}
+	var x byte
+	for _, s := range ss {
+		if len(s) > 0 {
+			x += s[0]
+		}
+	}
+	return x
 }
 
 func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byte, bool) {
@@ -644,12 +664,17 @@ func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byt
 	if len(v.base) == 0 && len(v.over) == 0 {
 		return dst, false
 	}
-	sc.reset()
+	c.ks, c.es = c.ks[:0], c.es[:0]
 	for k, e := range v.all {
+		c.ks, c.es = append(c.ks, k), append(c.es, e)
+	}
+	sc.reset()
+	sc.sink += touchKeys(c.ks) // kept, so that the loads are not optimized away
+	for i, k := range c.ks {
 		off := len(sc.arena)
 		sc.arena = c.encK(sc.arena, k)
 		kl := len(sc.arena) - off
-		sc.arena = c.encE(sc.sub(), sc.arena, k, e)
+		sc.arena = c.encE(sc.sub(), sc.arena, k, c.es[i])
 		sc.add(off, kl)
 	}
 	if len(sc.ents) == 0 {

@@ -18,17 +18,25 @@ import (
 type encScratch struct {
 	arena []byte
 	ents  []sortEntry
-	tmp   []sortEntry
+	keys  []sortKey // the order of ents, sorted by emit
+	tmp   []sortKey
 	inner *encScratch // for values that sort their own entries (map state)
+	sink  byte
 }
 
 // sortEntry is one entry of the arena: key bytes [off, off+klen), entry
-// bytes [off, off+n). pfx caches 8 key bytes for the radix sort.
+// bytes [off, off+n).
 type sortEntry struct {
-	pfx  uint64
 	off  uint32
 	klen uint32
 	n    uint32
+}
+
+// sortKey is what the radix sort moves: 8 key bytes of entry i, from the
+// depth being sorted on (16 bytes, against 24 for moving entries).
+type sortKey struct {
+	pfx uint64
+	i   uint32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(encScratch) }}
@@ -58,17 +66,23 @@ func (sc *encScratch) add(off, klen int) {
 // lenPrefix, the uvarint length of those bytes comes first.
 func (sc *encScratch) emit(dst []byte, tie, lenPrefix bool) []byte {
 	n := len(sc.ents)
-	if cap(sc.tmp) < n {
-		sc.tmp = make([]sortEntry, n+n/4)
+	if cap(sc.keys) < n {
+		sc.keys = make([]sortKey, n+n/4)
+		sc.tmp = make([]sortKey, n+n/4)
 	}
-	sortEntries(sc.ents, sc.tmp[:n], sc.arena, 0, tie)
+	keys := sc.keys[:n]
+	for i := range keys {
+		keys[i].i = uint32(i)
+	}
+	sortKeys(keys, sc.tmp[:n], sc.ents, sc.arena, 0, tie)
 	size := uvarintLen(uint64(n)) + len(sc.arena)
 	dst = slices.Grow(dst, size+binary.MaxVarintLen64)
 	if lenPrefix {
 		dst = binary.AppendUvarint(dst, uint64(size))
 	}
 	dst = binary.AppendUvarint(dst, uint64(n))
-	for _, e := range sc.ents {
+	for _, k := range keys {
+		e := &sc.ents[k.i]
 		dst = append(dst, sc.arena[e.off:e.off+e.n]...)
 	}
 	return dst
@@ -113,20 +127,21 @@ func prefixAt(arena []byte, e *sortEntry, depth int) uint64 {
 	return p
 }
 
-// sortEntries sorts a, whose keys share their first depth bytes, into the
-// order of compareEntries: a radix sort on 8 key bytes at a time, which
-// orders distinct keys exactly as a byte comparison would because encoded
-// keys are prefix-free (a shorter key padded with zeros never ties with a
-// longer one it is not a prefix of). Runs that tie on all 8 bytes recurse
-// on the next 8 when every key in them is longer; otherwise (equal keys, or
-// a serializer that is not prefix-free) they are sorted by comparison.
-func sortEntries(a, tmp []sortEntry, arena []byte, depth int, tie bool) {
+// sortKeys sorts a, whose entries' keys share their first depth bytes,
+// into the order of compareEntries: a radix sort on 8 key bytes at a time,
+// which orders distinct keys exactly as a byte comparison would because
+// encoded keys are prefix-free (a shorter key padded with zeros never ties
+// with a longer one it is not a prefix of). Runs that tie on all 8 bytes
+// recurse on the next 8 when every key in them is longer; otherwise (equal
+// keys, or a serializer that is not prefix-free) they are sorted by
+// comparison.
+func sortKeys(a, tmp []sortKey, ents []sortEntry, arena []byte, depth int, tie bool) {
 	if len(a) <= 24 {
-		insertionSort(a, arena, tie)
+		insertionSort(a, ents, arena, tie)
 		return
 	}
 	for i := range a {
-		a[i].pfx = prefixAt(arena, &a[i], depth)
+		a[i].pfx = prefixAt(arena, &ents[a[i].i], depth)
 	}
 	radixSortPrefix(a, tmp)
 	next := depth + 8
@@ -138,25 +153,25 @@ func sortEntries(a, tmp []sortEntry, arena []byte, depth int, tie bool) {
 		if j-i > 1 {
 			run := a[i:j]
 			longer := true
-			for k := range run {
-				if int(run[k].klen) <= next {
+			for _, k := range run {
+				if int(ents[k.i].klen) <= next {
 					longer = false
 					break
 				}
 			}
 			if longer {
-				sortEntries(run, tmp[i:j], arena, next, tie)
+				sortKeys(run, tmp[i:j], ents, arena, next, tie)
 			} else {
-				slices.SortFunc(run, func(x, y sortEntry) int { return compareEntries(arena, &x, &y, tie) })
+				slices.SortFunc(run, func(x, y sortKey) int { return compareEntries(arena, &ents[x.i], &ents[y.i], tie) })
 			}
 		}
 		i = j
 	}
 }
 
-func insertionSort(a []sortEntry, arena []byte, tie bool) {
+func insertionSort(a []sortKey, ents []sortEntry, arena []byte, tie bool) {
 	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && compareEntries(arena, &a[j-1], &a[j], tie) > 0; j-- {
+		for j := i; j > 0 && compareEntries(arena, &ents[a[j-1].i], &ents[a[j].i], tie) > 0; j-- {
 			a[j-1], a[j] = a[j], a[j-1]
 		}
 	}
@@ -164,7 +179,7 @@ func insertionSort(a []sortEntry, arena []byte, tie bool) {
 
 // radixSortPrefix sorts a by pfx: least significant byte first, skipping
 // the bytes that are the same in every entry.
-func radixSortPrefix(a, tmp []sortEntry) {
+func radixSortPrefix(a, tmp []sortKey) {
 	var counts [8][256]uint32
 	for i := range a {
 		p := a[i].pfx
