@@ -4,6 +4,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/gflink/gflink/engine/connectors"
 
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"
@@ -33,6 +38,84 @@ func TestTokenize(t *testing.T) {
 		}
 	}
 }
+
+// tokenizeRef is Tokenize as first written: every word built in a buffer.
+func tokenizeRef(line string) []string {
+	var out []string
+	var w []byte
+	for _, r := range line {
+		if unicode.IsLetter(r) {
+			w = utf8.AppendRune(w, unicode.ToLower(r))
+		} else if len(w) > 0 {
+			out = append(out, string(w))
+			w = w[:0]
+		}
+	}
+	if len(w) > 0 {
+		out = append(out, string(w))
+	}
+	return out
+}
+
+// Tokenize, which shares lower-case words with their line, splits exactly
+// as the plain definition does, on any text and at any line length.
+func TestTokenizeAgreesWithItsDefinition(t *testing.T) {
+	letters := rapid.SampledFrom([]rune("abcxyzABCXYZéÉïßΣς 0,.-\t\u00a0\uFFFD"))
+	rapid.Check(t, func(t *rapid.T) {
+		var s string
+		if rapid.Bool().Draw(t, "arbitrary") {
+			s = rapid.String().Draw(t, "line")
+		} else {
+			s = string(rapid.SliceOf(letters).Draw(t, "runes"))
+		}
+		if rapid.Bool().Draw(t, "long") {
+			s = strings.Repeat("x", sharedLineMax) + " " + s
+		}
+		var got words
+		Tokenize(s, &got)
+		if want := tokenizeRef(s); !slices.Equal(got, want) {
+			t.Fatalf("Tokenize(%q) = %q; want %q", s, got, want)
+		}
+	})
+}
+
+// A line of lower-case ASCII words costs no allocation: its words are
+// substrings of it. A long line's words do not share it.
+func TestTokenizeSharesShortLines(t *testing.T) {
+	got := make(words, 0, 16)
+	line := "to be, or not to be: that is the question"
+	if n := testing.AllocsPerRun(100, func() { got = got[:0]; Tokenize(line, &got) }); n != 0 {
+		t.Errorf("%v allocations for a lower-case line", n)
+	}
+	if unsafe.StringData(got[1]) != unsafe.StringData(line[3:]) {
+		t.Errorf("%q is not a substring of the line", got[1])
+	}
+	long := line + strings.Repeat(" x", sharedLineMax)
+	got = got[:0]
+	Tokenize(long, &got)
+	if p := unsafe.StringData(got[0]); p == unsafe.StringData(long) {
+		t.Errorf("a word of a %d-byte line shares it", len(long))
+	}
+}
+
+func BenchmarkTokenize(b *testing.B) {
+	g := &connectors.WordGenerator{Distinct: 100_000, Seed: 7, WordsPerLine: 10}
+	lines := make([]string, 1024)
+	var buf []byte
+	for i := range lines {
+		buf = g.Line(int64(i), buf)
+		lines[i] = string(buf)
+	}
+	var n countWords
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		Tokenize(lines[i&1023], &n)
+	}
+}
+
+type countWords int
+
+func (c *countWords) Collect(string) { *c++ }
 
 func TestCountWordsAgreesWithTokenize(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
