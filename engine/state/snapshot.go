@@ -26,6 +26,7 @@ type KeyedSnapshot struct {
 
 	mu       sync.Mutex
 	released []bool // per key group index
+	closed   bool   // Release was called
 }
 
 type capturedNamed struct {
@@ -108,6 +109,7 @@ func (s *KeyedSnapshot) Release() {
 		s.ReleaseKeyGroup(kg)
 	}
 	s.mu.Lock()
+	s.closed = true
 	if s.sc != nil {
 		scratchPool.Put(s.sc)
 		s.sc = nil
@@ -124,7 +126,8 @@ func (s *KeyedSnapshot) Release() {
 //	    uvarint payload length, payload = uvarint count + entries
 //
 // States with no entries in the key group are left out. Strings are
-// uvarint-length-prefixed UTF-8. It panics if the key group was released.
+// uvarint-length-prefixed UTF-8. It panics if the key group was released
+// (encoded already); Release must not run while it does.
 func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 	kgi := kg - s.kgRange.Start
 	s.mu.Lock()
@@ -132,11 +135,21 @@ func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 		s.mu.Unlock()
 		panic(fmt.Sprintf("state: key group %d is outside %v or already released", kg, s.kgRange))
 	}
-	if s.sc == nil {
-		s.sc = scratchPool.Get().(*encScratch)
-	}
-	sc := s.sc
+	sc := s.sc // the encoder's scratch, reused from key group to key group
+	s.sc = nil
 	s.mu.Unlock()
+	if sc == nil {
+		sc = scratchPool.Get().(*encScratch)
+	}
+	defer func() {
+		s.mu.Lock()
+		if s.closed {
+			scratchPool.Put(sc)
+		} else {
+			s.sc = sc
+		}
+		s.mu.Unlock()
+	}()
 
 	start := len(dst)
 	dst = append(dst, 0) // the number of states, fixed below
