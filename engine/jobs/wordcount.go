@@ -58,40 +58,25 @@ func ParseWordCountRecord(line string) (WordCountRecord, bool) {
 
 // Tokenize splits a line into lower-cased words: maximal runs of letters
 // (Unicode letters, so "naïve" is one word); everything else separates.
-//
-// A word that is already lower-case ASCII — most words of most text — is
-// emitted as a substring of a line of up to sharedLineMax bytes, without
-// allocating or copying (as strings.Fields does); others are built in a
-// buffer. Keyed state stores a copy of each new key, so a stored word never
-// keeps its line alive.
+// Every word is a string of its own, never a substring of the line: keyed
+// state keeps the key string of a key's latest update (a Go map
+// assignment stores the new key), so a word that shared its line would
+// keep the whole line alive for as long as it is a key.
 func Tokenize(line string, out engine.Collector[string]) {
-	share := len(line) <= sharedLineMax
 	var arr [64]byte
 	buf := arr[:0]
-	// The current word began at start (-1: none); while plain, it is
-	// line[start:i] exactly, else it is in buf.
-	start, plain := -1, false
 	for i := 0; i < len(line); {
 		c := line[i]
 		if c < utf8.RuneSelf {
 			switch {
 			case 'a' <= c && c <= 'z':
-				if start < 0 {
-					start, plain = i, true
-				} else if !plain {
-					buf = append(buf, c)
-				}
+				buf = append(buf, c)
 			case 'A' <= c && c <= 'Z':
-				if start < 0 {
-					start, plain = i, false
-				} else if plain {
-					buf, plain = append(buf, line[start:i]...), false
-				}
 				buf = append(buf, c+('a'-'A'))
 			default:
-				if start >= 0 {
-					emitWord(out, line, start, i, plain && share, buf)
-					start, buf = -1, buf[:0]
+				if len(buf) > 0 {
+					out.Collect(string(buf))
+					buf = buf[:0]
 				}
 			}
 			i++
@@ -99,37 +84,14 @@ func Tokenize(line string, out engine.Collector[string]) {
 		}
 		r, size := utf8.DecodeRuneInString(line[i:])
 		if unicode.IsLetter(r) {
-			if start < 0 {
-				start, plain = i, false
-			} else if plain {
-				buf, plain = append(buf, line[start:i]...), false
-			}
 			buf = utf8.AppendRune(buf, unicode.ToLower(r))
-		} else if start >= 0 {
-			emitWord(out, line, start, i, plain && share, buf)
-			start, buf = -1, buf[:0]
+		} else if len(buf) > 0 {
+			out.Collect(string(buf))
+			buf = buf[:0]
 		}
 		i += size
 	}
-	if start >= 0 {
-		emitWord(out, line, start, len(line), plain && share, buf)
-	}
-}
-
-// sharedLineMax is the length of the longest line whose words Tokenize
-// emits as substrings: a word that some operator keeps keeps at most this
-// much of its line alive.
-const sharedLineMax = 1024
-
-// emitWord emits line[start:end] when shared, else a new string: of that
-// substring if buf is empty (a plain word of a long line), else of buf.
-func emitWord(out engine.Collector[string], line string, start, end int, shared bool, buf []byte) {
-	switch {
-	case shared:
-		out.Collect(line[start:end])
-	case len(buf) == 0:
-		out.Collect(strings.Clone(line[start:end]))
-	default:
+	if len(buf) > 0 {
 		out.Collect(string(buf))
 	}
 }
