@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"time"
 
 	"github.com/gflink/gflink/engine/state"
@@ -257,6 +258,15 @@ func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 	}
 }
 
+// CollectInKeyGroup takes a record from a keyed exchange with the key
+// group its sender computed: the key is not hashed a second time.
+func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int) {
+	o.backend.SetCurrentKeyAndGroup(o.keyFn(v), kg)
+	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
+		fail(o.name, err)
+	}
+}
+
 func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	t := ctx.t
 	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.exec.clock
@@ -270,14 +280,17 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 		return err
 	}
 	if ctx.restore != nil {
+		blocks := make([]state.KeyGroupBlock, 0, len(ctx.restore.KeyGroups))
 		for _, kg := range ctx.restore.KeyGroups {
 			block, err := ctx.blocks.Read(kg.Stream, kg.Offset, kg.Length)
 			if err != nil {
 				return fmt.Errorf("restore key group %d of operator %s: %w", kg.KeyGroup, ctx.uid, err)
 			}
-			if err := o.backend.RestoreKeyGroup(kg.KeyGroup, block); err != nil {
-				return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
-			}
+			blocks = append(blocks, state.KeyGroupBlock{KeyGroup: kg.KeyGroup, Block: block})
+		}
+		// Key groups decode independently: on every core the machine has.
+		if err := o.backend.RestoreKeyGroups(blocks, runtime.GOMAXPROCS(0)); err != nil {
+			return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
 		}
 	}
 	if op, ok := o.fn.(Opener[K]); ok {
