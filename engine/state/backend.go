@@ -665,8 +665,14 @@ func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byt
 		return dst, false
 	}
 	c.ks, c.es = c.ks[:0], c.es[:0]
-	for k, e := range v.all {
-		c.ks, c.es = append(c.ks, k), append(c.es, e)
+	if len(v.over) == 0 {
+		for k, e := range v.base { // the common case, without the iterator
+			c.ks, c.es = append(c.ks, k), append(c.es, e)
+		}
+	} else {
+		for k, e := range v.all {
+			c.ks, c.es = append(c.ks, k), append(c.es, e)
+		}
 	}
 	sc.reset()
 	sc.sink += touchKeys(c.ks) // kept, so that the loads are not optimized away
