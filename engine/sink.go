@@ -343,8 +343,9 @@ func (s *PrintSink[T]) CreateWriter(ctx SinkContext) (SinkWriter[T], error) {
 	if prefix == "" && ctx.Parallelism > 1 {
 		prefix = strconv.Itoa(ctx.Subtask+1) + "> "
 	}
-	return &printWriter[T]{s: s, prefix: prefix, text: NewRecordText[T](),
-		buf: make([]byte, 0, printFlushSize+512)}, nil
+	// The buffer grows as lines come (and keeps its size once flushed):
+	// a thousand subtasks that print little do not hold 64 KiB each.
+	return &printWriter[T]{s: s, prefix: prefix, text: NewRecordText[T]()}, nil
 }
 
 type printWriter[T any] struct {

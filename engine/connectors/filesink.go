@@ -82,8 +82,7 @@ func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T]
 		return nil, fmt.Errorf("output directory %s: %w", s.Dir, err)
 	}
 	w := &fileWriter[T]{s: s, dir: dir, prefix: fmt.Sprintf("part-%s-%d-", ctx.RunID, ctx.Subtask),
-		rollSize: s.RollSize, rollInterval: s.RollInterval, text: engine.NewRecordText[T](),
-		buf: make([]byte, 0, fileBufSize+512)}
+		rollSize: s.RollSize, rollInterval: s.RollInterval, text: engine.NewRecordText[T]()}
 	if w.rollSize <= 0 {
 		w.rollSize = defaultRollSize
 	}
