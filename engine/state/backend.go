@@ -49,11 +49,14 @@ package state
 // are merged into the lowest of them, and with no snapshot open into the
 // base. Folding only ever mutates a map no snapshot reads, which is what
 // makes the encoder's reads safe without locks (Go maps are safe for
-// concurrent readers, never for a reader and a writer). A fold costs the
-// size of the overlays of one state in one key group: what was written
-// there while the snapshot was open, never the state. Several snapshots can
-// be open at once (checkpoints and savepoints) and released in any order;
-// each adds at most one layer per key group.
+// concurrent readers, never for a reader and a writer). A fold costs what
+// was written to one state in one key group while the snapshot was open,
+// never the state, and an access moves at most foldBudget entries into a
+// base map (the rest move on the next accesses: reads see the same state
+// after every move), so that no access holds up the task for long however
+// large a key group grows. Several snapshots can be open at once
+// (checkpoints and savepoints) and released in any order; each adds at most
+// one layer per key group.
 //
 // The same rule covers nested values. Map state keeps per key an inner map
 // stamped with the version it was created at: it is changed in place only
@@ -82,6 +85,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -406,7 +410,7 @@ func (t *table[K, E]) get(kgi int, k K) (E, bool) {
 
 func (t *table[K, E]) getLayered(kgi int, l *layered[K, E], k K) (E, bool) {
 	if l.relGen != t.p.kgs[kgi].relGen {
-		t.fold(kgi, l)
+		t.fold(kgi, l, foldBudget)
 	}
 	for j := len(l.over) - 1; j >= 0; j-- {
 		if s, ok := l.over[j].m[k]; ok {
@@ -427,7 +431,7 @@ func (t *table[K, E]) baseWritable(kgi int, l *layered[K, E]) bool {
 func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 	kp := &t.p.kgs[kgi]
 	if l.relGen != kp.relGen {
-		t.fold(kgi, l)
+		t.fold(kgi, l, foldBudget)
 	}
 	if len(l.over) == 0 {
 		if l.base == nil {
@@ -474,34 +478,52 @@ func (t *table[K, E]) del(kgi int, k K) {
 	o.m[k] = slot[E]{deleted: true}
 }
 
+// foldBudget is how many entries an access moves into a base map at most:
+// a key group's overlays fold into its base over several accesses if need
+// be, so that folding never holds up the task for long, however large a key
+// group (a variable for tests).
+var foldBudget = 4096
+
 // fold merges the layers that no open snapshot reads (those tagged above the
 // highest open pin) into the lowest of them: into the base when none is
-// pinned. Only maps no snapshot reads are written.
-func (t *table[K, E]) fold(kgi int, l *layered[K, E]) {
+// pinned, moving at most budget entries (the rest on later accesses: until
+// then the key group's relGen stays stale). Only maps no snapshot reads are
+// written.
+func (t *table[K, E]) fold(kgi int, l *layered[K, E], budget int) {
 	kp := &t.p.kgs[kgi]
-	l.relGen = kp.relGen
 	if len(l.over) == 0 {
+		l.relGen = kp.relGen
 		return
 	}
-	top := l.over[len(l.over)-1].tag
 	if l.base == nil || l.baseTag > kp.maxPin {
 		if l.base == nil {
 			l.base = make(map[K]E, len(l.over[0].m))
 		}
-		for _, o := range l.over {
+		// Entries move from the lowest overlay into the base one by one;
+		// reads see the same state after every move, as the overlays above
+		// still shadow the base.
+		for len(l.over) > 0 {
+			o := &l.over[0]
 			for k, s := range o.m {
+				if budget == 0 {
+					return
+				}
 				if s.deleted {
 					delete(l.base, k)
 				} else {
 					l.base[k] = s.e
 				}
+				delete(o.m, k)
+				budget--
 			}
+			l.baseTag = o.tag
+			l.over = slices.Delete(l.over, 0, 1)
 		}
-		l.baseTag = top
-		clear(l.over)
-		l.over = l.over[:0]
+		l.relGen = kp.relGen
 		return
 	}
+	l.relGen = kp.relGen
+	top := l.over[len(l.over)-1].tag
 	for j := range l.over {
 		if l.over[j].tag <= kp.maxPin {
 			continue
@@ -525,7 +547,7 @@ func (t *table[K, E]) fold(kgi int, l *layered[K, E]) {
 func (t *table[K, E]) foldAll() {
 	for i := range t.kgs {
 		if len(t.kgs[i].over) > 0 {
-			t.fold(i, &t.kgs[i])
+			t.fold(i, &t.kgs[i], math.MaxInt)
 		}
 	}
 }

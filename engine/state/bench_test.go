@@ -127,8 +127,9 @@ func BenchmarkWriteDuringSnapshot(b *testing.B) {
 	b.ReportMetric(float64(syncPart.Microseconds()), "sync-µs")
 }
 
-// BenchmarkFoldKeyGroup: the longest a fold can take at 1 M keys: every key
-// of one key group (~7,800) was written while a snapshot was open.
+// BenchmarkFoldKeyGroup: the longest one access spends folding at 1 M keys
+// when every key of its key group (~7,800) was written while a snapshot was
+// open (at most foldBudget entries move per access).
 func BenchmarkFoldKeyGroup(b *testing.B) {
 	be, v, keys := benchBackend(b, benchKeys)
 	var kgKeys []string
