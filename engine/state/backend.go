@@ -482,7 +482,7 @@ func (t *table[K, E]) del(kgi int, k K) {
 // a key group's overlays fold into its base over several accesses if need
 // be, so that folding never holds up the task for long, however large a key
 // group (a variable for tests).
-var foldBudget = 4096
+var foldBudget = 1024
 
 // fold merges the layers that no open snapshot reads (those tagged above the
 // highest open pin) into the lowest of them: into the base when none is
