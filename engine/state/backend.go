@@ -58,6 +58,11 @@ package state
 // (checkpoints and savepoints) and released in any order; each adds at most
 // one layer per key group.
 //
+// Writes under an open snapshot copy only keys that are new (cloneKey), as
+// any map assignment stores the key it is given; so the overlays allocate
+// little beyond their own growth, and the garbage collector has little more
+// to do while a snapshot is open.
+//
 // The same rule covers nested values. Map state keeps per key an inner map
 // stamped with the version it was created at: it is changed in place only
 // when no open snapshot can read it, else cloned first (a key's map, not a
@@ -75,7 +80,16 @@ package state
 // serializer is self-delimiting), so this is the order the byte comparison
 // gives, and the output is byte-for-byte what it was. The arena and the
 // index are reused from key group to key group and from snapshot to
-// snapshot, so an encode allocates almost nothing per entry.
+// snapshot, so an encode allocates almost nothing per entry. Once the sort
+// was cheap, most of the time went into waiting for memory: string keys
+// live in allocations of their own, in no order related to their map's, and
+// copying them one after the other waits for one cache miss after another;
+// so a key group's entries are gathered first and the first byte of every
+// key is read with independent loads the processor overlaps (touchKeys)
+// before the keys are copied. (Measured when this was written, on a shared
+// 2-core machine at 1 M keys: encoding went from ~1.8 µs and ~160 bytes of
+// garbage per entry to ~0.12 µs and ~1 byte; the task's longest work for
+// 100 updates while a snapshot is open from ~60–140 ms to ~1–2 ms.)
 //
 // Restore decodes every key group into its own base maps, presized from the
 // entry count. Key groups are independent maps, so RestoreKeyGroups decodes
