@@ -522,3 +522,41 @@ func TestKeyGroupForHashWithoutDivision(t *testing.T) {
 		}
 	}
 }
+
+func TestSnapshotReleasesKeyGroupsOnce(t *testing.T) {
+	b := backendFor(4)
+	v, _ := GetValueState[int64](b, "v", SerializerFor[int64]())
+	for i := range 50 {
+		b.SetCurrentKey(fmt.Sprint(i))
+		v.Update(int64(i))
+	}
+	s1, s2 := b.Snapshot(), b.Snapshot()
+	for i := range 50 {
+		b.SetCurrentKey(fmt.Sprint(i))
+		v.Update(-1)
+	}
+	s1.EncodeKeyGroup(nil, 2)
+	s1.ReleaseKeyGroup(2) // again: harmless
+	s1.ReleaseKeyGroup(99)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("encoding a released key group must panic")
+			}
+		}()
+		s1.EncodeKeyGroup(nil, 2)
+	}()
+	s1.Release()
+	s1.Release()
+	if b.FoldLayers(); b.overlays() == 0 {
+		t.Fatal("s2 is open: its key groups must keep their overlays")
+	}
+	for kg := range 4 {
+		s2.EncodeKeyGroup(nil, kg)
+	}
+	b.FoldLayers()
+	if n := b.overlays(); n != 0 {
+		t.Fatalf("%d overlays left once both snapshots released every key group", n)
+	}
+	s2.Release()
+}
