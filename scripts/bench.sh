@@ -84,8 +84,8 @@ rprint=$(metric Rprint)
 
 # Checkpointing at realistic state sizes (scripts/scale: 8 words per key,
 # drawn uniformly, so every key is written while each checkpoint is open).
-go build -o "$tmp/scale" ./scripts/scale
-scale() { "$tmp/scale" -dir "$tmp/scale" "$@"; }
+go build -o "$tmp/scale-bin" ./scripts/scale
+scale() { mkdir -p "$tmp/scale"; "$tmp/scale-bin" -dir "$tmp/scale" "$@"; }
 field() { awk -v k="$1" -F'[= ]' '$1 == k {print $2}'; }
 s1=$(scale -keys 1000000)
 echo "$s1" | grep '^#' | sed 's/^# /# 1M keys, 1 s: /'
