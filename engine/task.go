@@ -663,29 +663,25 @@ func releaseCaptures(caps []namedCapture) {
 	}
 }
 
-// encodeCaptures turns captures into encoded snapshots and releases them.
+// encodeCaptures turns captures into snapshots encoded whole, in memory
+// (for one kept after the task finished), and releases them.
 func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnapshot {
-	snaps := make([]checkpoint.OperatorSnapshot, 0, len(caps))
-	for _, nc := range caps {
-		c := nc.c
-		s := checkpoint.OperatorSnapshot{UID: nc.uid, Subtask: subtask, States: c.states}
-		if c.keyed != nil {
-			r := c.keyed.KeyGroupRange()
-			s.Keyed, s.Start, s.End = true, r.Start, r.End
-			for kg := r.Start; kg <= r.End; kg++ {
-				data := c.keyed.EncodeKeyGroup(nil, kg)
-				if len(data) == 1 && data[0] == 0 {
-					continue // no state in this key group
-				}
-				s.KeyGroups = append(s.KeyGroups, checkpoint.KeyGroupData{KeyGroup: kg, Data: data})
+	snaps := streamCaptures(subtask, caps)
+	for i := range snaps {
+		s := &snaps[i]
+		if s.Encoder == nil {
+			continue
+		}
+		for kg := s.Start; kg <= s.End; kg++ {
+			data := s.Encoder.EncodeKeyGroup(nil, kg)
+			if len(data) == 1 && data[0] == 0 {
+				continue // no state in this key group
 			}
-			c.keyed.Release()
+			s.KeyGroups = append(s.KeyGroups, checkpoint.KeyGroupData{KeyGroup: kg, Data: data})
 		}
-		if c.opState != nil {
-			s.OperatorState = savepoint.EncodeOperatorState(c.opState)
-		}
-		snaps = append(snaps, s)
+		s.Encoder = nil
 	}
+	releaseCaptures(caps)
 	return snaps
 }
 
