@@ -600,18 +600,26 @@ func (t *task) asyncLoop() {
 	defer close(t.asyncDone)
 	for j := range t.async {
 		var snaps []checkpoint.OperatorSnapshot
-		if j.keep {
-			// Kept in memory for later checkpoints: encode it whole.
-			snaps = encodeCaptures(t.subtask, j.caps)
-		} else {
-			snaps = streamCaptures(t.subtask, j.caps)
-		}
+		var handles map[string]savepoint.SubtaskState
+		// A serializer that panics while encoding declines the checkpoint
+		// instead of taking the process down.
+		err := protect(func() (err error) {
+			if j.keep {
+				// Kept in memory for later checkpoints: encode it whole.
+				snaps = encodeCaptures(t.subtask, j.caps)
+			} else {
+				snaps = streamCaptures(t.subtask, j.caps)
+			}
+			if t.canceled() {
+				return nil
+			}
+			handles, err = t.exec.jm.storage.WriteSubtask(j.b.loc, snaps)
+			return err
+		})
+		releaseCaptures(j.caps)
 		if t.canceled() {
-			releaseCaptures(j.caps)
 			continue
 		}
-		handles, err := t.exec.jm.storage.WriteSubtask(j.b.loc, snaps)
-		releaseCaptures(j.caps)
 		if err != nil {
 			t.exec.decline(t, j.b.id, checkpoint.ErrAsyncFailed, err)
 			continue

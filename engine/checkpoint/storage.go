@@ -120,6 +120,13 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 		st := savepoint.SubtaskState{Index: snap.Subtask}
 		stream := &savepoint.StreamStateHandle{}
 		err := func() error {
+			defer func() {
+				// An encoder that panics leaves no open or partial file.
+				if r := recover(); r != nil {
+					f.abort()
+					panic(r)
+				}
+			}()
 			if snap.Keyed {
 				kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Stream: stream}
 				addKG := func(kg int, data []byte) error {

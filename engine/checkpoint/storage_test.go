@@ -120,3 +120,34 @@ func TestWriteSubtaskStreamsKeyGroups(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 }
+
+type panicEncoder struct{}
+
+func (panicEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+	if kg == 2 {
+		panic("a serializer failed")
+	}
+	for range 100 {
+		dst = append(dst, 1)
+	}
+	return dst
+}
+
+// TestWriteSubtaskEncoderPanicLeavesNoFile: an encoder that panics midway
+// (a user serializer) leaves neither an open nor a partial state file; the
+// panic goes on to the task, which declines the checkpoint.
+func TestWriteSubtaskEncoderPanicLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	s := &Storage{FS: vfs.Default}
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("the encoder's panic was swallowed")
+			}
+		}()
+		s.WriteSubtask(&Location{ID: 1, Dir: dir}, []OperatorSnapshot{{UID: "op", Keyed: true, Start: 0, End: 3, Encoder: panicEncoder{}}})
+	}()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}

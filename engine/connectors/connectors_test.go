@@ -259,23 +259,48 @@ func TestFileSinkCommittableDirIsAbsolute(t *testing.T) {
 	}
 }
 
-// A pending file that exists but cannot be renamed cannot be committed by
-// any restart: the error suppresses restarts and names the file. So does
-// a committable whose names leave the directory (a snapshot edited by hand).
-func TestFileSinkCommitThatCannotSucceedSuppressesRestarts(t *testing.T) {
+// A committable no restart can commit — its directory is gone, its names
+// leave the directory, its directory is not absolute — suppresses restarts
+// and names the file or entry. A rename that fails otherwise is a plain
+// error (the restart strategy decides), naming the file, and the
+// directories of the renames made before it are fsynced all the same.
+func TestFileSinkCommitErrors(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, ".part-x-0-0.inprogress"), []byte("x"), 0o600)
-	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(1, func(op vfs.Op, _ string) bool { return op == vfs.OpRename })}
+	os.WriteFile(filepath.Join(dir, ".part-x-0-1.inprogress"), []byte("x"), 0o600)
+	var ops []string
+	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(2, func(op vfs.Op, name string) bool {
+		ops = append(ops, string(op)+" "+filepath.Base(name))
+		return op == vfs.OpRename
+	})}
 	c := &fileCommitter{fs: efs, dir: dir}
-	b, _ := json.Marshal(fileCommittable{Pending: ".part-x-0-0.inprogress", Finished: "part-x-0-0"})
-	err := c.Commit([][]byte{b})
+	ok, _ := json.Marshal(fileCommittable{Dir: dir, Pending: ".part-x-0-0.inprogress", Finished: "part-x-0-0"})
+	bad, _ := json.Marshal(fileCommittable{Dir: dir, Pending: ".part-x-0-1.inprogress", Finished: "part-x-0-1"})
+	err := c.Commit([][]byte{ok, bad})
 	var s *engine.SuppressRestartsError
-	if !errors.As(err, &s) || !strings.Contains(err.Error(), filepath.Join(dir, "part-x-0-0")) {
-		t.Fatalf("err = %v; want a SuppressRestartsError naming the file", err)
+	if err == nil || errors.As(err, &s) || !strings.Contains(err.Error(), filepath.Join(dir, "part-x-0-1")) {
+		t.Fatalf("err = %v; want a plain error naming the file", err)
 	}
-	evil, _ := json.Marshal(fileCommittable{Dir: dir, Pending: "../../etc/passwd", Finished: "part-x-0-1"})
-	if err := c.Commit([][]byte{evil}); !errors.As(err, &s) || !strings.Contains(err.Error(), "../../etc/passwd") {
-		t.Fatalf("err = %v; want a refusal naming the entry", err)
+	if _, err := os.Stat(filepath.Join(dir, "part-x-0-0")); err != nil {
+		t.Fatalf("the first file was not committed: %v", err)
+	}
+	if !slices.Contains(ops, "opendir "+filepath.Base(dir)) {
+		t.Errorf("the directory was not fsynced after the rename that succeeded: %q", ops)
+	}
+
+	c = &fileCommitter{fs: vfs.Default, dir: dir}
+	for _, tc := range []struct {
+		fc   fileCommittable
+		want string
+	}{
+		{fileCommittable{Dir: filepath.Join(dir, "gone"), Pending: ".part-y-0-0.inprogress", Finished: "part-y-0-0"}, "its directory " + filepath.Join(dir, "gone") + " is gone"},
+		{fileCommittable{Dir: dir, Pending: "../../etc/passwd", Finished: "part-x-0-2"}, "../../etc/passwd"},
+		{fileCommittable{Dir: "relative/dir", Pending: ".p", Finished: "p"}, `"relative/dir"`},
+	} {
+		b, _ := json.Marshal(tc.fc)
+		if err := c.Commit([][]byte{b}); !errors.As(err, &s) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v; want a SuppressRestartsError naming %q", tc.fc, err, tc.want)
+		}
 	}
 }
 

@@ -273,16 +273,30 @@ type fileCommitter struct {
 // each was written in. It is idempotent, as Flink's FileSink committer is
 // after a recovery:
 //   - the finished file exists: committed before;
-//   - neither the pending nor the finished file exists: committed before
-//     and since moved away by a consumer (Flink's commitAfterRecovery takes
-//     a missing temporary file as a commit that happened);
+//   - neither the pending nor the finished file exists, in a directory that
+//     does: committed before and since moved away by a consumer (Flink's
+//     commitAfterRecovery takes a missing temporary file as a commit that
+//     happened);
 //   - the pending file exists: rename it.
 //
-// A rename that fails for another reason cannot succeed on a retry of the
-// same committable either, so the error suppresses restarts: the job fails
-// once, naming the file, instead of restarting forever.
-func (c *fileCommitter) Commit(committables [][]byte) error {
+// Every directory a committable names is fsynced before Commit returns,
+// also when its files were renamed by an earlier attempt whose fsync
+// failed. A committable no restart can commit — its directory is gone, or
+// its names leave the directory (a snapshot edited by hand) — suppresses
+// restarts: the job fails once, naming the file, instead of restarting
+// forever. Other rename errors may pass (a full disk, a permission an
+// operator fixes) and go through the restart strategy.
+func (c *fileCommitter) Commit(committables [][]byte) (err error) {
 	dirs := map[string]bool{}
+	defer func() {
+		// Even when a later committable fails: the renames made so far
+		// must be durable before anyone relies on them.
+		for dir := range dirs {
+			if serr := vfs.SyncDir(c.fs, dir); serr != nil && err == nil {
+				err = fmt.Errorf("commit part files in %s: %w", dir, serr)
+			}
+		}
+	}()
 	for _, b := range committables {
 		var fc fileCommittable
 		if err := json.Unmarshal(b, &fc); err != nil {
@@ -295,7 +309,16 @@ func (c *fileCommitter) Commit(committables [][]byte) error {
 		if dir == "" {
 			dir = c.dir
 		}
+		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+			if fc.Dir != "" {
+				return engine.SuppressRestarts(fmt.Errorf("file sink committable names the directory %q, which is not an absolute, clean path", fc.Dir))
+			}
+		}
 		finished := filepath.Join(dir, fc.Finished)
+		if st, err := c.fs.Stat(dir); err != nil || !st.IsDir() {
+			return engine.SuppressRestarts(fmt.Errorf("cannot commit part file %s: its directory %s is gone (%v)", finished, dir, err))
+		}
+		dirs[dir] = true
 		if _, err := c.fs.Stat(finished); err == nil {
 			continue // committed before
 		}
@@ -306,13 +329,7 @@ func (c *fileCommitter) Commit(committables [][]byte) error {
 			}
 		}
 		if err != nil {
-			return engine.SuppressRestarts(fmt.Errorf("cannot commit part file %s: %w", finished, err))
-		}
-		dirs[dir] = true
-	}
-	for dir := range dirs {
-		if err := vfs.SyncDir(c.fs, dir); err != nil {
-			return fmt.Errorf("commit part files in %s: %w", dir, err)
+			return fmt.Errorf("cannot commit part file %s: %w", finished, err)
 		}
 	}
 	return nil
