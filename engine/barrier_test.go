@@ -283,3 +283,31 @@ func (passThrough) ProcessElement(_ *Context[int], x int, out Collector[int]) er
 	out.Collect(x)
 	return nil
 }
+
+type countingEncoder struct{ calls []int }
+
+func (e *countingEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+	e.calls = append(e.calls, kg)
+	return append(dst, 1, 2, 3)
+}
+
+// TestAbortedSnapshotStopsEncoding: once its checkpoint is aborted, the
+// asynchronous writer encodes no more key groups of it (they would stay
+// pinned, and the next snapshot's overlays grow, for a snapshot nobody
+// reads); a snapshot the task keeps as its final state is exempt.
+func TestAbortedSnapshotStopsEncoding(t *testing.T) {
+	tk := &task{}
+	enc := &countingEncoder{}
+	ae := abortableEncoder{enc: enc, aborted: func() bool { return tk.isAborted(7) }}
+	if got := ae.EncodeKeyGroup(nil, 0); string(got) != "\x01\x02\x03" {
+		t.Fatalf("before the abort: %v", got)
+	}
+	tk.aborted = map[int64]bool{7: true, 9: true}
+	if got := ae.EncodeKeyGroup(nil, 1); len(got) != 1 || got[0] != 0 || len(enc.calls) != 1 {
+		t.Fatalf("after the abort: %v, encoder called for %v", got, enc.calls)
+	}
+	tk.forgetAborted(7)
+	if tk.isAborted(7) || !tk.isAborted(9) {
+		t.Fatalf("forgetAborted(7) left %v", tk.aborted)
+	}
+}

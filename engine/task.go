@@ -179,6 +179,12 @@ type task struct {
 	asyncDone chan struct{}
 	finalMu   sync.Mutex
 	final     []checkpoint.OperatorSnapshot
+	// aborted holds the checkpoints aborted while their snapshot may still
+	// be queued or being written: the asynchronous writer stops encoding
+	// them, so that an aborted snapshot does not keep its key groups pinned
+	// (and the next snapshot's overlays growing) for nothing.
+	abortMu sync.Mutex
+	aborted map[int64]bool
 
 	timer     *time.Timer
 	timerC    <-chan time.Time
@@ -523,6 +529,12 @@ func (t *task) handle(m mail) error {
 			return t.setState(lifeFinished)
 		}
 	case mailAbort:
+		t.abortMu.Lock()
+		if t.aborted == nil {
+			t.aborted = map[int64]bool{}
+		}
+		t.aborted[m.id] = true
+		t.abortMu.Unlock()
 		if t.al != nil {
 			t.al.abort(m.id)
 		}
@@ -603,12 +615,20 @@ func (t *task) asyncLoop() {
 		var handles map[string]savepoint.SubtaskState
 		// A serializer that panics while encoding declines the checkpoint
 		// instead of taking the process down.
+		// A snapshot kept as the task's final state is written whole even
+		// if its checkpoint was aborted: later checkpoints need it.
+		aborted := func() bool { return !j.keep && t.isAborted(j.b.id) }
 		err := protect(func() (err error) {
 			if j.keep {
 				// Kept in memory for later checkpoints: encode it whole.
 				snaps = encodeCaptures(t.subtask, j.caps)
 			} else {
 				snaps = streamCaptures(t.subtask, j.caps)
+				for i := range snaps {
+					if snaps[i].Encoder != nil {
+						snaps[i].Encoder = abortableEncoder{snaps[i].Encoder, aborted}
+					}
+				}
 			}
 			if t.canceled() {
 				return nil
@@ -617,7 +637,8 @@ func (t *task) asyncLoop() {
 			return err
 		})
 		releaseCaptures(j.caps)
-		if t.canceled() {
+		t.forgetAborted(j.b.id)
+		if t.canceled() || aborted() {
 			continue
 		}
 		if err != nil {
@@ -639,6 +660,39 @@ func descriptors(snaps []checkpoint.OperatorSnapshot) map[string][]savepoint.Sta
 		out[s.UID] = s.States
 	}
 	return out
+}
+
+func (t *task) isAborted(id int64) bool {
+	t.abortMu.Lock()
+	defer t.abortMu.Unlock()
+	return t.aborted[id]
+}
+
+// forgetAborted drops the aborts of checkpoints up to id, whose snapshots
+// are written (or were never taken).
+func (t *task) forgetAborted(id int64) {
+	t.abortMu.Lock()
+	defer t.abortMu.Unlock()
+	for a := range t.aborted {
+		if a <= id {
+			delete(t.aborted, a)
+		}
+	}
+}
+
+// abortableEncoder stops encoding once its checkpoint is aborted: the
+// remaining key groups are written as empty, and the result is never
+// acknowledged; the snapshot is released at once.
+type abortableEncoder struct {
+	enc     checkpoint.KeyGroupEncoder
+	aborted func() bool
+}
+
+func (e abortableEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+	if e.aborted() {
+		return append(dst, 0) // no state: skipped
+	}
+	return e.enc.EncodeKeyGroup(dst, kg)
 }
 
 // streamCaptures describes captures for WriteSubtask, which encodes their
