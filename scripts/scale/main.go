@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +56,7 @@ var (
 	interval = flag.Duration("interval", time.Second, "checkpoint interval")
 	mode     = flag.String("mode", "ratios", "ratios, restore, rss-engine or rss-map")
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
+	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 )
 
 func main() {
@@ -77,6 +79,21 @@ func main() {
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
+	case "trace":
+		// One run with checkpoints, traced, to see what a stall is made of:
+		// go tool trace <file>.
+		f, err := os.Create(*traceOut)
+		check(err)
+		check(trace.Start(f))
+		r, err := runWordCount(scratch, true)
+		trace.Stop()
+		check(err)
+		check(f.Close())
+		for _, g := range r.sink.gaps {
+			if g.d >= 4*time.Millisecond {
+				fmt.Printf("# gap %v at +%v\n", g.d.Round(100*time.Microsecond), g.start.Sub(r.start).Round(time.Millisecond))
+			}
+		}
 	case "rss-map":
 		plainMap()
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
@@ -175,6 +192,7 @@ func (s *gapSink) longest() time.Duration {
 }
 
 type run struct {
+	start   time.Time
 	elapsed time.Duration
 	info    engine.JobInfo
 	sink    *gapSink
@@ -216,7 +234,7 @@ func runWordCount(scratch string, checkpointing bool) (run, error) {
 	if res.Status != engine.StatusFinished {
 		return run{}, fmt.Errorf("job ended %s: %v", res.Status, res.Err)
 	}
-	return run{elapsed: time.Since(start), info: j.Info(), sink: sink}, nil
+	return run{start: start, elapsed: time.Since(start), info: j.Info(), sink: sink}, nil
 }
 
 // fsyncTime writes and fsyncs n bytes to a new file in dir, as a plain Go
