@@ -181,6 +181,7 @@ type jobMaster struct {
 
 	onStatus      func(JobStatus, time.Time)
 	onSavepoint   func(path string)
+	backends      *stateBackends
 	plan          *restore.Plan // initial restore
 	allowNonRest  bool
 	exec          *execution
@@ -296,6 +297,11 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		}
 	}
 	jm.refreshRetained()
+	// Last, as it creates the rocksdb backend's working directory, which
+	// run removes when the job ends.
+	if jm.backends, err = newStateBackends(c, jm.jobID, jm.log); err != nil {
+		return nil, err
+	}
 	return jm, nil
 }
 
@@ -480,6 +486,11 @@ func (jm *jobMaster) run() {
 		jm.result.Status = jm.status
 		jm.mu.Unlock()
 		jm.finishStop(jm.result.Status)
+		// Every task has ended (and closed its backend): the LSM working
+		// directories go.
+		if err := jm.backends.close(); err != nil {
+			jm.log.Warn("Could not remove the state backend's working directory: " + err.Error())
+		}
 		close(jm.done)
 	}()
 	jm.transition(StatusCreated)

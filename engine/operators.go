@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -37,7 +38,7 @@ type operator interface {
 
 // opCapture is what an operator's synchronous snapshot captured.
 type opCapture struct {
-	keyed   *state.KeyedSnapshot
+	keyed   state.Snapshot
 	opState []savepoint.OperatorListState
 	states  []savepoint.StateDescriptor
 }
@@ -216,9 +217,9 @@ func GetMapState[UK comparable, UV any, K comparable](ctx *Context[K], name stri
 // keyedProcessOperatorCore is the key-typed part of a keyed operator: the
 // backend and the timers, shared with the Context.
 type keyedProcessOperatorCore[K comparable] struct {
-	backend     *state.KeyedBackend[K]
-	ptimers     *state.Timers[K]
-	etimers     *state.Timers[K]
+	backend     state.Backend[K]
+	ptimers     state.TimerQueue
+	etimers     state.TimerQueue
 	watermark   int64
 	subtask     int
 	parallelism int
@@ -271,12 +272,25 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	t := ctx.t
 	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.exec.clock
 	kgr := state.RangeForSubtask(ctx.maxPar, t.v.parallelism, t.subtask)
-	o.backend = state.NewKeyedBackend(o.keySer, ctx.maxPar, kgr)
-	var err error
-	if o.ptimers, err = state.GetTimers(o.backend, state.KindProcessingTime); err != nil {
+	backend, err := newKeyedBackend(t.exec.jm.backends, o.keySer, ctx.maxPar, kgr, ctx.uid, t.subtask, t.exec.attempt)
+	if err != nil {
 		return err
 	}
-	if o.etimers, err = state.GetTimers(o.backend, state.KindEventTime); err != nil {
+	o.backend = backend
+	if err := o.openState(ctx); err != nil {
+		// close is not called for an operator that failed to open.
+		o.backend.Dispose()
+		return err
+	}
+	return nil
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
+	var err error
+	if o.ptimers, err = state.TimersFor(o.backend, state.KindProcessingTime); err != nil {
+		return err
+	}
+	if o.etimers, err = state.TimersFor(o.backend, state.KindEventTime); err != nil {
 		return err
 	}
 	if ctx.restore != nil {
@@ -302,9 +316,15 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) snapshot(id int64) (*opCapture, error) {
-	c := &opCapture{keyed: o.backend.Snapshot()}
+	snap, err := o.backend.TakeSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	c := &opCapture{keyed: snap}
+	// The LSM counts entries while encoding; countEntries fills them in.
+	_, counted := snap.(state.EntryCounter)
 	for _, s := range o.backend.States() {
-		if (s.Kind == state.KindProcessingTime || s.Kind == state.KindEventTime) && s.Entries == 0 {
+		if (s.Kind == state.KindProcessingTime || s.Kind == state.KindEventTime) && s.Entries == 0 && !counted {
 			continue // a timer service with no timers is not worth listing
 		}
 		c.states = append(c.states, savepoint.StateDescriptor{Name: s.Name, Kind: s.Kind.String(), Type: s.Type, Entries: int64(s.Entries)})
@@ -348,10 +368,13 @@ func (o *keyedProcessOperator[K, IN, OUT]) endInput() error {
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) close() error {
+	var err error
 	if c, ok := o.fn.(Closer); ok {
-		return c.Close()
+		err = c.Close()
 	}
-	return nil
+	// The LSM's working directory goes now, or when the last snapshot being
+	// written is released.
+	return errors.Join(err, o.backend.Dispose())
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }

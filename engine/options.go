@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
@@ -9,18 +10,31 @@ import (
 	"github.com/gflink/gflink/engine/state"
 )
 
-// StateBackendHashMap is the only state backend so far: Go maps in memory.
-const StateBackendHashMap = "hashmap"
+// The state backends: Go maps in memory, and an embedded LSM tree (Pebble)
+// under Flink's name for its LSM backend.
+const (
+	StateBackendHashMap = "hashmap"
+	StateBackendRocksDB = "rocksdb"
+)
 
 func parseStateBackend(s string) (string, error) {
 	switch lower := toLower(s); lower {
 	case "hashmap", "jobmanager", "filesystem":
 		// Flink 1.x's legacy backend names meant the heap backend too.
 		return StateBackendHashMap, nil
-	case "rocksdb", "forst":
+	case "rocksdb":
+		return StateBackendRocksDB, nil
+	case "forst":
 		return "", fmt.Errorf("the %s state backend is not available in gflink", lower)
 	}
 	return "", fmt.Errorf("unknown state backend '%s'", s)
+}
+
+func positiveMemory(m config.MemorySize) error {
+	if m <= 0 {
+		return fmt.Errorf("must be positive")
+	}
+	return nil
 }
 
 func toLower(s string) string {
@@ -50,9 +64,24 @@ var (
 	PipelineName = config.String("pipeline.name").
 			WithDescription("The job's name. Default: the name the job gives itself.")
 	StateBackend = config.NewOption("state.backend.type", parseStateBackend, func(s string) string { return s },
-		"hashmap (jobmanager and filesystem, Flink 1.x's legacy names, mean hashmap too)").
+		"hashmap or rocksdb (jobmanager and filesystem, Flink 1.x's legacy names, mean hashmap too)").
 		WithDefault(StateBackendHashMap).WithDeprecatedKeys("state.backend").
-		WithDescription("Where keyed state lives while the job runs: hashmap keeps it in Go maps.")
+		WithDescription("Where keyed state lives while the job runs: hashmap keeps it in Go maps, rocksdb in an embedded LSM tree per stateful subtask (Pebble), bounded by disk rather than memory.")
+	RocksDBLocalDir = config.String("state.backend.rocksdb.localdir").
+			WithAccepted("a directory").
+			WithDescription("Where the rocksdb backend keeps its working directories (one per job, removed when the job ends). Default: the first of io.tmp.dirs, else $GFLINK_HOME/tmp.")
+	IOTmpDirs = config.String("io.tmp.dirs").
+			WithAccepted("directories separated by ',' or '" + string(os.PathListSeparator) + "'").
+			WithDescription("Directories for temporary files; the rocksdb backend uses the first unless state.backend.rocksdb.localdir is set.")
+	RocksDBBlockCacheSize = config.Memory("state.backend.rocksdb.block.cache-size").WithDefault(config.MemorySize(8 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("The block cache of each rocksdb subtask's LSM.")
+	RocksDBWriteBufferSize = config.Memory("state.backend.rocksdb.writebuffer.size").WithDefault(config.MemorySize(64 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("The size of one memtable of each rocksdb subtask's LSM; at most two exist at once.")
+	RocksDBTimerService = config.Enum("state.backend.rocksdb.timer-service.factory", "PriorityQueueStateType", "ROCKSDB", "HEAP").
+				WithDefault("ROCKSDB").
+				WithDescription("Where the rocksdb backend keeps timers. gflink keeps them in the LSM, with their order in a heap in memory, in both modes.")
 	FaultFailAfterRecords = config.Int("fault-injection.fail-after-records").WithDefault(0).
 				WithCheck(config.NonNegative).WithAccepted("an integer >= 0 (0 disables fault injection)").
 				WithDescription("gflink only, for rehearsing recovery: a task fails once the job's sources have emitted this many records in the current attempt (summed over all source subtasks). 0 (the default) disables it.")
@@ -64,6 +93,7 @@ var (
 // EngineOptions lists the engine's own options.
 func EngineOptions() []config.AnyOption {
 	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, StateBackend,
+		RocksDBLocalDir, IOTmpDirs, RocksDBBlockCacheSize, RocksDBWriteBufferSize, RocksDBTimerService,
 		FaultFailAfterRecords, FaultMaxFailures}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/savepoint"
 )
 
@@ -635,6 +636,9 @@ func (t *task) asyncLoop() {
 				return nil
 			}
 			handles, err = t.exec.jm.storage.WriteSubtask(j.b.loc, snaps)
+			if !j.keep {
+				countEntries(snaps, j.caps)
+			}
 			return err
 		})
 		releaseCaptures(j.caps)
@@ -751,8 +755,30 @@ func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 		}
 		s.Encoder = nil
 	}
+	countEntries(snaps, caps)
 	releaseCaptures(caps)
 	return snaps
+}
+
+// countEntries fills in the entries of states whose backend counted them
+// only while encoding (the LSM's); snaps are streamCaptures(caps), encoded.
+func countEntries(snaps []checkpoint.OperatorSnapshot, caps []namedCapture) {
+	for i, nc := range caps {
+		ec, ok := nc.c.keyed.(state.EntryCounter)
+		if !ok {
+			continue
+		}
+		counts := ec.EntryCounts()
+		var states []savepoint.StateDescriptor
+		for _, d := range snaps[i].States {
+			d.Entries = counts[d.Name]
+			if d.Entries == 0 && (d.Kind == state.KindProcessingTime.String() || d.Kind == state.KindEventTime.String()) {
+				continue // a timer service with no timers is not worth listing
+			}
+			states = append(states, d)
+		}
+		snaps[i].States = states
+	}
 }
 
 // endOfInput: every input has ended (or the source is exhausted, or

@@ -785,7 +785,11 @@ type valueState[K comparable, V any] struct {
 }
 
 // GetValueState registers (or returns) the value state called name.
-func GetValueState[V any, K comparable](b *KeyedBackend[K], name string, ser Serializer[V]) (ValueState[V], error) {
+func GetValueState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ValueState[V], error) {
+	b, ok := be.(*KeyedBackend[K])
+	if !ok {
+		return getLSMValueState(be, name, ser)
+	}
 	return register(b, name, KindValue, func() *valueState[K, V] {
 		return &valueState[K, V]{b: b, t: newTable[K, V](b.pins, b.nkg, b.cloneKey), ser: ser, typ: typeName[V]()}
 	})
@@ -856,7 +860,11 @@ type listState[K comparable, V any] struct {
 }
 
 // GetListState registers (or returns) the list state called name.
-func GetListState[V any, K comparable](b *KeyedBackend[K], name string, ser Serializer[V]) (ListState[V], error) {
+func GetListState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ListState[V], error) {
+	b, ok := be.(*KeyedBackend[K])
+	if !ok {
+		return getLSMListState(be, name, ser)
+	}
 	return register(b, name, KindList, func() *listState[K, V] {
 		return &listState[K, V]{b: b, t: newTable[K, []V](b.pins, b.nkg, b.cloneKey), ser: ser, typ: typeName[V]()}
 	})
@@ -962,7 +970,11 @@ type mapState[K comparable, UK comparable, UV any] struct {
 }
 
 // GetMapState registers (or returns) the map state called name.
-func GetMapState[UK comparable, UV any, K comparable](b *KeyedBackend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
+func GetMapState[UK comparable, UV any, K comparable](be Backend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
+	b, ok := be.(*KeyedBackend[K])
+	if !ok {
+		return getLSMMapState(be, name, ukSer, uvSer)
+	}
 	return register(b, name, KindMap, func() *mapState[K, UK, UV] {
 		return &mapState[K, UK, UV]{b: b, t: newTable[K, mapEntry[UK, UV]](b.pins, b.nkg, b.cloneKey), ukSer: ukSer, uvSer: uvSer,
 			typ: "map[" + typeName[UK]() + "]" + typeName[UV]()}

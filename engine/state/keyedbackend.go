@@ -1,0 +1,91 @@
+package state
+
+import "fmt"
+
+// Backend is a keyed state backend of one operator subtask, as the task
+// runtime uses it: the hashmap backend (KeyedBackend, Go maps) and the LSM
+// backend (LSMBackend, Flink's `rocksdb`) implement it. States are declared
+// with GetValueState, GetListState, GetMapState and TimersFor, which pick
+// the backend's implementation.
+type Backend[K comparable] interface {
+	KeyGroupRange() KeyGroupRange
+	MaxParallelism() int
+	KeyGroupOf(k K) int
+	// SetCurrentKey sets the key that state accesses refer to.
+	SetCurrentKey(k K)
+	// SetCurrentKeyAndGroup is SetCurrentKey with the key's group known.
+	SetCurrentKeyAndGroup(k K, kg int)
+	CurrentKey() K
+	// States describes the registered and the restored-but-unregistered
+	// states.
+	States() []StateInfo
+	// TakeSnapshot is a snapshot's synchronous part: O(states × key
+	// groups) for the hashmap backend, O(1) for the LSM.
+	TakeSnapshot() (Snapshot, error)
+	// RestoreKeyGroups loads canonical key-group blocks.
+	RestoreKeyGroups(blocks []KeyGroupBlock, workers int) error
+	// DropUnregistered discards restored state no operator registered.
+	DropUnregistered() []string
+	// Dispose releases the backend's resources (the LSM's working
+	// directory) once every snapshot taken is released.
+	Dispose() error
+}
+
+// Snapshot is a keyed state snapshot whose asynchronous part, encoding, may
+// run on another goroutine while the task goes on writing state.
+type Snapshot interface {
+	KeyGroupRange() KeyGroupRange
+	// EncodeKeyGroup appends the canonical block of one key group
+	// (savepoint/FORMAT.md) and releases that key group.
+	EncodeKeyGroup(dst []byte, kg int) []byte
+	// Release ends the snapshot; it is idempotent.
+	Release()
+}
+
+// EntryCounter is a Snapshot that learns the number of entries of its
+// states only while encoding them (the LSM does not count its keys); after
+// every key group is encoded, EntryCounts returns them by state name.
+type EntryCounter interface {
+	EntryCounts() map[string]int64
+}
+
+// TimerQueue is a keyed timer service (processing or event time).
+type TimerQueue interface {
+	// Register sets a timer for the current key at ts.
+	Register(ts int64)
+	// Delete removes the current key's timer at ts, if any.
+	Delete(ts int64)
+	// Next returns the time of the earliest timer.
+	Next() (int64, bool)
+	// FireDue fires, in time order, every timer at or before upTo, with its
+	// key made current.
+	FireDue(upTo int64, fire func(ts int64) error) error
+	// Len is the number of live timers.
+	Len() int
+}
+
+var (
+	_ Backend[string] = (*KeyedBackend[string])(nil)
+	_ Backend[string] = (*LSMBackend[string])(nil)
+	_ Snapshot        = (*KeyedSnapshot)(nil)
+)
+
+// TakeSnapshot is Snapshot as the Backend interface has it.
+func (b *KeyedBackend[K]) TakeSnapshot() (Snapshot, error) { return b.Snapshot(), nil }
+
+// Dispose: the hashmap backend holds nothing but memory.
+func (b *KeyedBackend[K]) Dispose() error { return nil }
+
+// TimersFor registers (or returns) the timer service of the given kind in
+// either backend.
+func TimersFor[K comparable](b Backend[K], kind Kind) (TimerQueue, error) {
+	switch b := b.(type) {
+	case *KeyedBackend[K]:
+		return GetTimers(b, kind)
+	case *LSMBackend[K]:
+		return getLSMTimers(b, kind)
+	}
+	return nil, unknownBackend(b)
+}
+
+func unknownBackend(b any) error { return fmt.Errorf("state: unknown backend %T", b) }

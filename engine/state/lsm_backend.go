@@ -1,0 +1,1074 @@
+package state
+
+// # The LSM backend (Flink's `rocksdb`)
+//
+// State lives in an ordered byte store (KVStore; Pebble in package lsm),
+// not in Go maps, so it is bounded by disk rather than memory, and a
+// snapshot's synchronous part is the store's own snapshot: O(1), nothing
+// copied, and the task never waits for an encode.
+//
+// Keys are laid out as Flink's RocksDB backend lays them out, with a
+// two-byte state id in place of a column family:
+//
+//	value, list:  [state id:2][key group:2, big endian][key]
+//	map:          [state id:2][key group:2][key][user key]
+//	timers:       [state id:2][key group:2][key][timestamp:8]
+//
+// where key and user key are their canonical encodings (savepoint/FORMAT.md)
+// and a timestamp is big endian with the sign bit flipped. Every canonical
+// encoding is self-delimiting, so keys are prefix-free and the store's byte
+// order is exactly the canonical order of a snapshot: entries sorted by
+// encoded key (a map's by key, then user key; timers by key, then time).
+// Encoding a canonical key-group block is therefore one ordered scan per
+// state, with no sort, and restoring one is a sequence of writes.
+//
+// Values are the canonical encoding of the value. A list is the
+// concatenation of its elements, each length-prefixed, so that Add is a
+// blind Merge (the store concatenates), as Flink's RocksDB list state does.
+//
+// State restored from a snapshot before its operator declares it (which is
+// always the case: operators declare state in Open, after restore) cannot be
+// decoded yet, as its value serializer is not known: its key-group payloads
+// are kept in the store under [0xFF 0xFF][key group:2][name] and decoded
+// when the state is declared, so that a restore never holds state in memory.
+//
+// The store does not count keys; a snapshot counts them while it encodes
+// (EntryCounts), and States reports the counts of the last one.
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// rawID is the id prefix under which restored, undeclared state is kept.
+const rawID = 0xFFFF
+
+// LSMBackend is the LSM keyed state backend of one operator subtask.
+type LSMBackend[K comparable] struct {
+	kv      KVStore
+	keySer  KeySerializer[K]
+	maxPar  int
+	kgRange KeyGroupRange
+
+	currentKey K
+	kg         int
+	epoch      uint64
+	// key is [id:2][kg:2][current key]; the id is written per access.
+	key []byte
+	// scratch buffers for composite keys and values.
+	key2, val []byte
+
+	states  map[string]lsmState
+	nextID  uint16
+	pending map[string]*lsmRaw
+	counts  map[string]int64 // entries per state, from the last snapshot encoded
+
+	mu        sync.Mutex
+	open      int  // snapshots not released
+	disposing bool // Dispose was called; the store closes with the last snapshot
+	disposed  bool
+}
+
+type lsmRaw struct {
+	kind  Kind
+	typ   string
+	count int64
+}
+
+// lsmState is one declared state, erased of its types.
+type lsmState interface {
+	kind() Kind
+	typeName() string
+	id() uint16
+	// encode appends one key group's entries, read from it, and returns
+	// their number.
+	encode(it KVIter, dst []byte) ([]byte, int, error)
+	// restore writes one key group's payload (count + entries) into the
+	// store.
+	restore(kg int, payload []byte) error
+}
+
+// NewLSMBackend returns an empty backend over kv for the given key groups.
+// The backend owns kv: Dispose closes it.
+func NewLSMBackend[K comparable](kv KVStore, keySer KeySerializer[K], maxParallelism int, kgRange KeyGroupRange) *LSMBackend[K] {
+	return &LSMBackend[K]{
+		kv: kv, keySer: keySer, maxPar: maxParallelism, kgRange: kgRange,
+		key:    make([]byte, 4, 64),
+		states: map[string]lsmState{}, pending: map[string]*lsmRaw{}, counts: map[string]int64{},
+		nextID: 1,
+	}
+}
+
+func (b *LSMBackend[K]) KeyGroupRange() KeyGroupRange { return b.kgRange }
+func (b *LSMBackend[K]) MaxParallelism() int          { return b.maxPar }
+func (b *LSMBackend[K]) CurrentKey() K                { return b.currentKey }
+
+func (b *LSMBackend[K]) KeyGroupOf(k K) int {
+	return KeyGroupForHash(b.keySer.Hash(k), b.maxPar)
+}
+
+func (b *LSMBackend[K]) SetCurrentKey(k K) { b.SetCurrentKeyAndGroup(k, b.KeyGroupOf(k)) }
+
+func (b *LSMBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
+	if !b.kgRange.Contains(kg) {
+		panic(fmt.Sprintf("state: key %v (key group %d) is outside %v", k, kg, b.kgRange))
+	}
+	b.currentKey, b.kg = k, kg
+	b.epoch++
+	b.key = binary.BigEndian.AppendUint16(b.key[:2], uint16(kg))
+	b.key = b.keySer.Append(b.key, k)
+}
+
+// stateKey returns [id][kg][current key], valid until the next call.
+func (b *LSMBackend[K]) stateKey(id uint16) []byte {
+	binary.BigEndian.PutUint16(b.key, id)
+	return b.key
+}
+
+// prefix returns [id][kg], the range of one state in one key group.
+func kgPrefix(dst []byte, id uint16, kg int) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, id)
+	return binary.BigEndian.AppendUint16(dst, uint16(kg))
+}
+
+// prefixEnd returns the first key after every key starting with p.
+func prefixEnd(p []byte) []byte {
+	end := slices.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xFF {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xFF: no upper bound
+}
+
+func rawKey(kg int, name string) []byte {
+	k := binary.BigEndian.AppendUint16(nil, rawID)
+	k = binary.BigEndian.AppendUint16(k, uint16(kg))
+	return append(k, name...)
+}
+
+// must turns a store failure into a panic: state accessors have no error
+// result, and the task turns a panic into a failure of the attempt (the
+// job then restarts from its last checkpoint).
+func must(err error) {
+	if err != nil {
+		panic(fmt.Errorf("state backend: %w", err))
+	}
+}
+
+func lsmRegister[K comparable, S lsmState](b *LSMBackend[K], name string, kind Kind, create func(id uint16) S) (S, error) {
+	var zero S
+	if existing, ok := b.states[name]; ok {
+		if s, ok := existing.(S); ok && existing.kind() == kind {
+			return s, nil
+		}
+		return zero, fmt.Errorf("state %q is already registered as %s state of %s", name, existing.kind(), existing.typeName())
+	}
+	if b.nextID == rawID {
+		return zero, fmt.Errorf("state %q: too many states in one operator", name)
+	}
+	s := create(b.nextID)
+	b.nextID++
+	if raw, ok := b.pending[name]; ok {
+		if raw.kind != kind {
+			return zero, fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, raw.kind, kind)
+		}
+		if err := b.adoptRaw(name, s); err != nil {
+			return zero, fmt.Errorf("restore state %q (declared %s, snapshot has %s): %w", name, s.typeName(), raw.typ, err)
+		}
+		b.addCount(name, raw.count)
+		delete(b.pending, name)
+	}
+	if f, ok := any(s).(restoreFinisher); ok {
+		f.finishRestore()
+	}
+	b.states[name] = s
+	return s, nil
+}
+
+// adoptRaw decodes the kept payloads of a restored state into s and
+// deletes them.
+func (b *LSMBackend[K]) adoptRaw(name string, s lsmState) error {
+	lo := binary.BigEndian.AppendUint16(nil, rawID)
+	it, err := b.kv.NewIter(lo, prefixEnd(lo))
+	if err != nil {
+		return err
+	}
+	type part struct {
+		kg      int
+		payload []byte
+	}
+	var parts []part
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if string(k[4:]) != name {
+			continue
+		}
+		_, _, payload, err := readRawValue(it.Value())
+		if err != nil {
+			it.Close()
+			return err
+		}
+		parts = append(parts, part{int(binary.BigEndian.Uint16(k[2:4])), slices.Clone(payload)})
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := s.restore(p.kg, p.payload); err != nil {
+			return fmt.Errorf("key group %d: %w", p.kg, err)
+		}
+		if err := b.kv.Delete(rawKey(p.kg, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rawValue(kind Kind, typ string, payload []byte) []byte {
+	v := append([]byte{byte(kind)}, appendString(nil, typ)...)
+	return append(v, payload...)
+}
+
+func readRawValue(v []byte) (Kind, string, []byte, error) {
+	if len(v) < 1 {
+		return 0, "", nil, ErrShortBuffer
+	}
+	typ, rest, err := readString(v[1:])
+	return Kind(v[0]), typ, rest, err
+}
+
+// States describes the declared and the restored-but-undeclared states.
+// Entries are those counted by the last snapshot encoded (or restored).
+func (b *LSMBackend[K]) States() []StateInfo {
+	var out []StateInfo
+	b.mu.Lock()
+	for name, s := range b.states {
+		out = append(out, StateInfo{Name: name, Kind: s.kind(), Type: s.typeName(), Entries: int(b.counts[name])})
+	}
+	b.mu.Unlock()
+	for name, r := range b.pending {
+		out = append(out, StateInfo{Name: name, Kind: r.kind, Type: r.typ, Entries: int(r.count)})
+	}
+	slices.SortFunc(out, func(a, b StateInfo) int { return compareStrings(a.Name, b.Name) })
+	return out
+}
+
+// RestoreKeyGroups writes canonical key-group blocks into the store:
+// declared states are decoded now, the others kept as payloads until
+// declared. workers is ignored: the store takes one writer.
+func (b *LSMBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, _ int) error {
+	for _, blk := range blocks {
+		kg := blk.KeyGroup
+		if !b.kgRange.Contains(kg) {
+			return fmt.Errorf("key group %d is outside %v", kg, b.kgRange)
+		}
+		err := forEachStatePayload(blk.Block, func(name string, kind Kind, typ string, payload []byte) error {
+			if st, ok := b.states[name]; ok {
+				if st.kind() != kind {
+					return fmt.Errorf("state %q was restored as %s state but is declared as %s state", name, kind, st.kind())
+				}
+				if err := st.restore(kg, payload); err != nil {
+					return fmt.Errorf("restore state %q (declared %s, snapshot has %s) in key group %d: %w", name, st.typeName(), typ, kg, err)
+				}
+				b.addCount(name, payloadCount(payload))
+				return nil
+			}
+			raw := b.pending[name]
+			if raw == nil {
+				raw = &lsmRaw{kind: kind, typ: typ}
+				b.pending[name] = raw
+			}
+			if raw.kind != kind {
+				return fmt.Errorf("state %q appears as both %s and %s state", name, raw.kind, kind)
+			}
+			raw.count += payloadCount(payload)
+			return b.kv.Set(rawKey(kg, name), rawValue(kind, typ, payload))
+		})
+		if err != nil {
+			return fmt.Errorf("key group %d: %w", kg, err)
+		}
+	}
+	for _, st := range b.states {
+		if f, ok := st.(restoreFinisher); ok {
+			f.finishRestore()
+		}
+	}
+	return nil
+}
+
+func (b *LSMBackend[K]) addCount(name string, n int64) {
+	b.mu.Lock()
+	b.counts[name] += n
+	b.mu.Unlock()
+}
+
+func payloadCount(payload []byte) int64 {
+	n, k := binary.Uvarint(payload)
+	if k <= 0 {
+		return 0
+	}
+	return int64(n)
+}
+
+// forEachStatePayload walks a canonical key-group block.
+func forEachStatePayload(block []byte, f func(name string, kind Kind, typ string, payload []byte) error) error {
+	n, k := binary.Uvarint(block)
+	if k <= 0 {
+		return ErrShortBuffer
+	}
+	rest := block[k:]
+	for i := uint64(0); i < n; i++ {
+		name, r, err := readString(rest)
+		if err != nil || len(r) < 1 {
+			return fmt.Errorf("state header: %w", errors.Join(err, ErrShortBuffer))
+		}
+		kind := Kind(r[0])
+		typ, r, err := readString(r[1:])
+		if err != nil {
+			return fmt.Errorf("state %q: %w", name, err)
+		}
+		payload, r, err := readBytes(r)
+		if err != nil {
+			return fmt.Errorf("state %q: %w", name, err)
+		}
+		rest = r
+		if err := f(name, kind, typ, payload); err != nil {
+			return err
+		}
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("%d unexpected trailing bytes", len(rest))
+	}
+	return nil
+}
+
+// DropUnregistered discards restored state no operator declared.
+func (b *LSMBackend[K]) DropUnregistered() []string {
+	names := slices.Sorted(maps.Keys(b.pending))
+	if len(names) > 0 {
+		lo := binary.BigEndian.AppendUint16(nil, rawID)
+		must(b.kv.DeleteRange(lo, prefixEnd(lo)))
+	}
+	clear(b.pending)
+	return names
+}
+
+// TakeSnapshot takes the store's snapshot: the synchronous part of a
+// checkpoint, O(1) (it commits the task's pending writes first).
+func (b *LSMBackend[K]) TakeSnapshot() (Snapshot, error) {
+	b.mu.Lock()
+	if b.disposing {
+		b.mu.Unlock()
+		return nil, errors.New("state backend: disposed")
+	}
+	b.open++
+	b.mu.Unlock()
+	kvs, err := b.kv.NewSnapshot()
+	if err != nil {
+		b.released()
+		return nil, err
+	}
+	s := &lsmSnapshot{kgRange: b.kgRange, kv: kvs, counts: map[string]int64{}, done: b.released}
+	for name, st := range b.states {
+		s.states = append(s.states, lsmSnapState{name: name, kind: st.kind(), typ: st.typeName(), st: st})
+	}
+	for name, r := range b.pending {
+		s.states = append(s.states, lsmSnapState{name: name, kind: r.kind, typ: r.typ})
+	}
+	slices.SortFunc(s.states, func(a, b lsmSnapState) int { return compareStrings(a.name, b.name) })
+	s.onCounts = func(c map[string]int64) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.counts = maps.Clone(c)
+	}
+	return s, nil
+}
+
+// released is called once per snapshot when it is released.
+func (b *LSMBackend[K]) released() {
+	b.mu.Lock()
+	b.open--
+	closeNow := b.disposing && b.open == 0 && !b.disposed
+	if closeNow {
+		b.disposed = true
+	}
+	b.mu.Unlock()
+	if closeNow {
+		b.kv.Close()
+	}
+}
+
+// Dispose closes the store (removing its working directory) now, or when
+// the last open snapshot is released.
+func (b *LSMBackend[K]) Dispose() error {
+	b.mu.Lock()
+	b.disposing = true
+	closeNow := b.open == 0 && !b.disposed
+	if closeNow {
+		b.disposed = true
+	}
+	b.mu.Unlock()
+	if closeNow {
+		return b.kv.Close()
+	}
+	return nil
+}
+
+type lsmSnapState struct {
+	name string
+	kind Kind
+	typ  string
+	st   lsmState // nil: restored, undeclared; its payloads are kept raw
+}
+
+// lsmSnapshot is a snapshot of the store, encoded into canonical blocks.
+type lsmSnapshot struct {
+	kgRange  KeyGroupRange
+	kv       KVSnapshot
+	states   []lsmSnapState
+	scratch  []byte
+	counts   map[string]int64
+	encoded  int
+	onCounts func(map[string]int64)
+	done     func()
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func (s *lsmSnapshot) KeyGroupRange() KeyGroupRange { return s.kgRange }
+
+// EntryCounts returns the entries per state counted while encoding.
+func (s *lsmSnapshot) EntryCounts() map[string]int64 { return s.counts }
+
+// EncodeKeyGroup appends the canonical block of key group kg. A failure to
+// read the store panics (the caller declines the checkpoint).
+func (s *lsmSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
+	start := len(dst)
+	dst = append(dst, 0) // the number of states, fixed below
+	n := 0
+	var lo []byte
+	for i := range s.states {
+		st := &s.states[i]
+		mark := len(dst)
+		dst = appendString(dst, st.name)
+		dst = append(dst, byte(st.kind))
+		dst = appendString(dst, st.typ)
+		var payload []byte
+		var count int
+		if st.st != nil {
+			lo = kgPrefix(lo[:0], st.st.id(), kg)
+			it, err := s.kv.NewIter(lo, prefixEnd(lo))
+			must(err)
+			s.scratch, count, err = st.st.encode(it, s.scratch[:0])
+			must(errors.Join(err, it.Close()))
+			if count > 0 {
+				payload = binary.AppendUvarint(nil, uint64(count))
+			}
+		} else {
+			k := rawKey(kg, st.name)
+			it, err := s.kv.NewIter(k, append(slices.Clone(k), 0))
+			must(err)
+			if it.First() {
+				_, _, p, err := readRawValue(it.Value())
+				must(err)
+				s.scratch = append(s.scratch[:0], p...)
+				count = int(payloadCount(p))
+			}
+			must(errors.Join(it.Error(), it.Close()))
+			if count > 0 {
+				payload = []byte{} // the kept payload has its count
+			}
+		}
+		if payload == nil {
+			dst = dst[:mark]
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(payload)+len(s.scratch)))
+		dst = append(dst, payload...)
+		dst = append(dst, s.scratch...)
+		s.counts[st.name] += int64(count)
+		n++
+	}
+	if n < 0x80 {
+		dst[start] = byte(n)
+	} else {
+		var hdr [binary.MaxVarintLen64]byte
+		h := binary.PutUvarint(hdr[:], uint64(n))
+		dst = slices.Insert(dst, start+1, hdr[1:h]...)
+		copy(dst[start:], hdr[:h])
+	}
+	if s.encoded++; s.encoded == s.kgRange.Len() && s.onCounts != nil {
+		s.onCounts(s.counts)
+	}
+	return dst
+}
+
+// Release closes the store's snapshot.
+func (s *lsmSnapshot) Release() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.kv.Close()
+	s.done()
+}
+
+// ---- value state ----
+
+type lsmValueState[K comparable, V any] struct {
+	b   *LSMBackend[K]
+	sid uint16
+	ser Serializer[V]
+	typ string
+}
+
+func getLSMValueState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ValueState[V], error) {
+	b, ok := be.(*LSMBackend[K])
+	if !ok {
+		return nil, unknownBackend(be)
+	}
+	return lsmRegister(b, name, KindValue, func(id uint16) *lsmValueState[K, V] {
+		return &lsmValueState[K, V]{b: b, sid: id, ser: ser, typ: typeName[V]()}
+	})
+}
+
+func (s *lsmValueState[K, V]) kind() Kind       { return KindValue }
+func (s *lsmValueState[K, V]) typeName() string { return s.typ }
+func (s *lsmValueState[K, V]) id() uint16       { return s.sid }
+
+func (s *lsmValueState[K, V]) Value() (V, bool) {
+	b := s.b
+	var ok bool
+	var err error
+	b.val, ok, err = b.kv.Get(b.stateKey(s.sid), b.val[:0])
+	must(err)
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	v, _, err := s.ser.Decode(b.val)
+	must(err)
+	return v, true
+}
+
+func (s *lsmValueState[K, V]) Update(v V) {
+	b := s.b
+	b.val = s.ser.Append(b.val[:0], v)
+	must(b.kv.Set(b.stateKey(s.sid), b.val))
+}
+
+func (s *lsmValueState[K, V]) Clear() { must(s.b.kv.Delete(s.b.stateKey(s.sid))) }
+
+// encode: each entry is key, value: the store's key after the prefix and
+// its value.
+func (s *lsmValueState[K, V]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		dst = append(dst, it.Key()[4:]...)
+		dst = append(dst, it.Value()...)
+		n++
+	}
+	return dst, n, it.Error()
+}
+
+func (s *lsmValueState[K, V]) restore(kg int, payload []byte) error {
+	return forEachEntry(payload, func(src []byte) ([]byte, error) {
+		k, rest, err := s.keySpan(src)
+		if err != nil {
+			return nil, err
+		}
+		v, rest, err := span(rest, s.ser.Decode)
+		if err != nil {
+			return nil, err
+		}
+		return rest, s.b.kv.Set(append(kgPrefix(nil, s.sid, kg), k...), v)
+	})
+}
+
+func (s *lsmValueState[K, V]) keySpan(src []byte) ([]byte, []byte, error) {
+	return span(src, s.b.keySer.Decode)
+}
+
+// span returns the bytes of one encoded value at the front of src.
+func span[T any](src []byte, dec func([]byte) (T, []byte, error)) ([]byte, []byte, error) {
+	_, rest, err := dec(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	return src[:len(src)-len(rest)], rest, nil
+}
+
+// forEachEntry walks a payload's count entries; f consumes one entry from
+// the front of its argument and returns the rest.
+func forEachEntry(payload []byte, f func(src []byte) ([]byte, error)) error {
+	n, k := binary.Uvarint(payload)
+	if k <= 0 {
+		return ErrShortBuffer
+	}
+	src := payload[k:]
+	for i := uint64(0); i < n; i++ {
+		rest, err := f(src)
+		if err != nil {
+			return fmt.Errorf("entry %d of %d: %w", i, n, err)
+		}
+		src = rest
+	}
+	if len(src) != 0 {
+		return fmt.Errorf("%d bytes left over after %d entries", len(src), n)
+	}
+	return nil
+}
+
+// ---- list state ----
+
+type lsmListState[K comparable, V any] struct {
+	b   *LSMBackend[K]
+	sid uint16
+	ser Serializer[V]
+	typ string
+}
+
+func getLSMListState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ListState[V], error) {
+	b, ok := be.(*LSMBackend[K])
+	if !ok {
+		return nil, unknownBackend(be)
+	}
+	return lsmRegister(b, name, KindList, func(id uint16) *lsmListState[K, V] {
+		return &lsmListState[K, V]{b: b, sid: id, ser: ser, typ: typeName[V]()}
+	})
+}
+
+func (s *lsmListState[K, V]) kind() Kind       { return KindList }
+func (s *lsmListState[K, V]) typeName() string { return s.typ }
+func (s *lsmListState[K, V]) id() uint16       { return s.sid }
+
+func (s *lsmListState[K, V]) Get() []V {
+	b := s.b
+	var ok bool
+	var err error
+	b.val, ok, err = b.kv.Get(b.stateKey(s.sid), b.val[:0])
+	must(err)
+	if !ok {
+		return nil
+	}
+	var vs []V
+	for src := b.val; len(src) > 0; {
+		elem, rest, err := readBytes(src)
+		must(err)
+		v, _, err := s.ser.Decode(elem)
+		must(err)
+		vs, src = append(vs, v), rest
+	}
+	return vs
+}
+
+func (s *lsmListState[K, V]) Add(v V) {
+	b := s.b
+	b.val = appendBytes(b.val[:0], s.ser.Append(b.key2[:0], v))
+	must(b.kv.Merge(b.stateKey(s.sid), b.val))
+}
+
+func (s *lsmListState[K, V]) Update(vs []V) {
+	b := s.b
+	if len(vs) == 0 {
+		s.Clear()
+		return
+	}
+	b.val = b.val[:0]
+	for _, v := range vs {
+		b.key2 = s.ser.Append(b.key2[:0], v)
+		b.val = appendBytes(b.val, b.key2)
+	}
+	must(b.kv.Set(b.stateKey(s.sid), b.val))
+}
+
+func (s *lsmListState[K, V]) Clear() { must(s.b.kv.Delete(s.b.stateKey(s.sid))) }
+
+// encode: each entry is key, uvarint n, n values; the store holds the
+// values length-prefixed.
+func (s *lsmListState[K, V]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		v := it.Value()
+		cnt := 0
+		for src := v; len(src) > 0; cnt++ {
+			_, rest, err := readBytes(src)
+			if err != nil {
+				return dst, n, err
+			}
+			src = rest
+		}
+		if cnt == 0 {
+			continue
+		}
+		dst = append(dst, it.Key()[4:]...)
+		dst = binary.AppendUvarint(dst, uint64(cnt))
+		for src := v; len(src) > 0; {
+			elem, rest, _ := readBytes(src)
+			dst, src = append(dst, elem...), rest
+		}
+		n++
+	}
+	return dst, n, it.Error()
+}
+
+func (s *lsmListState[K, V]) restore(kg int, payload []byte) error {
+	return forEachEntry(payload, func(src []byte) ([]byte, error) {
+		k, rest, err := span(src, s.b.keySer.Decode)
+		if err != nil {
+			return nil, err
+		}
+		cnt, w := binary.Uvarint(rest)
+		if w <= 0 {
+			return nil, ErrShortBuffer
+		}
+		rest = rest[w:]
+		var val []byte
+		for range cnt {
+			var v []byte
+			if v, rest, err = span(rest, s.ser.Decode); err != nil {
+				return nil, err
+			}
+			val = appendBytes(val, v)
+		}
+		if cnt == 0 {
+			return rest, nil
+		}
+		return rest, s.b.kv.Set(append(kgPrefix(nil, s.sid, kg), k...), val)
+	})
+}
+
+// ---- map state ----
+
+type lsmMapState[K comparable, UK comparable, UV any] struct {
+	b     *LSMBackend[K]
+	sid   uint16
+	ukSer Serializer[UK]
+	uvSer Serializer[UV]
+	typ   string
+}
+
+func getLSMMapState[UK comparable, UV any, K comparable](be Backend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
+	b, ok := be.(*LSMBackend[K])
+	if !ok {
+		return nil, unknownBackend(be)
+	}
+	return lsmRegister(b, name, KindMap, func(id uint16) *lsmMapState[K, UK, UV] {
+		return &lsmMapState[K, UK, UV]{b: b, sid: id, ukSer: ukSer, uvSer: uvSer, typ: "map[" + typeName[UK]() + "]" + typeName[UV]()}
+	})
+}
+
+func (s *lsmMapState[K, UK, UV]) kind() Kind       { return KindMap }
+func (s *lsmMapState[K, UK, UV]) typeName() string { return s.typ }
+func (s *lsmMapState[K, UK, UV]) id() uint16       { return s.sid }
+
+// userKey returns [id][kg][key][uk].
+func (s *lsmMapState[K, UK, UV]) userKey(uk UK) []byte {
+	b := s.b
+	b.key2 = append(b.key2[:0], b.stateKey(s.sid)...)
+	b.key2 = s.ukSer.Append(b.key2, uk)
+	return b.key2
+}
+
+func (s *lsmMapState[K, UK, UV]) Get(uk UK) (UV, bool) {
+	b := s.b
+	var ok bool
+	var err error
+	b.val, ok, err = b.kv.Get(s.userKey(uk), b.val[:0])
+	must(err)
+	if !ok {
+		var zero UV
+		return zero, false
+	}
+	v, _, err := s.uvSer.Decode(b.val)
+	must(err)
+	return v, true
+}
+
+func (s *lsmMapState[K, UK, UV]) Put(uk UK, uv UV) {
+	b := s.b
+	k := s.userKey(uk)
+	b.val = s.uvSer.Append(b.val[:0], uv)
+	must(b.kv.Set(k, b.val))
+}
+
+func (s *lsmMapState[K, UK, UV]) Remove(uk UK) { must(s.b.kv.Delete(s.userKey(uk))) }
+
+func (s *lsmMapState[K, UK, UV]) Contains(uk UK) bool {
+	_, ok := s.Get(uk)
+	return ok
+}
+
+func (s *lsmMapState[K, UK, UV]) All(f func(UK, UV) bool) {
+	p := slices.Clone(s.b.stateKey(s.sid))
+	it, err := s.b.kv.NewIter(p, prefixEnd(p))
+	must(err)
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		uk, _, err := s.ukSer.Decode(it.Key()[len(p):])
+		must(err)
+		uv, _, err := s.uvSer.Decode(it.Value())
+		must(err)
+		if !f(uk, uv) {
+			return
+		}
+	}
+	must(it.Error())
+}
+
+func (s *lsmMapState[K, UK, UV]) Len() int {
+	p := slices.Clone(s.b.stateKey(s.sid))
+	it, err := s.b.kv.NewIter(p, prefixEnd(p))
+	must(err)
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	must(errors.Join(it.Error(), it.Close()))
+	return n
+}
+
+func (s *lsmMapState[K, UK, UV]) Clear() {
+	p := s.b.stateKey(s.sid)
+	must(s.b.kv.DeleteRange(p, prefixEnd(p)))
+}
+
+// encode: each entry is key, uvarint n, n × (user key, user value); the
+// store's keys are [key][user key], grouped by key in order.
+func (s *lsmMapState[K, UK, UV]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	n := 0
+	var cur []byte // the current key's encoding
+	var body []byte
+	cnt := 0
+	flush := func() {
+		if cnt > 0 {
+			dst = append(dst, cur...)
+			dst = binary.AppendUvarint(dst, uint64(cnt))
+			dst = append(dst, body...)
+			n++
+		}
+		body, cnt = body[:0], 0
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		kk := it.Key()[4:]
+		if cur == nil || len(kk) < len(cur) || string(kk[:len(cur)]) != string(cur) {
+			flush()
+			k, _, err := span(kk, s.b.keySer.Decode)
+			if err != nil {
+				return dst, n, err
+			}
+			cur = append(cur[:0], k...)
+			if cur == nil {
+				cur = []byte{}
+			}
+		}
+		body = append(body, kk[len(cur):]...)
+		body = append(body, it.Value()...)
+		cnt++
+	}
+	flush()
+	return dst, n, it.Error()
+}
+
+func (s *lsmMapState[K, UK, UV]) restore(kg int, payload []byte) error {
+	return forEachEntry(payload, func(src []byte) ([]byte, error) {
+		k, rest, err := span(src, s.b.keySer.Decode)
+		if err != nil {
+			return nil, err
+		}
+		cnt, w := binary.Uvarint(rest)
+		if w <= 0 {
+			return nil, ErrShortBuffer
+		}
+		rest = rest[w:]
+		base := append(kgPrefix(nil, s.sid, kg), k...)
+		for range cnt {
+			var uk, uv []byte
+			if uk, rest, err = span(rest, s.ukSer.Decode); err != nil {
+				return nil, err
+			}
+			if uv, rest, err = span(rest, s.uvSer.Decode); err != nil {
+				return nil, err
+			}
+			if err := s.b.kv.Set(append(slices.Clone(base), uk...), uv); err != nil {
+				return nil, err
+			}
+		}
+		return rest, nil
+	})
+}
+
+// ---- timers ----
+
+// lsmTimers keeps timers in the store (Flink's ROCKSDB timer service) and
+// their order in a heap of (time, key group, key) that the task keeps in
+// memory: the store is the truth, the heap may hold deleted timers, which
+// are skipped when they come up.
+type lsmTimers[K comparable] struct {
+	b   *LSMBackend[K]
+	sid uint16
+	k   Kind
+	q   timerHeap[K]
+	// requeue: timers were restored; q is rebuilt before it is read.
+	requeue bool
+}
+
+func getLSMTimers[K comparable](b *LSMBackend[K], kind Kind) (TimerQueue, error) {
+	name := ProcessingTimersName
+	if kind == KindEventTime {
+		name = EventTimersName
+	}
+	return lsmRegister(b, name, kind, func(id uint16) *lsmTimers[K] {
+		return &lsmTimers[K]{b: b, sid: id, k: kind}
+	})
+}
+
+func (t *lsmTimers[K]) kind() Kind       { return t.k }
+func (t *lsmTimers[K]) typeName() string { return "timer[" + typeName[K]() + "]" }
+func (t *lsmTimers[K]) id() uint16       { return t.sid }
+func (t *lsmTimers[K]) finishRestore()   { t.requeue = true }
+
+// timerTS encodes a time so that byte order is time order.
+func timerTS(dst []byte, ts int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(ts)^(1<<63))
+}
+
+func (t *lsmTimers[K]) timerKey(ts int64) []byte {
+	b := t.b
+	b.key2 = timerTS(append(b.key2[:0], b.stateKey(t.sid)...), ts)
+	return b.key2
+}
+
+func (t *lsmTimers[K]) exists(k []byte) bool {
+	var ok bool
+	var err error
+	t.b.val, ok, err = t.b.kv.Get(k, t.b.val[:0])
+	must(err)
+	return ok
+}
+
+func (t *lsmTimers[K]) Register(ts int64) {
+	k := t.timerKey(ts)
+	if t.exists(k) {
+		return
+	}
+	must(t.b.kv.Set(k, nil))
+	if !t.requeue {
+		heap.Push(&t.q, queued[K]{timer[K]{t.b.currentKey, ts}, t.b.kg})
+	}
+}
+
+func (t *lsmTimers[K]) Delete(ts int64) { must(t.b.kv.Delete(t.timerKey(ts))) }
+
+// queuedKey returns the store key of a queued timer.
+func (t *lsmTimers[K]) queuedKey(q queued[K]) []byte {
+	k := kgPrefix(t.b.key2[:0], t.sid, q.kg)
+	k = t.b.keySer.Append(k, q.key)
+	t.b.key2 = timerTS(k, q.ts)
+	return t.b.key2
+}
+
+func (t *lsmTimers[K]) Next() (int64, bool) {
+	if t.requeue {
+		t.rebuildQueue()
+	}
+	for t.q.Len() > 0 {
+		top := t.q[0]
+		if t.exists(t.queuedKey(top)) {
+			return top.ts, true
+		}
+		heap.Pop(&t.q) // deleted
+	}
+	return 0, false
+}
+
+func (t *lsmTimers[K]) rebuildQueue() {
+	t.requeue = false
+	t.q = t.q[:0]
+	for kg := t.b.kgRange.Start; kg <= t.b.kgRange.End; kg++ {
+		p := kgPrefix(nil, t.sid, kg)
+		it, err := t.b.kv.NewIter(p, prefixEnd(p))
+		must(err)
+		for ok := it.First(); ok; ok = it.Next() {
+			kk := it.Key()[4:]
+			if len(kk) < 8 {
+				continue
+			}
+			key, _, err := t.b.keySer.Decode(kk[:len(kk)-8])
+			must(err)
+			ts := int64(binary.BigEndian.Uint64(kk[len(kk)-8:]) ^ (1 << 63))
+			t.q = append(t.q, queued[K]{timer[K]{key, ts}, kg})
+		}
+		must(errors.Join(it.Error(), it.Close()))
+	}
+	heap.Init(&t.q)
+}
+
+func (t *lsmTimers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
+	for {
+		ts, ok := t.Next()
+		if !ok || ts > upTo {
+			return nil
+		}
+		q := heap.Pop(&t.q).(queued[K])
+		must(t.b.kv.Delete(t.queuedKey(q)))
+		t.b.SetCurrentKeyAndGroup(q.key, q.kg)
+		if err := fire(q.ts); err != nil {
+			return err
+		}
+	}
+}
+
+// Len counts the live timers (a scan of the store).
+func (t *lsmTimers[K]) Len() int {
+	lo := binary.BigEndian.AppendUint16(nil, t.sid)
+	it, err := t.b.kv.NewIter(lo, prefixEnd(lo))
+	must(err)
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	must(errors.Join(it.Error(), it.Close()))
+	return n
+}
+
+// encode: each entry is key, varint time.
+func (t *lsmTimers[K]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		kk := it.Key()[4:]
+		if len(kk) < 8 {
+			return dst, n, ErrShortBuffer
+		}
+		dst = append(dst, kk[:len(kk)-8]...)
+		dst = binary.AppendVarint(dst, int64(binary.BigEndian.Uint64(kk[len(kk)-8:])^(1<<63)))
+		n++
+	}
+	return dst, n, it.Error()
+}
+
+func (t *lsmTimers[K]) restore(kg int, payload []byte) error {
+	return forEachEntry(payload, func(src []byte) ([]byte, error) {
+		k, rest, err := span(src, t.b.keySer.Decode)
+		if err != nil {
+			return nil, err
+		}
+		ts, w := binary.Varint(rest)
+		if w <= 0 {
+			return nil, ErrShortBuffer
+		}
+		return rest[w:], t.b.kv.Set(timerTS(append(kgPrefix(nil, t.sid, kg), k...), ts), nil)
+	})
+}
