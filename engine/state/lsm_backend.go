@@ -354,8 +354,13 @@ func forEachStatePayload(block []byte, f func(name string, kind Kind, typ string
 func (b *LSMBackend[K]) DropUnregistered() []string {
 	names := slices.Sorted(maps.Keys(b.pending))
 	if len(names) > 0 {
+		// Not prefixEnd(lo): lo is all 0xFF, so it has no prefix end (nil),
+		// and DeleteRange(lo, nil) is an empty range that deleted nothing,
+		// leaving the dropped state in the store. Raw keys are
+		// [FF FF][kg][name] with kg < UpperBoundMaxParallelism, so
+		// [FF FF][UpperBoundMaxParallelism] bounds them all.
 		lo := binary.BigEndian.AppendUint16(nil, rawID)
-		must(b.kv.DeleteRange(lo, prefixEnd(lo)))
+		must(b.kv.DeleteRange(lo, rawKey(UpperBoundMaxParallelism, "")))
 	}
 	clear(b.pending)
 	return names
