@@ -255,6 +255,9 @@ type restoreSource struct {
 	*restore.Resolved
 	AllowNonRestoredState bool
 	ClaimMode             string
+	// StateBackend is the job's state backend: a checkpoint or native
+	// savepoint restores only into the one that wrote it.
+	StateBackend string
 }
 
 // resolveRestore finds the snapshot execution.state-recovery.path (-s)
@@ -282,6 +285,7 @@ func resolveRestore(fsys vfs.FS, conf *config.Configuration, log *slog.Logger) (
 	src := &restoreSource{Resolved: resolved}
 	src.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)
 	src.ClaimMode, _ = engine.ClaimMode.Get(conf)
+	src.StateBackend, _ = engine.StateBackend.Get(conf)
 	return src, nil
 }
 
@@ -463,8 +467,8 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, src *restoreSource
 	ptr := savepoint.URI(r.Dir)
 	// The plan with -n lists every uid the job lacks; the real restore,
 	// with the user's -n, gives the verdict and its message.
-	plan, perr := engine.MapRestore(g, f.FS, r, true)
-	_, rerr := engine.PlanRestore(g, f.FS, r, allowNonRestored)
+	plan, perr := engine.MapRestore(g, f.FS, r, true, src.StateBackend)
+	_, rerr := engine.PlanRestore(g, f.FS, r, allowNonRestored, src.StateBackend)
 	rep := restore.Check(plan, checkedJob(g), restore.CheckOptions{AllowNonRestoredState: allowNonRestored,
 		PlanErr: perr, SourceMismatch: sourceMismatches(g, plan), RestoreErr: rerr})
 	type row struct {

@@ -77,14 +77,50 @@ func (l leakChecked) Run() int {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("testdata", "script"),
+	testscript.Run(t, scriptParams(filepath.Join("testdata", "script"), nil))
+}
+
+// TestScriptsRocksDB runs the scripts of the state flows — kill -9 and
+// recovery, restore and claim modes, rescaling, stop-with-savepoint, the
+// file sink's restore — again with state.backend.type: rocksdb, set in a
+// configuration directory (GFLINK_CONF_DIR) as a user would set it.
+func TestScriptsRocksDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the scripts run once, with the default backend")
+	}
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte("state.backend.type: rocksdb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scripts := t.TempDir()
+	for _, name := range []string{"recovery", "restore", "rescale", "filesink_restore", "operate", "interrupt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "script", name+".txtar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// First, proof that the configuration directory took effect.
+		b = append([]byte("exec gflink run wordcount\nstderr 'Using the embedded LSM state backend \\(Pebble\\) for state.backend.type=rocksdb'\n\n"), b...)
+		if err := os.WriteFile(filepath.Join(scripts, name+".txtar"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testscript.Run(t, scriptParams(scripts, func(env *testscript.Env) {
+		env.Setenv("GFLINK_CONF_DIR", confDir)
+	}))
+}
+
+func scriptParams(dir string, setup func(*testscript.Env)) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			home := filepath.Join(env.WorkDir, ".gflink")
 			env.Setenv("GFLINK_HOME", home)
 			env.Setenv("NO_COLOR", "1")
 			// No job process outlives its script, whatever happened.
 			env.Defer(func() { killJobs(home) })
+			if setup != nil {
+				setup(env)
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -105,7 +141,7 @@ func TestScripts(t *testing.T) {
 			"waitgone":      cmdWaitGone,
 			"corrupt":       cmdCorrupt,
 		},
-	})
+	}
 }
 
 // code N cmd args... runs a command like exec and checks its exit code.

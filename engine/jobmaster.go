@@ -271,7 +271,11 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 
 	nextID := int64(1)
 	if o.Restore != nil {
-		plan, err := PlanRestore(g, jm.fs, o.Restore, o.AllowNonRestoredState)
+		backend, err := StateBackend.Get(c)
+		if err != nil {
+			return nil, err
+		}
+		plan, err := PlanRestore(g, jm.fs, o.Restore, o.AllowNonRestoredState, backend)
 		if err != nil {
 			return nil, err
 		}
@@ -391,8 +395,8 @@ func (g *JobGraph) description() restore.Job {
 // PlanRestore matches a snapshot against a job graph, as a job restored
 // from it would — for `run --check`, which reports the plan without
 // running anything.
-func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool) (*restore.Plan, error) {
-	plan, err := MapRestore(g, fsys, r, allowNonRestoredState)
+func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend string) (*restore.Plan, error) {
+	plan, err := MapRestore(g, fsys, r, allowNonRestoredState, backend)
 	if err != nil {
 		return nil, err
 	}
@@ -406,12 +410,12 @@ func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestored
 
 // MapRestore is PlanRestore without the check of restored source splits:
 // how the snapshot's state maps onto the job's operators.
-func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool) (*restore.Plan, error) {
+func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend string) (*restore.Plan, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
 	return restore.NewPlan(fsys, r, g.description(), restore.Options{
-		AllowNonRestoredState: allowNonRestoredState, StateBackend: StateBackendHashMap})
+		AllowNonRestoredState: allowNonRestoredState, StateBackend: backend})
 }
 
 // RestoredSourceMismatch says why the splits plan restores into the source
@@ -656,7 +660,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	}
 	loc := p.Location.(*checkpoint.Location)
 	md := &savepoint.Metadata{Version: savepoint.MetadataVersion, JobID: jm.jobID, JobName: jm.graph.Name,
-		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: StateBackendHashMap,
+		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: jm.backends.name(),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
 	type opAcc struct {
 		subtasks []savepoint.SubtaskState

@@ -60,6 +60,7 @@ type schedule struct {
 	failures   int // fault-injection.max-failures
 	ckFailAt   int // the n-th checkpoint file created fails; 0: none
 	tolerable  int // execution.checkpointing.tolerable-failed-checkpoints
+	backend    string
 }
 
 func drawSchedule(seed int64) schedule {
@@ -76,12 +77,15 @@ func drawSchedule(seed int64) schedule {
 	if r.IntN(3) > 0 {
 		s.ckFailAt = 1 + r.IntN(30)
 	}
+	// Drawn last, so that the fields above are what they were for a seed
+	// before there were two backends.
+	s.backend = []string{"hashmap", "rocksdb"}[r.IntN(2)]
 	return s
 }
 
 func (s schedule) String() string {
-	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d",
-		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable)
+	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s",
+		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend)
 }
 
 const propWordsPerLine, propDistinct = 5, 50
@@ -145,6 +149,9 @@ func (s schedule) run() (o outcome, err error) {
 		"restart-strategy.fixed-delay.delay":                   "1 ms",
 		"fault-injection.fail-after-records":                   fmt.Sprint(s.failAfter),
 		"fault-injection.max-failures":                         fmt.Sprint(s.failures),
+		"state.backend.type":                                   s.backend,
+		"state.backend.rocksdb.localdir":                       filepath.Join(dir, "lsm"),
+		"state.backend.rocksdb.writebuffer.size":               "1 mb",
 	} {
 		c.SetString(k, v, "test")
 	}

@@ -78,6 +78,14 @@ func lsmLocalDir(c *config.Configuration) (string, error) {
 	return filepath.Join(jobregistry.Home(os.Getenv), "tmp"), nil
 }
 
+// name is the backend's name (hashmap or rocksdb).
+func (b *stateBackends) name() string {
+	if b == nil {
+		return StateBackendHashMap
+	}
+	return b.kind
+}
+
 // close removes the job's working directory.
 func (b *stateBackends) close() error {
 	if b == nil || b.dir == nil {

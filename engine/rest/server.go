@@ -758,7 +758,8 @@ func (s *Server) checkpointDetails(idStr string) (any, int, error) {
 }
 
 func (s *Server) checkpointConfig() CheckpointConfigInfo {
-	cfg := s.job.Info().CheckpointConfig
+	info := s.job.Info()
+	cfg := info.CheckpointConfig
 	interval := cfg.Interval.Milliseconds()
 	if !cfg.Enabled() {
 		interval = 9223372036854775807 // Flink: Long.MAX_VALUE when periodic checkpoints are off
@@ -767,11 +768,16 @@ func (s *Server) checkpointConfig() CheckpointConfigInfo {
 	if cfg.Storage == checkpoint.StorageFilesystem {
 		storage = "FileSystemCheckpointStorage"
 	}
+	// Flink's StateBackend.getName(): the class's simple name.
+	backend := "HashMapStateBackend"
+	if info.StateBackend == "rocksdb" {
+		backend = "EmbeddedRocksDBStateBackend"
+	}
 	return CheckpointConfigInfo{Mode: strings.ToLower(cfg.Mode), Interval: interval, Timeout: cfg.Timeout.Milliseconds(),
 		MinPause: cfg.MinPause.Milliseconds(), MaxConcurrent: cfg.MaxConcurrent,
 		Externalization: ExternalizationConfig{Enabled: cfg.Retention != checkpoint.NoExternalized,
 			DeleteOnCancellation: cfg.Retention != checkpoint.RetainOnCancellation},
-		StateBackend: "HashMapStateBackend", CheckpointStorage: storage,
+		StateBackend: backend, CheckpointStorage: storage,
 		TolerableFailedCheckpoints: cfg.TolerableFailed, CheckpointsAfterTasksFinish: cfg.AfterTasksFinish,
 		ChangelogPeriodicMaterializationInterval: 600000, ChangelogStorage: "memory"}
 }
