@@ -56,6 +56,7 @@ var (
 	interval = flag.Duration("interval", time.Second, "checkpoint interval")
 	mode     = flag.String("mode", "ratios", "ratios, restore, rss-engine or rss-map")
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
+	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 )
 
@@ -76,6 +77,8 @@ func main() {
 		ratios(scratch)
 	case "restore":
 		restoreRatio(scratch)
+	case "backends":
+		backendRatio(scratch)
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
@@ -209,6 +212,8 @@ func wordCountJob(src engine.Source[string], sink *gapSink) *engine.JobGraph {
 
 func conf(ckDir string, checkpointing bool, extra ...string) *config.Configuration {
 	c := config.New()
+	c.SetString("state.backend.type", *backend, "scale")
+	c.SetString("state.backend.rocksdb.localdir", filepath.Join(filepath.Dir(ckDir), "lsm"), "scale")
 	if checkpointing {
 		c.SetString("execution.checkpointing.interval", interval.String(), "scale")
 		c.SetString("execution.checkpointing.dir", ckDir, "scale")
@@ -310,6 +315,27 @@ func ratios(scratch string) {
 	if len(r4) > 0 {
 		report("R4", r4)
 	}
+}
+
+// backendRatio reports RLSM: word count's throughput on the rocksdb
+// backend ÷ on hashmap, both checkpointing every -interval.
+func backendRatio(scratch string) {
+	var rl []float64
+	for r := range *rounds {
+		el := map[string]float64{}
+		for i, b := range []string{"hashmap", "rocksdb"} {
+			if r%2 == 1 {
+				b = []string{"rocksdb", "hashmap"}[i]
+			}
+			*backend = b
+			x, err := runWordCount(scratch, true)
+			check(err)
+			el[b] = x.elapsed.Seconds()
+		}
+		rl = append(rl, el["hashmap"]/el["rocksdb"])
+		fmt.Printf("# round %d: hashmap %.2fs, rocksdb %.2fs (RLSM %.3f)\n", r+1, el["hashmap"], el["rocksdb"], rl[len(rl)-1])
+	}
+	report("RLSM", rl)
 }
 
 func restoreRatio(scratch string) {
