@@ -36,12 +36,43 @@ const (
 	DefaultWriteBufferSize = 64 << 20
 )
 
-// batchLimit is how many bytes of writes the store gathers in its indexed
-// batch before committing it to the LSM. Committing a batch per write costs
-// a trip through Pebble's commit pipeline per record (about a microsecond);
-// an indexed batch serves the task's reads of its own writes, and is
-// committed whole when it grows past this or a snapshot is taken.
-const batchLimit = 4 << 20
+// # The write buffer
+//
+// Every Pebble write lands in a skiplist (the memtable), and every read
+// searches one or more: about 4 µs per update of a hot key in word count,
+// each update a new version of the key. The store therefore keeps the
+// task's writes in a Go map first — the last write per key, a set, a
+// delete or a pending list append — and reads look there before Pebble.
+// Hot keys are then updated at the speed of a map, and Pebble sees one
+// version per key per flush instead of one per record.
+//
+// The buffer is handed to Pebble (flushed) when it outgrows its bound
+// (the write buffer size: memory stays bounded) and at every snapshot.
+// A flush swaps the map for an empty one and applies the old one on a
+// goroutine of its own, which then takes the Pebble snapshot, so that the
+// task does not wait for the memtable inserts: reads look through the
+// buffer, then the map being applied, then Pebble. At most one flush is in
+// flight; the next waits for it, which keeps the order of writes.
+// Iterators and range deletions (rare: map state's All, Len and Clear,
+// timers after a restore) first wait for everything to be in Pebble.
+
+// op is a buffered write.
+type op struct {
+	kind  opKind
+	value []byte // set: the value; merge: the operands, concatenated
+}
+
+type opKind uint8
+
+const (
+	opSet opKind = iota + 1
+	opDelete
+	opMerge // append value to whatever lies below
+)
+
+// entryOverhead approximates a buffered entry's memory beyond its bytes
+// (map slot, string and slice headers).
+const entryOverhead = 64
 
 // Store is one subtask's LSM. It is used from the task's goroutine only,
 // except for the snapshots it hands out, which any goroutine may read.
@@ -49,7 +80,15 @@ type Store struct {
 	db    *pebble.DB
 	cache interface{ Unref() }
 	dir   string
-	batch *pebble.Batch
+
+	buf      map[string]*op
+	bufBytes int
+	limit    int
+	// inflight is the buffer being applied, nil when none; done is closed
+	// once it is in Pebble (and its snapshot, if asked for, taken).
+	inflight map[string]*op
+	done     chan struct{}
+	applyErr error // of the last flush, read after done
 }
 
 var _ state.KVStore = (*Store)(nil)
@@ -90,7 +129,9 @@ func Open(o Options) (*Store, error) {
 		os.RemoveAll(o.Dir)
 		return nil, fmt.Errorf("lsm: open %s: %w", o.Dir, err)
 	}
-	return &Store{db: db, cache: cache, dir: o.Dir, batch: db.NewIndexedBatch()}, nil
+	// The write buffer takes what a memtable would: the bound of the
+	// store's memory stays about what the options say.
+	return &Store{db: db, cache: cache, dir: o.Dir, buf: map[string]*op{}, limit: int(o.WriteBufferSize)}, nil
 }
 
 // Dir is the working directory.
@@ -98,109 +139,241 @@ func (s *Store) Dir() string { return s.dir }
 
 // Get appends the value of key to dst.
 func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
-	v, closer, err := s.batch.Get(key)
+	// Merge operands found on the way down, newest first.
+	var pending [][]byte
+	for i, m := range [2]map[string]*op{s.buf, s.inflight} {
+		o := m[string(key)]
+		if o == nil {
+			continue
+		}
+		if i == 1 && o.kind == opMerge {
+			// Operands are not idempotent: read them from Pebble once the
+			// flush has put them there, not from the map as well.
+			if err := s.wait(); err != nil {
+				return dst, false, err
+			}
+			break
+		}
+		switch o.kind {
+		case opSet:
+			return appendOperands(append(dst, o.value...), pending), true, nil
+		case opDelete:
+			if pending == nil {
+				return dst, false, nil
+			}
+			return appendOperands(dst, pending), true, nil
+		case opMerge:
+			pending = append(pending, o.value)
+		}
+	}
+	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return dst, false, nil
+		if pending == nil {
+			return dst, false, nil
+		}
+		return appendOperands(dst, pending), true, nil
 	}
 	if err != nil {
 		return dst, false, err
 	}
-	dst = append(dst, v...)
+	dst = appendOperands(append(dst, v...), pending)
 	return dst, true, closer.Close()
 }
 
-// Set stores value under key.
-func (s *Store) Set(key, value []byte) error {
-	if err := s.batch.Set(key, value, nil); err != nil {
-		return err
+// appendOperands appends merge operands, given newest first, oldest first.
+func appendOperands(dst []byte, newestFirst [][]byte) []byte {
+	for i := len(newestFirst) - 1; i >= 0; i-- {
+		dst = append(dst, newestFirst[i]...)
 	}
-	return s.maybeCommit()
+	return dst
 }
+
+func (s *Store) put(key []byte, kind opKind, value []byte) error {
+	o := s.buf[string(key)]
+	if o == nil {
+		o = &op{}
+		s.buf[string(key)] = o
+		s.bufBytes += len(key) + entryOverhead
+	}
+	s.bufBytes -= cap(o.value)
+	switch {
+	case kind == opMerge && o.kind == opSet, kind == opMerge && o.kind == opMerge:
+		o.value = append(o.value, value...) // the operand joins what is buffered
+	case kind == opMerge && o.kind == opDelete:
+		o.kind, o.value = opSet, append(o.value[:0], value...)
+	default:
+		o.kind, o.value = kind, append(o.value[:0], value...)
+	}
+	s.bufBytes += cap(o.value)
+	if s.bufBytes < s.limit {
+		return nil
+	}
+	return s.flush(false)
+}
+
+// Set stores value under key.
+func (s *Store) Set(key, value []byte) error { return s.put(key, opSet, value) }
 
 // Merge appends value to key's value (list state).
-func (s *Store) Merge(key, value []byte) error {
-	if err := s.batch.Merge(key, value, nil); err != nil {
-		return err
-	}
-	return s.maybeCommit()
-}
+func (s *Store) Merge(key, value []byte) error { return s.put(key, opMerge, value) }
 
 // Delete removes key.
-func (s *Store) Delete(key []byte) error {
-	if err := s.batch.Delete(key, nil); err != nil {
-		return err
-	}
-	return s.maybeCommit()
-}
+func (s *Store) Delete(key []byte) error { return s.put(key, opDelete, nil) }
 
 // DeleteRange removes the keys in [start, end).
 func (s *Store) DeleteRange(start, end []byte) error {
-	if err := s.batch.DeleteRange(start, end, nil); err != nil {
+	if err := s.sync(); err != nil {
 		return err
 	}
-	return s.maybeCommit()
+	return s.db.DeleteRange(start, end, pebble.NoSync)
 }
 
-func (s *Store) maybeCommit() error {
-	if s.batch.Len() < batchLimit {
+// wait waits for the flush in flight, if any.
+func (s *Store) wait() error {
+	if s.done == nil {
 		return nil
 	}
-	return s.commit()
+	<-s.done
+	s.done, s.inflight = nil, nil
+	err := s.applyErr
+	s.applyErr = nil
+	return err
 }
 
-// commit writes the gathered batch into the LSM and starts a new one.
-func (s *Store) commit() error {
-	if s.batch.Empty() {
-		return nil
-	}
-	if err := s.batch.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("lsm: commit: %w", err)
-	}
-	s.batch.Close()
-	s.batch = s.db.NewIndexedBatch()
-	return nil
+// flush hands the buffer to Pebble on a goroutine of its own (after the
+// previous flush is done); with snap, that goroutine takes a Pebble
+// snapshot once the buffer is in, and flush returns it.
+func (s *Store) flush(snap bool) error {
+	_, err := s.flushWith(snap)
+	return err
 }
 
-// NewIter iterates over [lower, upper) as the task sees it, its own
-// uncommitted writes included. The iterator must be closed before the next
-// write.
+func (s *Store) flushWith(snap bool) (<-chan *pebble.Snapshot, error) {
+	if err := s.wait(); err != nil {
+		return nil, err
+	}
+	var snapCh chan *pebble.Snapshot
+	if snap {
+		snapCh = make(chan *pebble.Snapshot, 1)
+	}
+	if len(s.buf) == 0 {
+		if snap {
+			snapCh <- s.db.NewSnapshot()
+		}
+		return snapCh, nil
+	}
+	b := s.db.NewBatch()
+	for k, o := range s.buf {
+		var err error
+		switch o.kind {
+		case opSet:
+			err = b.Set([]byte(k), o.value, nil)
+		case opDelete:
+			err = b.Delete([]byte(k), nil)
+		case opMerge:
+			err = b.Merge([]byte(k), o.value, nil)
+		}
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("lsm: %w", err)
+		}
+	}
+	s.inflight, s.buf, s.bufBytes = s.buf, map[string]*op{}, 0
+	done := make(chan struct{})
+	s.done = done
+	go func() {
+		defer close(done)
+		err := s.db.Apply(b, pebble.NoSync)
+		b.Close()
+		if err != nil {
+			s.applyErr = fmt.Errorf("lsm: apply writes: %w", err)
+			if snap {
+				close(snapCh)
+			}
+			return
+		}
+		if snap {
+			snapCh <- s.db.NewSnapshot()
+		}
+	}()
+	return snapCh, nil
+}
+
+// sync puts everything written into Pebble.
+func (s *Store) sync() error {
+	if err := s.flush(false); err != nil {
+		return err
+	}
+	return s.wait()
+}
+
+// NewIter iterates over [lower, upper) as the task sees it. The iterator
+// must be closed before the next write.
 func (s *Store) NewIter(lower, upper []byte) (state.KVIter, error) {
-	it, err := s.batch.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err := s.sync(); err != nil {
+		return nil, err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, err
 	}
 	return it, nil
 }
 
-// NewSnapshot commits what the task wrote and returns a consistent,
-// read-only view of the store as it is now: Pebble snapshots cost O(1) and
-// copy nothing; later writes do not show in it.
+// NewSnapshot returns a consistent, read-only view of the store as it is
+// now, without waiting: the buffered writes are applied, and the Pebble
+// snapshot taken (O(1), nothing copied), on the flush's goroutine; the
+// view's first read waits for them. Later writes do not show in it.
 func (s *Store) NewSnapshot() (state.KVSnapshot, error) {
-	if err := s.commit(); err != nil {
+	ch, err := s.flushWith(true)
+	if err != nil {
 		return nil, err
 	}
-	return &snapshot{s.db.NewSnapshot()}, nil
+	return &snapshot{ch: ch}, nil
 }
 
-type snapshot struct{ s *pebble.Snapshot }
+type snapshot struct {
+	ch  <-chan *pebble.Snapshot
+	s   *pebble.Snapshot
+	err error
+	got bool
+}
+
+func (v *snapshot) get() (*pebble.Snapshot, error) {
+	if !v.got {
+		v.got = true
+		var ok bool
+		if v.s, ok = <-v.ch; !ok {
+			v.err = errors.New("lsm: the writes of the snapshot could not be applied")
+		}
+	}
+	return v.s, v.err
+}
 
 func (v *snapshot) NewIter(lower, upper []byte) (state.KVIter, error) {
-	it, err := v.s.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	s, err := v.get()
+	if err != nil {
+		return nil, err
+	}
+	it, err := s.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, err
 	}
 	return it, nil
 }
 
-func (v *snapshot) Close() error { return v.s.Close() }
+func (v *snapshot) Close() error {
+	s, err := v.get()
+	if err != nil {
+		return nil
+	}
+	return s.Close()
+}
 
 // Close closes the LSM and removes its working directory.
 func (s *Store) Close() error {
 	var errs []error
-	if s.batch != nil {
-		errs = append(errs, s.batch.Close())
-		s.batch = nil
-	}
+	errs = append(errs, s.wait())
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 		s.db = nil
