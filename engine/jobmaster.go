@@ -813,6 +813,9 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	}
 	jm.mu.Unlock()
 	defer jm.refreshRetained()
+	if !a.Checkpoint.Type.IsSavepoint() {
+		jm.storage.Register(a.Checkpoint.ID, h.loc, h.md)
+	}
 	for _, old := range a.Subsumed {
 		jm.discard(old)
 	}
@@ -836,6 +839,9 @@ func (jm *jobMaster) discard(cp *checkpoint.Completed) {
 	h := cp.Handle.(*completedHandle)
 	if err := jm.storage.Discard(h.loc, h.md); err != nil {
 		jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", cp.ID, err))
+	}
+	if err := jm.storage.Release(cp.ID); err != nil {
+		jm.log.Warn(fmt.Sprintf("Could not delete the shared files of checkpoint %d: %v", cp.ID, err))
 	}
 }
 
@@ -980,6 +986,11 @@ func (jm *jobMaster) endCheckpoints(final JobStatus) {
 	jobDir := jm.storage.JobDir
 	if jobDir == "" {
 		return
+	}
+	// No checkpoint is being written any more: shared files no retained
+	// checkpoint refers to (uploads of checkpoints that failed) go.
+	if err := jm.storage.SweepShared(); err != nil {
+		jm.log.Warn(fmt.Sprintf("Could not delete unreferenced shared files: %v", err))
 	}
 	ids, err := restore.CheckpointIDs(jm.fs, jobDir)
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"reflect"
 	"runtime"
 	"time"
 
+	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -22,7 +24,7 @@ type operator interface {
 	prepareSnapshot(id int64) error
 	// snapshot is the synchronous part of a checkpoint: it captures state
 	// cheaply; encoding and writing happen later on another goroutine.
-	snapshot(id int64) (*opCapture, error)
+	snapshot(req snapshotRequest) (*opCapture, error)
 	notifyComplete(id int64) error
 	notifyAborted(id int64)
 	// endInput is Flink's finish(): all input has been processed; fire what
@@ -36,11 +38,27 @@ type operator interface {
 	fireTimers(now int64) error
 }
 
+// snapshotRequest says what a snapshot is for.
+type snapshotRequest struct {
+	id  int64
+	typ checkpoint.SnapshotType
+	// files: the snapshot goes to a checkpoint directory, so a backend may
+	// take it as its own files (native); otherwise (kept in memory after
+	// the input ended, or jobmanager storage) it must be canonical blocks.
+	files bool
+}
+
+// canonicalRequest asks for canonical blocks.
+var canonicalRequest = snapshotRequest{typ: checkpoint.SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatCanonical}}
+
 // opCapture is what an operator's synchronous snapshot captured.
 type opCapture struct {
-	keyed   state.Snapshot
-	opState []savepoint.OperatorListState
-	states  []savepoint.StateDescriptor
+	// keyed is the keyed state snapshot: canonical blocks, or a
+	// *state.NativeSnapshot (files) whose upload is reported to uploaded.
+	keyed    state.Snapshot
+	uploaded func(shared map[string]string)
+	opState  []savepoint.OperatorListState
+	states   []savepoint.StateDescriptor
 }
 
 // opContext is what an operator gets when it opens.
@@ -88,16 +106,16 @@ func fail(op string, err error) {
 
 type baseOperator struct{}
 
-func (baseOperator) open(*opContext) error              { return nil }
-func (baseOperator) prepareSnapshot(int64) error        { return nil }
-func (baseOperator) snapshot(int64) (*opCapture, error) { return nil, nil }
-func (baseOperator) notifyComplete(int64) error         { return nil }
-func (baseOperator) notifyAborted(int64)                {}
-func (baseOperator) endInput() error                    { return nil }
-func (baseOperator) idle()                              {}
-func (baseOperator) close() error                       { return nil }
-func (baseOperator) nextTimer() (int64, bool)           { return 0, false }
-func (baseOperator) fireTimers(int64) error             { return nil }
+func (baseOperator) open(*opContext) error                        { return nil }
+func (baseOperator) prepareSnapshot(int64) error                  { return nil }
+func (baseOperator) snapshot(snapshotRequest) (*opCapture, error) { return nil, nil }
+func (baseOperator) notifyComplete(int64) error                   { return nil }
+func (baseOperator) notifyAborted(int64)                          {}
+func (baseOperator) endInput() error                              { return nil }
+func (baseOperator) idle()                                        {}
+func (baseOperator) close() error                                 { return nil }
+func (baseOperator) nextTimer() (int64, bool)                     { return 0, false }
+func (baseOperator) fireTimers(int64) error                       { return nil }
 
 type mapOperator[IN, OUT any] struct {
 	baseOperator
@@ -218,6 +236,9 @@ func GetMapState[UK comparable, UV any, K comparable](ctx *Context[K], name stri
 // backend and the timers, shared with the Context.
 type keyedProcessOperatorCore[K comparable] struct {
 	backend     state.Backend[K]
+	backends    *stateBackends
+	uid         string
+	attempt     int
 	ptimers     state.TimerQueue
 	etimers     state.TimerQueue
 	watermark   int64
@@ -272,7 +293,12 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	t := ctx.t
 	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.exec.clock
 	kgr := state.RangeForSubtask(ctx.maxPar, t.v.parallelism, t.subtask)
-	backend, err := newKeyedBackend(t.exec.jm.backends, o.keySer, ctx.maxPar, kgr, ctx.uid, t.subtask, t.exec.attempt)
+	o.backends, o.uid, o.attempt = t.exec.jm.backends, ctx.uid, t.exec.attempt
+	var native []restore.NativeRestore
+	if ctx.restore != nil {
+		native = ctx.restore.Native
+	}
+	backend, err := newKeyedBackend(o.backends, o.keySer, ctx.maxPar, kgr, ctx.uid, t.subtask, t.exec.attempt, ctx.blocks.FS, ctx.blocks.Dir, native)
 	if err != nil {
 		return err
 	}
@@ -315,14 +341,13 @@ func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
 	return nil
 }
 
-func (o *keyedProcessOperator[K, IN, OUT]) snapshot(id int64) (*opCapture, error) {
-	snap, err := o.backend.TakeSnapshot()
+func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCapture, error) {
+	c, err := o.takeSnapshot(req)
 	if err != nil {
 		return nil, err
 	}
-	c := &opCapture{keyed: snap}
 	// The LSM counts entries while encoding; countEntries fills them in.
-	_, counted := snap.(state.EntryCounter)
+	_, counted := c.keyed.(state.EntryCounter)
 	for _, s := range o.backend.States() {
 		if (s.Kind == state.KindProcessingTime || s.Kind == state.KindEventTime) && s.Entries == 0 && !counted {
 			continue // a timer service with no timers is not worth listing
@@ -330,6 +355,28 @@ func (o *keyedProcessOperator[K, IN, OUT]) snapshot(id int64) (*opCapture, error
 		c.states = append(c.states, savepoint.StateDescriptor{Name: s.Name, Kind: s.Kind.String(), Type: s.Type, Entries: int64(s.Entries)})
 	}
 	return c, nil
+}
+
+// takeSnapshot picks the snapshot strategy: the LSM backend's own files
+// for checkpoints and native savepoints written to a directory (shared
+// with earlier checkpoints when incremental), canonical blocks otherwise.
+func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*opCapture, error) {
+	if lb, ok := o.backend.(*state.LSMBackend[K]); ok && req.files && req.typ.Format == savepoint.FormatNative {
+		sb := o.backends
+		incremental := sb.incremental && req.typ.Kind == savepoint.KindCheckpoint
+		dir := sb.dir.SnapshotDir(o.uid, o.subtask, o.attempt, req.id)
+		snap, err := lb.TakeNativeSnapshot(req.id, dir, incremental, os.RemoveAll)
+		if err != nil {
+			return nil, err
+		}
+		id := req.id
+		return &opCapture{keyed: snap, uploaded: func(shared map[string]string) { lb.Uploaded(id, shared) }}, nil
+	}
+	snap, err := o.backend.TakeSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &opCapture{keyed: snap}, nil
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) nextTimer() (int64, bool) { return o.ptimers.Next() }
@@ -378,6 +425,23 @@ func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
-func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(int64) error  { return nil }
-func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(int64)         {}
-func (o *keyedProcessOperator[K, IN, OUT]) idle()                       {}
+func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
+	if l, ok := o.backend.(checkpointListener); ok {
+		l.CheckpointComplete(id)
+	}
+	return nil
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(id int64) {
+	if l, ok := o.backend.(checkpointListener); ok {
+		l.CheckpointAborted(id)
+	}
+}
+
+// checkpointListener is a backend that tracks its incremental uploads.
+type checkpointListener interface {
+	CheckpointComplete(id int64)
+	CheckpointAborted(id int64)
+}
+
+func (o *keyedProcessOperator[K, IN, OUT]) idle() {}

@@ -82,6 +82,9 @@ var (
 	RocksDBTimerService = config.Enum("state.backend.rocksdb.timer-service.factory", "PriorityQueueStateType", "ROCKSDB", "HEAP").
 				WithDefault("ROCKSDB").
 				WithDescription("Where the rocksdb backend keeps timers. gflink keeps them in the LSM, with their order in a heap in memory, in both modes.")
+	Incremental = config.Bool("execution.checkpointing.incremental").WithDefault(false).
+			WithDeprecatedKeys("state.backend.incremental").
+			WithDescription("With the rocksdb backend, a checkpoint uploads only the SST files the last completed checkpoint did not hold, into <dir>/<jobId>/shared/, and refers to the others. The hashmap backend's checkpoints are always full.")
 	FaultFailAfterRecords = config.Int("fault-injection.fail-after-records").WithDefault(0).
 				WithCheck(config.NonNegative).WithAccepted("an integer >= 0 (0 disables fault injection)").
 				WithDescription("gflink only, for rehearsing recovery: a task fails once the job's sources have emitted this many records in the current attempt (summed over all source subtasks). 0 (the default) disables it.")
@@ -93,7 +96,7 @@ var (
 // EngineOptions lists the engine's own options.
 func EngineOptions() []config.AnyOption {
 	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, StateBackend,
-		RocksDBLocalDir, IOTmpDirs, RocksDBBlockCacheSize, RocksDBWriteBufferSize, RocksDBTimerService,
+		RocksDBLocalDir, IOTmpDirs, RocksDBBlockCacheSize, RocksDBWriteBufferSize, RocksDBTimerService, Incremental,
 		FaultFailAfterRecords, FaultMaxFailures}
 }
 

@@ -61,6 +61,9 @@ type schedule struct {
 	ckFailAt   int // the n-th checkpoint file created fails; 0: none
 	tolerable  int // execution.checkpointing.tolerable-failed-checkpoints
 	backend    string
+	// incremental: execution.checkpointing.incremental (rocksdb shares
+	// SST files between checkpoints).
+	incremental bool
 }
 
 func drawSchedule(seed int64) schedule {
@@ -80,12 +83,13 @@ func drawSchedule(seed int64) schedule {
 	// Drawn last, so that the fields above are what they were for a seed
 	// before there were two backends.
 	s.backend = []string{"hashmap", "rocksdb"}[r.IntN(2)]
+	s.incremental = r.IntN(2) == 0
 	return s
 }
 
 func (s schedule) String() string {
-	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s",
-		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend)
+	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s incremental=%v",
+		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend, s.incremental)
 }
 
 const propWordsPerLine, propDistinct = 5, 50
@@ -152,6 +156,7 @@ func (s schedule) run() (o outcome, err error) {
 		"state.backend.type":                                   s.backend,
 		"state.backend.rocksdb.localdir":                       filepath.Join(dir, "lsm"),
 		"state.backend.rocksdb.writebuffer.size":               "1 mb",
+		"execution.checkpointing.incremental":                  fmt.Sprint(s.incremental),
 	} {
 		c.SetString(k, v, "test")
 	}
@@ -183,6 +188,11 @@ func (s schedule) run() (o outcome, err error) {
 	o.ckFailInjected = s.ckFailAt > 0 && creates.Load() >= int64(s.ckFailAt)
 	if res.Status != engine.StatusFinished {
 		return o, fmt.Errorf("job ended %s: %v", res.Status, res.Err)
+	}
+	// A finished job discards its checkpoints (no retention): no shared
+	// file may outlive them, whatever failed on the way.
+	if left, _ := filepath.Glob(filepath.Join(ck, "*", "shared", "*")); len(left) > 0 {
+		return o, fmt.Errorf("%d shared files left after the job finished, e.g. %s", len(left), left[0])
 	}
 	got, err := partUpdates(out)
 	if err != nil {

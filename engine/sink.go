@@ -204,7 +204,8 @@ func (o *sinkOperator[T]) preCommit(id int64) error {
 	return nil
 }
 
-func (o *sinkOperator[T]) snapshot(id int64) (*opCapture, error) {
+func (o *sinkOperator[T]) snapshot(req snapshotRequest) (*opCapture, error) {
+	id := req.id
 	o.lastSnapshot = id
 	c := &opCapture{}
 	if sw, ok := o.writer.(StatefulSinkWriter); ok {

@@ -107,8 +107,8 @@ func (o *sourceOperator[T]) open(ctx *opContext) error {
 	return r.AddSplits(splits)
 }
 
-func (o *sourceOperator[T]) snapshot(id int64) (*opCapture, error) {
-	splits, err := o.reader.SnapshotState(id)
+func (o *sourceOperator[T]) snapshot(req snapshotRequest) (*opCapture, error) {
+	splits, err := o.reader.SnapshotState(req.id)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot source reader: %w", err)
 	}

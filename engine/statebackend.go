@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // stateBackends makes the keyed state backends of a job's operators, as
@@ -19,6 +23,7 @@ import (
 // removed when the job ends.
 type stateBackends struct {
 	kind        string
+	incremental bool        // execution.checkpointing.incremental
 	dir         *lsm.JobDir // rocksdb only
 	cacheSize   int64
 	writeBuffer int64
@@ -44,6 +49,9 @@ func newStateBackends(c *config.Configuration, jobID string, log *slog.Logger) (
 		return nil, err
 	}
 	b.cacheSize, b.writeBuffer = int64(cache), int64(wb)
+	if b.incremental, err = Incremental.Get(c); err != nil {
+		return nil, err
+	}
 	root, err := lsmLocalDir(c)
 	if err != nil {
 		return nil, err
@@ -94,14 +102,85 @@ func (b *stateBackends) close() error {
 	return b.dir.Close()
 }
 
-// newKeyedBackend makes the backend of one keyed operator subtask.
-func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[K], maxPar int, kgr state.KeyGroupRange, uid string, subtask, attempt int) (state.Backend[K], error) {
+// newKeyedBackend makes the backend of one keyed operator subtask. native
+// lists the old subtasks' LSM files to restore (in the snapshot directory
+// snapDir of fsys): the files of one old subtask with exactly this key-group
+// range are opened as they are; otherwise (rescaling) each old subtask's
+// files are opened on the side and the key groups of this subtask copied
+// over. Canonical blocks are restored later (RestoreKeyGroups).
+func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[K], maxPar int, kgr state.KeyGroupRange, uid string, subtask, attempt int,
+	fsys vfs.FS, snapDir string, native []restore.NativeRestore) (state.Backend[K], error) {
 	if b == nil || b.kind != StateBackendRocksDB {
+		if len(native) > 0 {
+			return nil, fmt.Errorf("operator %s has native rocksdb state, which the %s backend cannot restore", uid, b.name())
+		}
 		return state.NewKeyedBackend(keySer, maxPar, kgr), nil
 	}
-	store, err := lsm.Open(lsm.Options{Dir: b.dir.SubtaskDir(uid, subtask, attempt), BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer})
-	if err != nil {
-		return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
+	dir := b.dir.SubtaskDir(uid, subtask, attempt)
+	open := func(dir string) (*lsm.Store, error) {
+		store, err := lsm.Open(lsm.Options{Dir: dir, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer})
+		if err != nil {
+			return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
+		}
+		return store, nil
 	}
-	return state.NewLSMBackend(store, keySer, maxPar, kgr), nil
+	if len(native) == 1 && native[0].Start == kgr.Start && native[0].End == kgr.End {
+		if err := download(fsys, snapDir, native[0].Handle, dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("restore operator %s (subtask %d): %w", uid, subtask, err)
+		}
+		store, err := open(dir)
+		if err != nil {
+			return nil, err
+		}
+		be, err := state.OpenLSMBackend(store, keySer, maxPar, kgr)
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("restore operator %s (subtask %d): %w", uid, subtask, err)
+		}
+		return be, nil
+	}
+	store, err := open(dir)
+	if err != nil {
+		return nil, err
+	}
+	be := state.NewLSMBackend(store, keySer, maxPar, kgr)
+	for i, n := range native {
+		if err := copyKeyGroups(be, fsys, snapDir, n.Handle, fmt.Sprintf("%s-restore-%d", dir, i), open); err != nil {
+			be.Dispose()
+			return nil, fmt.Errorf("restore operator %s (subtask %d) from key groups [%d, %d]: %w", uid, subtask, n.Start, n.End, err)
+		}
+	}
+	return be, nil
+}
+
+// download copies the native files of a snapshot into dir.
+func download(fsys vfs.FS, snapDir string, h *savepoint.NativeStateHandle, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range h.Files {
+		if f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." {
+			return fmt.Errorf("native state file name '%s' is not a plain name: %w", f.Name, savepoint.ErrCorrupt)
+		}
+		if err := savepoint.CopyNativeFile(fsys, snapDir, f, filepath.Join(dir, f.Name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyKeyGroups opens an old subtask's files in tmp and copies this
+// backend's key groups out of them.
+func copyKeyGroups[K comparable](be *state.LSMBackend[K], fsys vfs.FS, snapDir string, h *savepoint.NativeStateHandle, tmp string, open func(string) (*lsm.Store, error)) error {
+	if err := download(fsys, snapDir, h, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	src, err := open(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	return errors.Join(be.CopyKeyGroups(src), src.Close())
 }

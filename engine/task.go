@@ -218,7 +218,7 @@ func (t *task) invoke() (err error) {
 			// were (like a Kafka source's committed offsets): keep the
 			// position before the reader closes.
 			protect(func() error {
-				c, err := t.ops[0].snapshot(0)
+				c, err := t.ops[0].snapshot(canonicalRequest)
 				if err == nil && c != nil {
 					t.positions = c.opState
 				}
@@ -272,7 +272,7 @@ func (t *task) invoke() (err error) {
 func (t *task) keepFinalState() error {
 	caps := make([]namedCapture, 0, len(t.ops))
 	for i, op := range t.ops {
-		c, err := op.snapshot(0)
+		c, err := op.snapshot(canonicalRequest)
 		if err != nil {
 			return fmt.Errorf("final snapshot: %w", err)
 		}
@@ -579,8 +579,9 @@ func (t *task) checkpoint(b barrier) error {
 			}
 		}
 	}
+	req := snapshotRequest{id: b.id, typ: b.typ, files: t.inputOpen() && b.loc != nil && b.loc.Dir != ""}
 	for i, op := range t.ops {
-		c, err := op.snapshot(b.id)
+		c, err := op.snapshot(req)
 		if err != nil {
 			release()
 			return &userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.id, err)}
@@ -715,7 +716,12 @@ func streamCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 	for _, nc := range caps {
 		c := nc.c
 		s := checkpoint.OperatorSnapshot{UID: nc.uid, Subtask: subtask, States: c.states}
-		if c.keyed != nil {
+		if n, ok := c.keyed.(*state.NativeSnapshot); ok {
+			r := n.KeyGroupRange()
+			s.Keyed, s.Start, s.End = true, r.Start, r.End
+			s.Native = &checkpoint.NativeFiles{Wait: n.Wait, Dir: n.Dir, BackendID: n.BackendID,
+				Incremental: n.Incremental, Shared: n.Shared, Uploaded: c.uploaded}
+		} else if c.keyed != nil {
 			r := c.keyed.KeyGroupRange()
 			s.Keyed, s.Start, s.End, s.Encoder = true, r.Start, r.End, c.keyed
 		}

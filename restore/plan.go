@@ -76,6 +76,15 @@ type OperatorPlan struct {
 type SubtaskRestore struct {
 	KeyGroups     []KeyGroupBlock
 	OperatorState []savepoint.OperatorListState
+	// Native lists the old subtasks' LSM files whose key groups overlap
+	// this subtask's (the rocksdb backend's native snapshots).
+	Native []NativeRestore
+}
+
+// NativeRestore is one old subtask's native keyed state.
+type NativeRestore struct {
+	Start, End int // its key groups
+	Handle     *savepoint.NativeStateHandle
 }
 
 // KeyGroupBlock locates one key group's block in the snapshot.
@@ -129,9 +138,15 @@ func NewPlan(fsys vfs.FS, r *Resolved, job Job, opts Options) (*Plan, error) {
 	return p, nil
 }
 
+// subtaskKeyGroups is the key-group range of subtask i of p (Flink's
+// formula, as savepoint/FORMAT.md gives it).
+func subtaskKeyGroups(maxPar, p, i int) (start, end int) {
+	return (i*maxPar + p - 1) / p, ((i+1)*maxPar - 1) / p
+}
+
 func isEmpty(op *savepoint.OperatorState) bool {
 	for _, st := range op.Subtasks {
-		if st.Keyed != nil && len(st.Keyed.KeyGroups) > 0 || st.Operator != nil {
+		if st.Keyed != nil && (len(st.Keyed.KeyGroups) > 0 || st.Keyed.Native != nil) || st.Operator != nil {
 			return false
 		}
 	}
@@ -158,10 +173,22 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 	plan := &OperatorPlan{UID: op.UID, MaxParallelism: maxPar, Finished: old.Finished,
 		Subtasks: make([]SubtaskRestore, op.Parallelism), States: old.States}
 
-	// Keyed state: each key group's block goes to the subtask owning it.
+	// Keyed state: each key group's block goes to the subtask owning it;
+	// native files go to every subtask whose key groups they overlap.
 	for _, st := range old.Subtasks {
 		if st.Keyed == nil {
 			continue
+		}
+		if n := st.Keyed.Native; n != nil {
+			if st.Keyed.Start < 0 || st.Keyed.End >= maxPar || st.Keyed.Start > st.Keyed.End {
+				return nil, fmt.Errorf("snapshot %s: operator %s has native state for key groups [%d, %d] outside [0, %d): %w", pointer, old.UID, st.Keyed.Start, st.Keyed.End, maxPar, savepoint.ErrCorrupt)
+			}
+			for i := range plan.Subtasks {
+				start, end := subtaskKeyGroups(maxPar, op.Parallelism, i)
+				if start <= st.Keyed.End && st.Keyed.Start <= end {
+					plan.Subtasks[i].Native = append(plan.Subtasks[i].Native, NativeRestore{Start: st.Keyed.Start, End: st.Keyed.End, Handle: n})
+				}
+			}
 		}
 		for _, kg := range st.Keyed.KeyGroups {
 			if kg.KeyGroup < 0 || kg.KeyGroup >= maxPar {

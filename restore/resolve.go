@@ -138,6 +138,13 @@ func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
 	defer br.Close()
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
+			if st.Keyed != nil && st.Keyed.Native != nil {
+				for _, f := range st.Keyed.Native.Files {
+					if err := savepoint.VerifyNativeFile(fsys, dir, f); err != nil {
+						return err
+					}
+				}
+			}
 			if st.Keyed != nil {
 				for _, kg := range st.Keyed.KeyGroups {
 					if _, err := br.Read(st.Keyed.Stream, kg.Offset, kg.Length); err != nil {

@@ -98,12 +98,39 @@ type SubtaskState struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// KeyedStateHandle locates the key groups of one subtask's keyed state.
+// KeyedStateHandle locates the key groups of one subtask's keyed state:
+// canonical blocks in a stream, or (Native) the files of the rocksdb
+// backend's LSM.
 type KeyedStateHandle struct {
 	Start     int                `json:"startKeyGroup"`
 	End       int                `json:"endKeyGroup"`
-	KeyGroups []KeyGroupOffset   `json:"keyGroups"`
-	Stream    *StreamStateHandle `json:"stream"`
+	KeyGroups []KeyGroupOffset   `json:"keyGroups,omitempty"`
+	Stream    *StreamStateHandle `json:"stream,omitempty"`
+	Native    *NativeStateHandle `json:"native,omitempty"`
+}
+
+// NativeStateHandle lists the files of one subtask's LSM (Pebble)
+// checkpoint: opened together, they are the subtask's keyed state.
+type NativeStateHandle struct {
+	// BackendID names the LSM instance that wrote the files; a file's
+	// name is unique within an instance only.
+	BackendID string       `json:"backendId"`
+	Files     []NativeFile `json:"files"`
+}
+
+// NativeFile is one file of an LSM checkpoint, by its name in the LSM's
+// directory. Path is relative to the snapshot's directory: the file itself
+// in it, or "../shared/<file>" for an SST file of an incremental checkpoint,
+// which the job's checkpoints share and the job's shared-state registry
+// deletes once no retained checkpoint refers to it.
+type NativeFile struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// Added is set when this checkpoint wrote the file; unset, it was
+	// written by an earlier checkpoint (incremental: "checkpointed size"
+	// counts only the added files).
+	Added bool `json:"added,omitempty"`
 }
 
 // KeyGroupOffset is one key group's block inside a stream: only key groups
@@ -164,11 +191,47 @@ func (m *Metadata) Files() []string {
 		for _, st := range op.Subtasks {
 			if st.Keyed != nil {
 				add(st.Keyed.Stream)
+				if st.Keyed.Native != nil {
+					for _, f := range st.Keyed.Native.Files {
+						add(&StreamStateHandle{Path: f.Path})
+					}
+				}
 			}
 			add(st.Operator)
 		}
 	}
 	return out
+}
+
+// SharedFiles returns the files in the job's shared/ directory the
+// snapshot refers to ("../shared/<file>"), without duplicates.
+func (m *Metadata) SharedFiles() []string {
+	var out []string
+	for _, f := range m.Files() {
+		if isSharedRef(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CheckpointedSize is what this snapshot wrote itself (Flink's
+// checkpointed_size): its state size minus the shared files it took over
+// from earlier checkpoints.
+func (m *Metadata) CheckpointedSize() int64 {
+	n := m.StateSize()
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed != nil && st.Keyed.Native != nil {
+				for _, f := range st.Keyed.Native.Files {
+					if !f.Added {
+						n -= f.Size
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // EncodeMetadata frames m:

@@ -5,8 +5,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -29,9 +33,34 @@ type OperatorSnapshot struct {
 	// Encoder, when set, encodes the key groups Start..End on demand
 	// (streamed into the file) instead of KeyGroups.
 	Encoder KeyGroupEncoder
+	// Native, when set, is keyed state as an LSM's files (the rocksdb
+	// backend's native snapshots), uploaded instead of encoded.
+	Native *NativeFiles
 	// OperatorState is the encoded operator state block, nil if none.
 	OperatorState []byte
 	States        []savepoint.StateDescriptor
+}
+
+// NativeFiles is a keyed snapshot made of an LSM's files in a local
+// directory.
+type NativeFiles struct {
+	// Wait waits until the files are written.
+	Wait func() error
+	Dir  string
+	// BackendID names the LSM instance; shared files are named after it.
+	BackendID string
+	// Incremental: SST files go to the job's shared/ directory, and those
+	// that Shared says are there already are referred to, not uploaded.
+	Incremental bool
+	Shared      func(name string) (path string, ok bool)
+	// Uploaded is told, after the upload, where each SST file is shared.
+	Uploaded func(shared map[string]string)
+}
+
+// shareable: SST (and blob) files are immutable and may be shared by
+// checkpoints; the manifest and options are per checkpoint.
+func shareable(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
 }
 
 // Location is where one checkpoint or savepoint is written.
@@ -53,6 +82,9 @@ type Storage struct {
 	JobDir          string
 	JobID           string
 	InlineThreshold int64
+	// Shared counts the references of retained checkpoints to the files
+	// of <JobDir>/shared/.
+	Shared SharedRegistry
 }
 
 // Init creates the job's checkpoint directory with shared/ and taskowned/,
@@ -127,7 +159,14 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 					panic(r)
 				}
 			}()
-			if snap.Keyed {
+			if snap.Native != nil {
+				kh, n, err := s.uploadNative(loc, snap.Native)
+				if err != nil {
+					return err
+				}
+				st.Keyed, st.Bytes = kh, n
+				kh.Start, kh.End = snap.Start, snap.End
+			} else if snap.Keyed {
 				kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Stream: stream}
 				addKG := func(kg int, data []byte) error {
 					off, n, err := add(data)
@@ -169,17 +208,107 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 			return nil, fmt.Errorf("write state of operator %s subtask %d: %w", snap.UID, snap.Subtask, err)
 		}
 		if w == nil {
-			st.Keyed, st.Operator = nil, nil
+			if snap.Native == nil {
+				st.Keyed = nil
+			}
+			st.Operator = nil
 			out[snap.UID] = st
 			continue
 		}
-		st.Bytes = w.Size()
+		st.Bytes += w.Size()
 		if st.Operator != nil {
 			st.Operator.Path, st.Operator.Inline = stream.Path, stream.Inline
 		}
 		out[snap.UID] = st
 	}
 	return out, nil
+}
+
+// uploadNative writes an LSM's files into loc: SST files of an incremental
+// checkpoint into the job's shared/ directory (unless an earlier
+// checkpoint did), everything else into the checkpoint's own directory.
+// It returns the handle and the state's full size.
+func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error) {
+	if loc.Dir == "" {
+		return nil, 0, errors.New("native snapshots need a checkpoint directory (execution.checkpointing.dir)")
+	}
+	if err := n.Wait(); err != nil {
+		return nil, 0, err
+	}
+	ents, err := os.ReadDir(n.Dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	incremental := n.Incremental && s.JobDir != "" && loc.Type.Kind == savepoint.KindCheckpoint
+	h := &savepoint.NativeStateHandle{BackendID: n.BackendID}
+	shared := map[string]string{}
+	var size int64
+	for _, e := range ents {
+		name := e.Name()
+		info, err := e.Info()
+		if err != nil {
+			return nil, 0, err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		f := savepoint.NativeFile{Name: name, Size: info.Size()}
+		size += f.Size
+		src := filepath.Join(n.Dir, name)
+		switch {
+		case incremental && shareable(name):
+			if p, ok := n.Shared(name); ok {
+				f.Path = p
+			} else {
+				file := n.BackendID + "-" + name
+				f.Path, f.Added = filepath.Join("..", savepoint.SharedDirName, file), true
+				if err := s.copyIn(src, filepath.Join(s.JobDir, savepoint.SharedDirName), file); err != nil {
+					return nil, 0, err
+				}
+			}
+			shared[name] = f.Path
+		default:
+			f.Path, f.Added = n.BackendID+"-"+name, true
+			if err := s.copyIn(src, loc.Dir, f.Path); err != nil {
+				return nil, 0, err
+			}
+		}
+		h.Files = append(h.Files, f)
+	}
+	if incremental && n.Uploaded != nil {
+		n.Uploaded(shared)
+	}
+	return &savepoint.KeyedStateHandle{Native: h}, size, nil
+}
+
+// copyIn copies a local file into dir as name: written under a temporary
+// name, fsynced, then renamed, so that a file under its name is whole.
+func (s *Storage) copyIn(src, dir, name string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := filepath.Join(dir, "."+name+".inprogress")
+	out, err := s.FS.CreatePerm(tmp, vfs.PrivateFileMode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.FS.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		s.FS.Remove(tmp)
+		return fmt.Errorf("upload %s: %w", name, err)
+	}
+	return nil
 }
 
 // spillFile is where one subtask's state file goes: memory while it is
@@ -270,6 +399,50 @@ func (s *Storage) Finalize(loc *Location, md *savepoint.Metadata) error {
 		return nil
 	}
 	return savepoint.WriteMetadata(s.FS, loc.Dir, md)
+}
+
+// Register records the shared files a completed checkpoint of this job
+// refers to.
+func (s *Storage) Register(id int64, loc *Location, md *savepoint.Metadata) {
+	if s.JobDir == "" || loc.Dir == "" || filepath.Dir(loc.Dir) != s.JobDir {
+		return // not one of the job's own checkpoints
+	}
+	var files []string
+	for _, f := range md.SharedFiles() {
+		files = append(files, filepath.Join(filepath.Base(loc.Dir), f)) // relative to the job directory
+	}
+	s.Shared.Register(id, files)
+}
+
+// Release forgets a checkpoint the job no longer retains and deletes the
+// shared files no retained checkpoint refers to any more.
+func (s *Storage) Release(id int64) error {
+	var errs []error
+	for _, f := range s.Shared.Unregister(id) {
+		errs = append(errs, savepoint.RemoveSharedFile(s.FS, filepath.Join(s.JobDir, f)))
+	}
+	return errors.Join(errs...)
+}
+
+// SweepShared deletes the files of the job's shared/ directory that no
+// retained checkpoint refers to: left by checkpoints that failed after
+// their upload. Call it only when no checkpoint is being written.
+func (s *Storage) SweepShared() error {
+	if s.JobDir == "" {
+		return nil
+	}
+	dir := filepath.Join(s.JobDir, savepoint.SharedDirName)
+	ents, err := s.FS.ReadDir(dir)
+	if err != nil {
+		return nil // no shared/ directory: nothing to sweep
+	}
+	var errs []error
+	for _, e := range ents {
+		if !s.Shared.Referenced(filepath.Join(savepoint.SharedDirName, e.Name())) {
+			errs = append(errs, savepoint.RemoveSharedFile(s.FS, filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Discard deletes a checkpoint: a complete one through its metadata, an

@@ -63,12 +63,20 @@ type LSMBackend[K comparable] struct {
 	// scratch buffers for composite keys and values.
 	key2, val []byte
 
-	states  map[string]lsmState
+	states map[string]lsmState
+	// known are states in the store that no operator declared (yet): the
+	// store was restored from native files, which carry their ids.
+	known   map[string]lsmMeta
 	nextID  uint16
 	pending map[string]*lsmRaw
 	counts  map[string]int64 // entries per state, from the last snapshot encoded
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// confirmed: where the SST files of the last completed incremental
+	// checkpoint are shared (file name -> path); uploads: the same for
+	// checkpoints not completed yet, by id.
+	confirmed map[string]string
+	uploads   map[int64]map[string]string
 	open      int  // snapshots not released
 	disposing bool // Dispose was called; the store closes with the last snapshot
 	disposed  bool
@@ -100,6 +108,7 @@ func NewLSMBackend[K comparable](kv KVStore, keySer KeySerializer[K], maxParalle
 		kv: kv, keySer: keySer, maxPar: maxParallelism, kgRange: kgRange,
 		key:    make([]byte, 4, 64),
 		states: map[string]lsmState{}, pending: map[string]*lsmRaw{}, counts: map[string]int64{},
+		known:  map[string]lsmMeta{},
 		nextID: 1,
 	}
 }
@@ -171,11 +180,25 @@ func lsmRegister[K comparable, S lsmState](b *LSMBackend[K], name string, kind K
 		}
 		return zero, fmt.Errorf("state %q is already registered as %s state of %s", name, existing.kind(), existing.typeName())
 	}
-	if b.nextID == rawID {
-		return zero, fmt.Errorf("state %q: too many states in one operator", name)
+	var s S
+	if m, ok := b.known[name]; ok {
+		// In the store already (restored from native files): its entries
+		// stay where they are.
+		if m.kind != kind {
+			return zero, fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, m.kind, kind)
+		}
+		s = create(m.id)
+		delete(b.known, name)
+	} else {
+		if b.nextID == rawID {
+			return zero, fmt.Errorf("state %q: too many states in one operator", name)
+		}
+		s = create(b.nextID)
+		b.nextID++
+		if err := b.kv.Set(metaKey(name), metaValue(s.id(), kind, s.typeName())); err != nil {
+			return zero, err
+		}
 	}
-	s := create(b.nextID)
-	b.nextID++
 	if raw, ok := b.pending[name]; ok {
 		if raw.kind != kind {
 			return zero, fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, raw.kind, kind)
@@ -257,6 +280,11 @@ func (b *LSMBackend[K]) States() []StateInfo {
 	for name, r := range b.pending {
 		out = append(out, StateInfo{Name: name, Kind: r.kind, Type: r.typ, Entries: int(r.count)})
 	}
+	b.mu.Lock()
+	for name, m := range b.known {
+		out = append(out, StateInfo{Name: name, Kind: m.kind, Type: m.typ, Entries: int(b.counts[name])})
+	}
+	b.mu.Unlock()
 	slices.SortFunc(out, func(a, b StateInfo) int { return compareStrings(a.Name, b.Name) })
 	return out
 }
@@ -352,6 +380,13 @@ func forEachStatePayload(block []byte, f func(name string, kind Kind, typ string
 
 // DropUnregistered discards restored state no operator declared.
 func (b *LSMBackend[K]) DropUnregistered() []string {
+	for name, m := range b.known {
+		lo := binary.BigEndian.AppendUint16(nil, m.id)
+		must(b.kv.DeleteRange(lo, prefixEnd(lo)))
+		must(b.kv.Delete(metaKey(name)))
+		b.pending[name] = nil // listed below
+	}
+	clear(b.known)
 	names := slices.Sorted(maps.Keys(b.pending))
 	if len(names) > 0 {
 		// Not prefixEnd(lo): lo is all 0xFF, so it has no prefix end (nil),
@@ -387,6 +422,9 @@ func (b *LSMBackend[K]) TakeSnapshot() (Snapshot, error) {
 	}
 	for name, r := range b.pending {
 		s.states = append(s.states, lsmSnapState{name: name, kind: r.kind, typ: r.typ})
+	}
+	for name, m := range b.known {
+		s.states = append(s.states, lsmSnapState{name: name, kind: m.kind, typ: m.typ, st: b.undeclared(m)})
 	}
 	slices.SortFunc(s.states, func(a, b lsmSnapState) int { return compareStrings(a.name, b.name) })
 	s.onCounts = func(c map[string]int64) {
@@ -579,6 +617,10 @@ func (s *lsmValueState[K, V]) Clear() { must(s.b.kv.Delete(s.b.stateKey(s.sid)))
 // encode: each entry is key, value: the store's key after the prefix and
 // its value.
 func (s *lsmValueState[K, V]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	return encodeValues(it, dst)
+}
+
+func encodeValues(it KVIter, dst []byte) ([]byte, int, error) {
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		dst = append(dst, it.Key()[4:]...)
@@ -704,6 +746,10 @@ func (s *lsmListState[K, V]) Clear() { must(s.b.kv.Delete(s.b.stateKey(s.sid))) 
 // encode: each entry is key, uvarint n, n values; the store holds the
 // values length-prefixed.
 func (s *lsmListState[K, V]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	return encodeLists(it, dst)
+}
+
+func encodeLists(it KVIter, dst []byte) ([]byte, int, error) {
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		v := it.Value()
@@ -853,6 +899,11 @@ func (s *lsmMapState[K, UK, UV]) Clear() {
 // encode: each entry is key, uvarint n, n × (user key, user value); the
 // store's keys are [key][user key], grouped by key in order.
 func (s *lsmMapState[K, UK, UV]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	return encodeMaps(it, dst, func(src []byte) ([]byte, []byte, error) { return span(src, s.b.keySer.Decode) })
+}
+
+// encodeMaps needs keySpan to tell a key from the user key after it.
+func encodeMaps(it KVIter, dst []byte, keySpan func([]byte) ([]byte, []byte, error)) ([]byte, int, error) {
 	n := 0
 	var cur []byte // the current key's encoding
 	var body []byte
@@ -870,7 +921,7 @@ func (s *lsmMapState[K, UK, UV]) encode(it KVIter, dst []byte) ([]byte, int, err
 		kk := it.Key()[4:]
 		if cur == nil || len(kk) < len(cur) || string(kk[:len(cur)]) != string(cur) {
 			flush()
-			k, _, err := span(kk, s.b.keySer.Decode)
+			k, _, err := keySpan(kk)
 			if err != nil {
 				return dst, n, err
 			}
@@ -1051,6 +1102,10 @@ func (t *lsmTimers[K]) Len() int {
 
 // encode: each entry is key, varint time.
 func (t *lsmTimers[K]) encode(it KVIter, dst []byte) ([]byte, int, error) {
+	return encodeTimers(it, dst)
+}
+
+func encodeTimers(it KVIter, dst []byte) ([]byte, int, error) {
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		kk := it.Key()[4:]

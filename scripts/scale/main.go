@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"runtime/trace"
 	"slices"
 	"strings"
@@ -56,6 +57,7 @@ var (
 	interval = flag.Duration("interval", time.Second, "checkpoint interval")
 	mode     = flag.String("mode", "ratios", "ratios, restore, rss-engine or rss-map")
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
+	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 )
@@ -71,6 +73,12 @@ func main() {
 		check(err)
 		defer os.RemoveAll(d)
 		scratch = d
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
 	}
 	switch *mode {
 	case "ratios":

@@ -8,6 +8,8 @@
 package lsm
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +82,7 @@ type Store struct {
 	db    *pebble.DB
 	cache interface{ Unref() }
 	dir   string
+	id    string // names this instance's files in shared storage
 
 	buf      map[string]*op
 	bufBytes int
@@ -131,8 +134,13 @@ func Open(o Options) (*Store, error) {
 	}
 	// The write buffer takes what a memtable would: the bound of the
 	// store's memory stays about what the options say.
-	return &Store{db: db, cache: cache, dir: o.Dir, buf: map[string]*op{}, limit: int(o.WriteBufferSize)}, nil
+	var id [8]byte
+	rand.Read(id[:])
+	return &Store{db: db, cache: cache, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: map[string]*op{}, limit: int(o.WriteBufferSize)}, nil
 }
+
+// ID names this store instance: its files' names are unique within it.
+func (s *Store) ID() string { return s.id }
 
 // Dir is the working directory.
 func (s *Store) Dir() string { return s.dir }
@@ -244,11 +252,14 @@ func (s *Store) wait() error {
 // previous flush is done); with snap, that goroutine takes a Pebble
 // snapshot once the buffer is in, and flush returns it.
 func (s *Store) flush(snap bool) error {
-	_, err := s.flushWith(snap)
+	_, err := s.flushWith(snap, nil)
 	return err
 }
 
-func (s *Store) flushWith(snap bool) (<-chan *pebble.Snapshot, error) {
+// flushWith hands the buffer over; after, if set, runs on the flush's
+// goroutine once the buffer is in Pebble (or at once, with nothing to
+// hand over, on a goroutine of its own all the same).
+func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot, error) {
 	if err := s.wait(); err != nil {
 		return nil, err
 	}
@@ -256,7 +267,7 @@ func (s *Store) flushWith(snap bool) (<-chan *pebble.Snapshot, error) {
 	if snap {
 		snapCh = make(chan *pebble.Snapshot, 1)
 	}
-	if len(s.buf) == 0 {
+	if len(s.buf) == 0 && after == nil {
 		if snap {
 			snapCh <- s.db.NewSnapshot()
 		}
@@ -286,7 +297,13 @@ func (s *Store) flushWith(snap bool) (<-chan *pebble.Snapshot, error) {
 		err := s.db.Apply(b, pebble.NoSync)
 		b.Close()
 		if err != nil {
-			s.applyErr = fmt.Errorf("lsm: apply writes: %w", err)
+			err = fmt.Errorf("lsm: apply writes: %w", err)
+			s.applyErr = err
+		}
+		if after != nil {
+			after(err)
+		}
+		if err != nil {
 			if snap {
 				close(snapCh)
 			}
@@ -297,6 +314,32 @@ func (s *Store) flushWith(snap bool) (<-chan *pebble.Snapshot, error) {
 		}
 	}()
 	return snapCh, nil
+}
+
+// Checkpoint writes the store as it is now into dir, a directory that must
+// not exist, as Pebble's own checkpoint: its SST files hard-linked, its
+// manifest and options copied. The memtables are flushed first (the store
+// keeps no write-ahead log). The task does not wait: the work runs on the
+// flush's goroutine, as later writes go to the next buffer; the channel
+// yields its outcome.
+func (s *Store) Checkpoint(dir string) (<-chan error, error) {
+	res := make(chan error, 1)
+	_, err := s.flushWith(false, func(applyErr error) {
+		if applyErr != nil {
+			res <- applyErr
+			return
+		}
+		if err := s.db.Flush(); err != nil {
+			res <- fmt.Errorf("lsm: flush: %w", err)
+			return
+		}
+		if err := s.db.Checkpoint(dir); err != nil {
+			res <- fmt.Errorf("lsm: checkpoint: %w", err)
+			return
+		}
+		res <- nil
+	})
+	return res, err
 }
 
 // sync puts everything written into Pebble.
@@ -325,7 +368,7 @@ func (s *Store) NewIter(lower, upper []byte) (state.KVIter, error) {
 // snapshot taken (O(1), nothing copied), on the flush's goroutine; the
 // view's first read waits for them. Later writes do not show in it.
 func (s *Store) NewSnapshot() (state.KVSnapshot, error) {
-	ch, err := s.flushWith(true)
+	ch, err := s.flushWith(true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,12 @@ func (d *JobDir) SubtaskDir(uid string, subtask, attempt int) string {
 	return filepath.Join(d.path, fmt.Sprintf("op_%s_%d_attempt_%d", sanitize(uid), subtask, attempt))
 }
 
+// SnapshotDir is where one subtask's store writes its files for snapshot
+// id, before they are uploaded (removed then).
+func (d *JobDir) SnapshotDir(uid string, subtask, attempt int, id int64) string {
+	return fmt.Sprintf("%s-chk-%d", d.SubtaskDir(uid, subtask, attempt), id)
+}
+
 // sanitize keeps a uid usable as a path element.
 func sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
