@@ -63,10 +63,12 @@ type snapshotRow struct {
 	Format    string `json:"format"` // NATIVE | CANONICAL
 	Completed int64  `json:"completed"`
 	Size      int64  `json:"size"`
-	Path      string `json:"path"`
-	JobID     string `json:"jobId,omitempty"`
-	Owner     string `json:"owner,omitempty"`
-	Restored  bool   `json:"restored,omitempty"`
+	// Added is what the snapshot wrote itself (Flink's checkpointed_size).
+	Added    int64  `json:"checkpointedSize"`
+	Path     string `json:"path"`
+	JobID    string `json:"jobId,omitempty"`
+	Owner    string `json:"owner,omitempty"`
+	Restored bool   `json:"restored,omitempty"`
 }
 
 func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
@@ -152,8 +154,12 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]restore.Snaps
 		}
 		var rows []restore.Snapshot
 		for _, r := range retained {
-			row := restore.Snapshot{ID: r.ID, Kind: restore.KindOf(r.Type), Type: "full", Format: r.Format, Completed: r.Completed,
-				Size: r.Size, Path: r.Path, JobID: id, Restored: r.Restored, Owner: restore.OwnerUser}
+			typ := "full"
+			if r.Incremental {
+				typ = "incremental"
+			}
+			row := restore.Snapshot{ID: r.ID, Kind: restore.KindOf(r.Type), Type: typ, Format: r.Format, Completed: r.Completed,
+				Size: r.Size, Added: r.Added, Path: r.Path, JobID: id, Restored: r.Restored, Owner: restore.OwnerUser}
 			if r.Owned {
 				row.Owner = restore.OwnerJob
 			}
@@ -265,7 +271,7 @@ func ownerText(r restore.Snapshot) string {
 }
 
 func printSnapshots(f *Factory, rows []restore.Snapshot) {
-	header := []string{"ID", "KIND", "FORMAT", "COMPLETED", "SIZE", "OWNER", "PATH"}
+	header := []string{"ID", "KIND", "FORMAT", "COMPLETED", "SIZE", "ADDED", "OWNER", "PATH"}
 	cells := func(r restore.Snapshot) []string {
 		completed := "-"
 		if r.Completed > 0 {
@@ -275,7 +281,7 @@ func printSnapshots(f *Factory, rows []restore.Snapshot) {
 		if path == "" {
 			path = "(in memory)"
 		}
-		return []string{fmt.Sprint(r.ID), r.Kind + " (" + r.Type + ")", r.Format, completed, humanSize(r.Size), ownerText(r), path}
+		return []string{fmt.Sprint(r.ID), r.Kind + " (" + r.Type + ")", r.Format, completed, humanSize(r.Size), humanSize(r.Added), ownerText(r), path}
 	}
 	if f.IO.OutTTY && !f.IO.NoColor {
 		tw := tablewriter.NewWriter(f.IO.Out)

@@ -82,7 +82,7 @@ func runInspect(f *Factory, o *InspectOptions) error {
 	res := map[string]any{"path": savepoint.URI(r.Dir), "jobId": m.JobID, "jobName": m.JobName,
 		"checkpointId": m.CheckpointID, "kind": m.Kind, "format": m.Format, "stateBackend": m.Backend,
 		"maxParallelism": maxPar, "formatVersion": m.Version, "triggerTimestamp": m.TriggerTimestamp,
-		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "operators": ops, "intact": verr == nil}
+		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "checkpointedSize": m.CheckpointedSize(), "sharedFiles": len(m.SharedFiles()), "operators": ops, "intact": verr == nil}
 	if verr != nil {
 		res["damage"] = verr.Error()
 	}
@@ -97,6 +97,9 @@ func runInspect(f *Factory, o *InspectOptions) error {
 		fmt.Fprintf(w, "Completed:        %s\n", time.UnixMilli(m.CompletionTimestamp).Format("2006-01-02 15:04:05.000"))
 		fmt.Fprintf(w, "Max parallelism:  %d\n", maxPar)
 		fmt.Fprintf(w, "State size:       %s\n", humanSize(m.StateSize()))
+		if n := len(m.SharedFiles()); n > 0 {
+			fmt.Fprintf(w, "Added:            %s (incremental: refers to %d files in the job's shared/ directory)\n", humanSize(m.CheckpointedSize()), n)
+		}
 		if verr != nil {
 			fmt.Fprintf(w, "DAMAGED:          %v\n", verr)
 		}

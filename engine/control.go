@@ -181,8 +181,10 @@ type JobInfo struct {
 	// checkpointing settings.
 	Checkpoints      CheckpointingStats
 	CheckpointConfig checkpoint.Config
-	// StateBackend is hashmap or rocksdb.
+	// StateBackend is hashmap or rocksdb; Incremental says whether its
+	// checkpoints are incremental.
 	StateBackend   string
+	Incremental    bool
 	Exceptions     []ExceptionInfo
 	MaxParallelism int
 	// Retained lists the checkpoints the job keeps (which it owns, and the
@@ -211,8 +213,8 @@ func (j *Job) Info() JobInfo {
 	defer jm.mu.Unlock()
 	info := JobInfo{ID: jm.jobID, Name: jm.graph.Name, Status: jm.status, EndTime: -1,
 		Timestamps: map[JobStatus]int64{}, Checkpoints: jm.stats.snapshot(), CheckpointConfig: jm.cpCfg,
-		StateBackend: jm.backends.name(),
-		Exceptions:   append([]ExceptionInfo(nil), jm.exceptions...), Retained: slices.Clone(jm.retained)}
+		StateBackend: jm.backends.name(), Incremental: jm.backends.isIncremental(),
+		Exceptions: append([]ExceptionInfo(nil), jm.exceptions...), Retained: slices.Clone(jm.retained)}
 	for k, v := range jm.timestamps {
 		info.Timestamps[k] = v
 	}

@@ -303,7 +303,11 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	jm.refreshRetained()
 	// Last, as it creates the rocksdb backend's working directory, which
 	// run removes when the job ends.
-	if jm.backends, err = newStateBackends(c, jm.jobID, jm.log); err != nil {
+	restored := ""
+	if jm.plan != nil {
+		restored = jm.plan.Pointer
+	}
+	if jm.backends, err = newStateBackends(c, jm.jobID, restored, jm.log); err != nil {
 		return nil, err
 	}
 	return jm, nil
@@ -318,8 +322,12 @@ type RetainedSnapshot struct {
 	Path                string // file: URI; "" for checkpoints in memory
 	CompletionTimestamp int64
 	Size                int64
-	Owned               bool
-	Restored            bool // the snapshot the job was started from
+	// Added is what the snapshot wrote itself (checkpointed size); with
+	// Incremental it refers to shared files of earlier checkpoints.
+	Added       int64
+	Incremental bool
+	Owned       bool
+	Restored    bool // the snapshot the job was started from
 }
 
 // refreshRetained updates the mirror of the retained checkpoints; it runs
@@ -329,7 +337,8 @@ func (jm *jobMaster) refreshRetained() {
 	for _, cp := range jm.coord.Retained() {
 		h := cp.Handle.(*completedHandle)
 		r := RetainedSnapshot{ID: cp.ID, Kind: cp.Type.Kind, Format: cp.Type.Format, Owned: cp.Owned,
-			CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize()}
+			CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize(),
+			Added: h.md.CheckpointedSize(), Incremental: len(h.md.SharedFiles()) > 0}
 		if h.loc.Dir != "" {
 			r.Path = savepoint.URI(h.loc.Dir)
 		}
@@ -806,7 +815,7 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 		path = savepoint.URI(h.loc.Dir)
 	}
 	jm.mu.Lock()
-	jm.stats.completed(a.Checkpoint.ID, now, path, h.md.StateSize())
+	jm.stats.completed(a.Checkpoint.ID, now, path, h.md.StateSize(), h.md.CheckpointedSize())
 	if a.Checkpoint.Type.IsSavepoint() {
 		jm.retained = append(jm.retained, RetainedSnapshot{ID: a.Checkpoint.ID, Kind: a.Checkpoint.Type.Kind,
 			Format: a.Checkpoint.Type.Format, Path: path, CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize()})

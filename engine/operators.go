@@ -363,7 +363,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCap
 func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*opCapture, error) {
 	if lb, ok := o.backend.(*state.LSMBackend[K]); ok && req.files && req.typ.Format == savepoint.FormatNative {
 		sb := o.backends
-		incremental := sb.incremental && req.typ.Kind == savepoint.KindCheckpoint
+		// checkpoint --full (REST FULL) refers to nothing earlier.
+		incremental := sb.incremental && req.typ.Kind == savepoint.KindCheckpoint && !req.typ.Full
 		dir := sb.dir.SnapshotDir(o.uid, o.subtask, o.attempt, req.id)
 		snap, err := lb.TakeNativeSnapshot(req.id, dir, incremental, os.RemoveAll)
 		if err != nil {

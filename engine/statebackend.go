@@ -31,7 +31,7 @@ type stateBackends struct {
 
 // newStateBackends reads the backend's options; for rocksdb it creates the
 // job's working directory (removing those that killed processes left).
-func newStateBackends(c *config.Configuration, jobID string, log *slog.Logger) (*stateBackends, error) {
+func newStateBackends(c *config.Configuration, jobID, restored string, log *slog.Logger) (*stateBackends, error) {
 	kind, err := StateBackend.Get(c)
 	if err != nil {
 		return nil, err
@@ -65,6 +65,12 @@ func newStateBackends(c *config.Configuration, jobID string, log *slog.Logger) (
 	}
 	b.dir = dir
 	log.Info("Using the embedded LSM state backend (Pebble) for state.backend.type=rocksdb", "dir", dir.Path())
+	if b.incremental && restored != "" {
+		// The restored files are opened under a new store, so the first
+		// checkpoint uploads them all: it refers to nothing of the
+		// restored snapshot, whatever the claim mode.
+		log.Info("The first checkpoint after restoring " + restored + " will be full: incremental checkpoints refer to nothing of a restored snapshot, so it may be deleted (NO_CLAIM) or discarded (CLAIM) once that checkpoint completes.")
+	}
 	return b, nil
 }
 
@@ -92,6 +98,11 @@ func (b *stateBackends) name() string {
 		return StateBackendHashMap
 	}
 	return b.kind
+}
+
+// isIncremental: rocksdb with incremental checkpoints.
+func (b *stateBackends) isIncremental() bool {
+	return b != nil && b.kind == StateBackendRocksDB && b.incremental
 }
 
 // close removes the job's working directory.

@@ -18,13 +18,16 @@ type CheckpointStats struct {
 	TriggerTimestamp   int64
 	LatestAckTimestamp int64
 	StateSize          int64
-	EndToEndDuration   int64
-	NumSubtasks        int
-	NumAcknowledged    int
-	ExternalPath       string
-	Discarded          bool
-	FailureTimestamp   int64
-	FailureMessage     string
+	// CheckpointedSize is what the checkpoint wrote itself: StateSize
+	// minus the shared files of earlier checkpoints it refers to.
+	CheckpointedSize int64
+	EndToEndDuration int64
+	NumSubtasks      int
+	NumAcknowledged  int
+	ExternalPath     string
+	Discarded        bool
+	FailureTimestamp int64
+	FailureMessage   string
 }
 
 // IsSavepoint reports whether the snapshot is a savepoint.
@@ -136,12 +139,13 @@ func (st *statsTracker) acked(id int64, now time.Time, a *taskAck) {
 	if a != nil {
 		for _, h := range a.handles {
 			c.StateSize += h.Bytes
+			c.CheckpointedSize += h.Bytes // until completion says what was shared
 		}
 	}
 	st.sync(c)
 }
 
-func (st *statsTracker) completed(id int64, now time.Time, path string, size int64) {
+func (st *statsTracker) completed(id int64, now time.Time, path string, size, checkpointed int64) {
 	c := st.entry(id)
 	if c == nil {
 		return
@@ -151,7 +155,7 @@ func (st *statsTracker) completed(id int64, now time.Time, path string, size int
 	if c.ExternalPath == "" {
 		c.ExternalPath = "<checkpoint-not-externally-addressable>"
 	}
-	c.StateSize = size
+	c.StateSize, c.CheckpointedSize = size, checkpointed
 	c.NumAcknowledged = c.NumSubtasks
 	c.EndToEndDuration = now.UnixMilli() - c.TriggerTimestamp
 	st.s.InProgress--

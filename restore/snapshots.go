@@ -22,13 +22,25 @@ type Snapshot struct {
 	Format    string // savepoint.FormatNative or savepoint.FormatCanonical
 	Completed int64  // Unix milliseconds
 	Size      int64  // bytes of state, as a running job reports it
-	Path      string // file: URI of its directory; "" when kept in memory
-	JobID     string
+	// Added is what this snapshot wrote itself (Flink's checkpointed
+	// size): Size minus the shared files earlier checkpoints uploaded.
+	Added int64
+	Path  string // file: URI of its directory; "" when kept in memory
+	JobID string
 	// Owner is OwnerJob (a running job owns it and may delete it),
 	// OwnerUser (no job ever touches it), or "" when no job is running.
 	Owner string
 	// Restored: the running job was restored from it.
 	Restored bool
+}
+
+// TypeOf is "incremental" for a snapshot that refers to shared files, else
+// "full".
+func TypeOf(m *savepoint.Metadata) string {
+	if len(m.SharedFiles()) > 0 {
+		return "incremental"
+	}
+	return "full"
 }
 
 // Snapshot kinds and owners, as `gflink checkpoints` prints them.
@@ -88,8 +100,8 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 			}
 			return
 		}
-		s := Snapshot{ID: m.CheckpointID, Kind: KindOf(m.Kind), Type: "full", Format: m.Format,
-			Completed: m.CompletionTimestamp, Size: m.StateSize(), Path: savepoint.URI(d), JobID: m.JobID}
+		s := Snapshot{ID: m.CheckpointID, Kind: KindOf(m.Kind), Type: TypeOf(m), Format: m.Format,
+			Completed: m.CompletionTimestamp, Size: m.StateSize(), Added: m.CheckpointedSize(), Path: savepoint.URI(d), JobID: m.JobID}
 		if s.Kind == KindSavepoint {
 			s.Owner = OwnerUser // no job ever deletes a savepoint
 		}

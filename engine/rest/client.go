@@ -303,7 +303,7 @@ func (c *Client) Retained(ctx context.Context, jobID string) ([]RetainedJSON, bo
 			continue
 		}
 		rs = append(rs, RetainedJSON{ID: h.ID, Type: h.Type, Format: h.Format, Path: h.Path,
-			Completed: h.Trigger + h.Duration, Size: h.Size, Owned: !h.Savepoint})
+			Completed: h.Trigger + h.Duration, Size: h.Size, Added: h.Size, Owned: !h.Savepoint})
 	}
 	return rs, false, nil
 }

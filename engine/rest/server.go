@@ -490,7 +490,9 @@ func (s *Server) triggerCheckpoint(r *http.Request) (any, int, error) {
 	switch req.CheckpointType {
 	case "", "CONFIGURED", "FULL":
 	case "INCREMENTAL":
-		return nil, 0, errorf(http.StatusBadRequest, "Incremental checkpoints are not supported by the manual checkpoint trigger. Use CONFIGURED or FULL.")
+		if !s.job.Info().Incremental {
+			return nil, 0, errorf(http.StatusBadRequest, "Incremental checkpoints need the rocksdb state backend with execution.checkpointing.incremental: true; this job's checkpoints are full. Use CONFIGURED or FULL.")
+		}
 	default:
 		return nil, 0, errorf(http.StatusBadRequest, "Unknown checkpointType %q: expected CONFIGURED, FULL or INCREMENTAL.", req.CheckpointType)
 	}
@@ -700,7 +702,7 @@ func checkpointStatistics(c *engine.CheckpointStats) *CheckpointStatistics {
 	class := map[string]string{"IN_PROGRESS": "in_progress", "COMPLETED": "completed", "FAILED": "failed"}[c.Status]
 	out := &CheckpointStatistics{ClassName: class, ID: c.ID, Status: c.Status, IsSavepoint: c.IsSavepoint(),
 		TriggerTimestamp: c.TriggerTimestamp, LatestAckTimestamp: c.LatestAckTimestamp,
-		CheckpointedSize: c.StateSize, StateSize: c.StateSize, EndToEndDuration: c.EndToEndDuration,
+		CheckpointedSize: c.CheckpointedSize, StateSize: c.StateSize, EndToEndDuration: c.EndToEndDuration,
 		NumSubtasks: c.NumSubtasks, NumAcknowledgedSubtasks: c.NumAcknowledged, CheckpointType: c.Type,
 		Tasks: map[string]any{}}
 	if c.IsSavepoint() {
@@ -740,7 +742,7 @@ func (s *Server) checkpointStats() CheckpointingStatistics {
 	}
 	for _, r := range info.Retained {
 		out.Retained = append(out.Retained, RetainedJSON{ID: r.ID, Type: r.Kind, Format: r.Format, Path: r.Path,
-			Completed: r.CompletionTimestamp, Size: r.Size, Owned: r.Owned, Restored: r.Restored})
+			Completed: r.CompletionTimestamp, Size: r.Size, Added: r.Added, Incremental: r.Incremental, Owned: r.Owned, Restored: r.Restored})
 	}
 	return out
 }

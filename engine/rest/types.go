@@ -89,14 +89,16 @@ type JobsOverview struct {
 // RetainedJSON is one snapshot a job keeps or took, in gflink's extension of
 // GET /jobs/:jobid/checkpoints.
 type RetainedJSON struct {
-	ID        int64  `json:"id"`
-	Type      string `json:"checkpoint_type"`
-	Format    string `json:"format,omitempty"`
-	Path      string `json:"external_path"`
-	Completed int64  `json:"completion_timestamp"`
-	Size      int64  `json:"state_size"`
-	Owned     bool   `json:"owned"`
-	Restored  bool   `json:"restored"`
+	ID          int64  `json:"id"`
+	Type        string `json:"checkpoint_type"`
+	Format      string `json:"format,omitempty"`
+	Path        string `json:"external_path"`
+	Completed   int64  `json:"completion_timestamp"`
+	Size        int64  `json:"state_size"`
+	Added       int64  `json:"checkpointed_size"`
+	Incremental bool   `json:"incremental,omitempty"`
+	Owned       bool   `json:"owned"`
+	Restored    bool   `json:"restored"`
 }
 
 // ClusterOverview is GET /overview: one job, one "task manager".

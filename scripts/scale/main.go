@@ -45,6 +45,8 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/engine/state/lsm"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -58,6 +60,7 @@ var (
 	mode     = flag.String("mode", "ratios", "ratios, restore, rss-engine or rss-map")
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	incr     = flag.Bool("incremental", false, "execution.checkpointing.incremental (rocksdb)")
 	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 )
@@ -87,6 +90,8 @@ func main() {
 		restoreRatio(scratch)
 	case "backends":
 		backendRatio(scratch)
+	case "incremental":
+		incrementalRatio(scratch)
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
@@ -225,6 +230,7 @@ func conf(ckDir string, checkpointing bool, extra ...string) *config.Configurati
 	if checkpointing {
 		c.SetString("execution.checkpointing.interval", interval.String(), "scale")
 		c.SetString("execution.checkpointing.dir", ckDir, "scale")
+		c.SetString("execution.checkpointing.incremental", fmt.Sprint(*incr), "scale")
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		c.SetString(extra[i], extra[i+1], "scale")
@@ -535,4 +541,83 @@ func report(name string, xs []float64) {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	fmt.Printf("%s=%.3f min=%.3f max=%.3f n=%d\n", name, median(s), s[0], s[len(s)-1], len(s))
+}
+
+// incrementalRatio measures the rocksdb backend's incremental checkpoints
+// on -keys keys: a full native snapshot, then 1% of the keys updated, then
+// a second snapshot. R6 is the bytes the second adds (SST files the first
+// did not hold, plus its private files) ÷ its full size; RINC is the time
+// to write and upload the second ÷ the time to upload a full one (each
+// timed from the trigger until every file is copied and fsynced).
+func incrementalRatio(scratch string) {
+	var r6, rinc []float64
+	for r := range *rounds {
+		dir := filepath.Join(scratch, fmt.Sprintf("inc-%d", r))
+		os.RemoveAll(dir)
+		store, err := lsm.Open(lsm.Options{Dir: filepath.Join(dir, "db")})
+		check(err)
+		kgr := state.KeyGroupRange{Start: 0, End: 127}
+		b := state.NewLSMBackend(store, state.SerializerFor[string](), 128, kgr)
+		v, err := state.GetValueState[int64](b, "count", state.SerializerFor[int64]())
+		check(err)
+		for i := range *keys {
+			b.SetCurrentKey(connectors.Word(i))
+			v.Update(int64(i))
+		}
+		snap := func(id int64) (map[string]int64, time.Duration) {
+			start := time.Now()
+			n, err := b.TakeNativeSnapshot(id, filepath.Join(dir, fmt.Sprint("chk-", id)), true, os.RemoveAll)
+			check(err)
+			check(n.Wait())
+			files := map[string]int64{}
+			ents, err := os.ReadDir(n.Dir)
+			check(err)
+			for _, e := range ents {
+				info, err := e.Info()
+				check(err)
+				files[e.Name()] = info.Size()
+			}
+			return files, time.Since(start)
+		}
+		upload := func(files map[string]int64, skip map[string]int64, src string) time.Duration {
+			start := time.Now()
+			for name := range files {
+				if _, ok := skip[name]; ok && strings.HasSuffix(name, ".sst") {
+					continue
+				}
+				in, err := os.ReadFile(filepath.Join(src, name))
+				check(err)
+				f, err := os.Create(filepath.Join(dir, "up-"+name))
+				check(err)
+				_, err = f.Write(in)
+				check(err)
+				check(f.Sync())
+				check(f.Close())
+			}
+			return time.Since(start)
+		}
+		full, tFull := snap(1)
+		upFull := upload(full, nil, filepath.Join(dir, "chk-1"))
+		for i := 0; i < *keys; i += 100 { // 1% of the keys
+			b.SetCurrentKey(connectors.Word(i))
+			v.Update(-1)
+		}
+		second, tInc := snap(2)
+		upInc := upload(second, full, filepath.Join(dir, "chk-2"))
+		var total, added int64
+		for name, size := range second {
+			total += size
+			if _, ok := full[name]; !ok || !strings.HasSuffix(name, ".sst") {
+				added += size
+			}
+		}
+		r6 = append(r6, float64(added)/float64(total))
+		rinc = append(rinc, (tInc+upInc).Seconds()/(tFull+upFull).Seconds())
+		fmt.Printf("# round %d: full %d MB in %v (+ upload %v); after 1%% of keys updated: %d of %d KB added, in %v (+ upload %v)\n",
+			r+1, total>>20, tFull.Round(time.Millisecond), upFull.Round(time.Millisecond), added>>10, total>>10, tInc.Round(time.Millisecond), upInc.Round(time.Millisecond))
+		check(b.Dispose())
+		os.RemoveAll(dir)
+	}
+	report("R6", r6)
+	report("RINC", rinc)
 }
