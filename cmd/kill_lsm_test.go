@@ -1,0 +1,160 @@
+package cmd
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// TestKillIncrementalRocksDB kills gflink (SIGKILL) while the rocksdb
+// backend takes incremental checkpoints, deletes nothing by hand, and
+// restores every retained chk-N on its own: each must have all its files
+// (its own and the shared ones earlier checkpoints uploaded) and end with
+// the exact counts. Repeated at several kill moments.
+func TestKillIncrementalRocksDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills processes")
+	}
+	dir := t.TempDir()
+	want := writeWords(t, filepath.Join(dir, "words.txt"), 20000, 20000)
+	for attempt := range 3 {
+		ck := filepath.Join(dir, "ck", string(rune('a'+attempt)))
+		run := gflinkCmd(dir, "run", "-p", "2",
+			"-Dstate.backend.type=rocksdb",
+			"-Dexecution.checkpointing.incremental=true",
+			"-Dexecution.checkpointing.interval=30ms",
+			"-Dexecution.checkpointing.dir="+ck,
+			"-Dexecution.checkpointing.num-retained=3",
+			"wordcount", "--input", "words.txt", "--rate", "100000")
+		var out bytes.Buffer
+		run.Stdout = &out
+		if err := run.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill once a few checkpoints have completed (later each attempt),
+		// so that the retained ones share files.
+		deadline := time.Now().Add(60 * time.Second)
+		var metas []string
+		for len(metas) < 2+attempt && time.Now().Before(deadline) {
+			metas, _ = filepath.Glob(filepath.Join(ck, "*", "chk-*", "_metadata"))
+			time.Sleep(time.Millisecond)
+		}
+		run.Process.Signal(syscall.SIGKILL)
+		run.Wait()
+		if len(metas) == 0 {
+			t.Fatal("no checkpoint within 60 s")
+		}
+		jobDir := filepath.Dir(filepath.Dir(metas[0]))
+		ids, err := restore.CheckpointIDs(vfs.Default, jobDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restored, shared := 0, 0
+		for _, id := range ids {
+			chk := savepoint.CheckpointDir(jobDir, id)
+			r, err := restore.Resolve(vfs.Default, chk)
+			if err != nil {
+				continue // half-written when killed
+			}
+			shared += len(r.Metadata.SharedFiles())
+			if err := restore.VerifyStateFiles(vfs.Default, r.Dir, r.Metadata); err != nil {
+				t.Fatalf("attempt %d: %s has _metadata but a file is missing or damaged: %v", attempt, chk, err)
+			}
+			res := gflinkCmd(dir, "run", "-p", "3", "-Dstate.backend.type=rocksdb", "-s", chk, "wordcount", "--input", "words.txt")
+			var out2, errOut bytes.Buffer
+			res.Stdout, res.Stderr = &out2, &errOut
+			if err := res.Run(); err != nil {
+				t.Fatalf("attempt %d: restore from %s failed: %v\n%s", attempt, chk, err, errOut.String())
+			}
+			got := countsOf(out.String(), out2.String())
+			for w, n := range want {
+				if got[w] != n {
+					t.Fatalf("attempt %d: count of %q after kill and restore from %s = %d; want %d", attempt, w, chk, got[w], n)
+				}
+			}
+			restored++
+		}
+		if restored == 0 {
+			t.Fatalf("attempt %d: no complete checkpoint in %s", attempt, jobDir)
+		}
+		if shared == 0 {
+			t.Fatalf("attempt %d: no retained checkpoint refers to a shared file: not incremental", attempt)
+		}
+	}
+}
+
+// TestSharedFilesFollowRetention: a job with incremental checkpoints,
+// several subsumptions and then cancelled with RETAIN_ON_CANCELLATION leaves
+// in shared/ exactly the files its retained checkpoints refer to.
+func TestSharedFilesFollowRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	writeWords(t, filepath.Join(dir, "words.txt"), 20000, 5000)
+	ck := filepath.Join(dir, "ck")
+	run := gflinkCmd(dir, "run", "-d",
+		"-Dstate.backend.type=rocksdb",
+		"-Dexecution.checkpointing.incremental=true",
+		"-Dexecution.checkpointing.interval=20ms",
+		"-Dexecution.checkpointing.dir="+ck,
+		"-Dexecution.checkpointing.num-retained=2",
+		"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+		"wordcount", "--input", "words.txt", "--rate", "20000", "--discard")
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("run -d: %v", err)
+	}
+	jobID := string(bytes.TrimSpace(out[bytes.LastIndexByte(bytes.TrimSpace(out), ' ')+1:]))
+	jobDir := filepath.Join(ck, jobID)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(savepoint.CheckpointDir(jobDir, 12)); err == nil {
+			break // ten subsumptions and more
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if out, err := gflinkCmd(dir, "cancel", jobID).CombinedOutput(); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	ids, err := restore.CheckpointIDs(vfs.Default, jobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var referenced []string
+	for _, id := range ids {
+		r, err := restore.Resolve(vfs.Default, savepoint.CheckpointDir(jobDir, id))
+		if err != nil {
+			t.Fatalf("retained chk-%d: %v", id, err)
+		}
+		for _, f := range r.Metadata.SharedFiles() {
+			if p := filepath.Base(f); !slices.Contains(referenced, p) {
+				referenced = append(referenced, p)
+			}
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(jobDir, savepoint.SharedDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var present []string
+	for _, e := range ents {
+		present = append(present, e.Name())
+	}
+	slices.Sort(referenced)
+	slices.Sort(present)
+	if len(ids) == 0 || len(referenced) == 0 {
+		t.Fatalf("retained %v, referring to %d shared files: nothing to check", ids, len(referenced))
+	}
+	if !slices.Equal(present, referenced) {
+		t.Fatalf("shared/ holds %v; the retained checkpoints %v refer to %v", present, ids, referenced)
+	}
+}
