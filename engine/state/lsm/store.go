@@ -16,6 +16,7 @@ import (
 	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/gflink/gflink/engine/state"
 )
@@ -125,6 +126,14 @@ func Open(o Options) (*Store, error) {
 		// List state appends with Merge; the operands concatenate.
 		Merger: pebble.DefaultMerger,
 		Logger: quietLogger{},
+	}
+	// Bloom filters on every level: a key seen for the first time (most
+	// keys of a large keyed state, at first) is then looked up without
+	// reading and decompressing a data block of every level. Measured:
+	// without them, word count over 2 M new keys spent 28% of its time in
+	// snappy decoding blocks for lookups that found nothing.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(o.Dir, opts)
 	if err != nil {
