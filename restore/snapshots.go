@@ -92,6 +92,7 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 	}
 	var found []Snapshot
 	var notes []string
+	referenced := map[string]bool{} // shared files complete checkpoints refer to
 	add := func(d string) {
 		m, note := readComplete(fsys, d)
 		if m == nil {
@@ -100,6 +101,9 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 			}
 			return
 		}
+		for _, f := range m.SharedFiles() {
+			referenced[filepath.Clean(filepath.Join(d, f))] = true
+		}
 		s := Snapshot{ID: m.CheckpointID, Kind: KindOf(m.Kind), Type: TypeOf(m), Format: m.Format,
 			Completed: m.CompletionTimestamp, Size: m.StateSize(), Added: m.CheckpointedSize(), Path: savepoint.URI(d), JobID: m.JobID}
 		if s.Kind == KindSavepoint {
@@ -107,6 +111,7 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 		}
 		found = append(found, s)
 	}
+	var jobDirs []string
 	var walk func(d string, depth int)
 	walk = func(d string, depth int) {
 		if _, err := fsys.Stat(filepath.Join(d, savepoint.MetadataFileName)); err == nil {
@@ -116,6 +121,9 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 		entries, err := fsys.ReadDir(d)
 		if err != nil || depth > 1 {
 			return
+		}
+		if _, err := fsys.Stat(filepath.Join(d, savepoint.SharedDirName)); err == nil {
+			jobDirs = append(jobDirs, d)
 		}
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -136,6 +144,21 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 		}
 	}
 	walk(dir, 0)
+	// Shared files no complete checkpoint refers to: left by checkpoints
+	// that failed, or by a process killed while it wrote one.
+	for _, jd := range jobDirs {
+		entries, _ := fsys.ReadDir(filepath.Join(jd, savepoint.SharedDirName))
+		var orphans []string
+		for _, e := range entries {
+			if p := filepath.Join(jd, savepoint.SharedDirName, e.Name()); !referenced[p] {
+				orphans = append(orphans, e.Name())
+			}
+		}
+		if len(orphans) > 0 {
+			notes = append(notes, fmt.Sprintf("%d file(s) in %s are referred to by no complete checkpoint (left by a failed or killed checkpoint) and may be deleted once no job writes checkpoints there: %s",
+				len(orphans), filepath.Join(jd, savepoint.SharedDirName), strings.Join(orphans, ", ")))
+		}
+	}
 	SortSnapshots(found)
 	return found, notes, nil
 }

@@ -122,3 +122,35 @@ func TestSortSnapshots(t *testing.T) {
 		t.Errorf("sorted %q; want %q", got, want)
 	}
 }
+
+// A job directory's shared files that no complete checkpoint refers to are
+// named in a note; those a checkpoint refers to are not.
+func TestFindSnapshotsNamesOrphanedSharedFiles(t *testing.T) {
+	job := filepath.Join(t.TempDir(), "0123456789abcdef0123456789abcdef")
+	shared := filepath.Join(job, savepoint.SharedDirName)
+	chk := savepoint.CheckpointDir(job, 3)
+	for _, d := range []string{shared, chk} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"s1-000004.sst", "s1-000009.sst"} {
+		if err := os.WriteFile(filepath.Join(shared, f), []byte("sst"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md := &savepoint.Metadata{JobID: filepath.Base(job), CheckpointID: 3, Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative,
+		Operators: []savepoint.OperatorState{{UID: "counter", Parallelism: 1, MaxParallelism: 128, Subtasks: []savepoint.SubtaskState{{
+			Keyed: &savepoint.KeyedStateHandle{Start: 0, End: 127, Native: &savepoint.NativeStateHandle{BackendID: "s1",
+				Files: []savepoint.NativeFile{{Name: "000004.sst", Path: "../shared/s1-000004.sst", Size: 3}}}}}}}}}
+	if err := savepoint.WriteMetadata(vfs.Default, chk, md); err != nil {
+		t.Fatal(err)
+	}
+	found, notes, err := restore.FindSnapshots(vfs.Default, job)
+	if err != nil || len(found) != 1 || found[0].Type != "incremental" {
+		t.Fatalf("found %+v, %v", found, err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "s1-000009.sst") || strings.Contains(notes[0], "s1-000004.sst") {
+		t.Fatalf("notes %q; want one naming s1-000009.sst only", notes)
+	}
+}
