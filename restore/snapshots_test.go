@@ -26,7 +26,7 @@ func writeFound(t *testing.T, dir string, id int64, kind string, completed int64
 		t.Fatal(err)
 	}
 	s := restore.Snapshot{ID: id, Kind: restore.KindOf(kind), Type: "full", Format: m.Format, Completed: completed,
-		Size: m.StateSize(), Path: savepoint.URI(dir), JobID: jobID}
+		Size: m.StateSize(), Added: m.StateSize(), Path: savepoint.URI(dir), JobID: jobID}
 	if kind == savepoint.KindSavepoint {
 		s.Owner = restore.OwnerUser
 	}
