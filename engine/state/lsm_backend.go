@@ -163,6 +163,35 @@ func rawKey(kg int, name string) []byte {
 	return append(k, name...)
 }
 
+// get reads key into the backend's value buffer (valid until the next
+// read).
+func (b *LSMBackend[K]) get(key []byte) ([]byte, bool) {
+	var ok bool
+	var err error
+	b.val, ok, err = b.kv.Get(key, b.val[:0])
+	must(err)
+	return b.val, ok
+}
+
+// lsmStateBase is what every LSM state has: its backend, id and type.
+type lsmStateBase[K comparable] struct {
+	b   *LSMBackend[K]
+	sid uint16
+	typ string
+}
+
+func (s *lsmStateBase[K]) typeName() string { return s.typ }
+func (s *lsmStateBase[K]) id() uint16       { return s.sid }
+
+// lsmBackendOf returns the LSM backend be is, for a state declared on it.
+func lsmBackendOf[K comparable](be Backend[K]) (*LSMBackend[K], error) {
+	b, ok := be.(*LSMBackend[K])
+	if !ok {
+		return nil, unknownBackend(be)
+	}
+	return b, nil
+}
+
 // must turns a store failure into a panic: state accessors have no error
 // result, and the task turns a panic into a failure of the attempt (the
 // job then restarts from its last checkpoint).
@@ -571,37 +600,29 @@ func (s *lsmSnapshot) Release() {
 // ---- value state ----
 
 type lsmValueState[K comparable, V any] struct {
-	b   *LSMBackend[K]
-	sid uint16
+	lsmStateBase[K]
 	ser Serializer[V]
-	typ string
 }
 
 func getLSMValueState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ValueState[V], error) {
-	b, ok := be.(*LSMBackend[K])
-	if !ok {
-		return nil, unknownBackend(be)
+	b, err := lsmBackendOf(be)
+	if err != nil {
+		return nil, err
 	}
 	return lsmRegister(b, name, KindValue, func(id uint16) *lsmValueState[K, V] {
-		return &lsmValueState[K, V]{b: b, sid: id, ser: ser, typ: typeName[V]()}
+		return &lsmValueState[K, V]{lsmStateBase[K]{b, id, typeName[V]()}, ser}
 	})
 }
 
-func (s *lsmValueState[K, V]) kind() Kind       { return KindValue }
-func (s *lsmValueState[K, V]) typeName() string { return s.typ }
-func (s *lsmValueState[K, V]) id() uint16       { return s.sid }
+func (s *lsmValueState[K, V]) kind() Kind { return KindValue }
 
 func (s *lsmValueState[K, V]) Value() (V, bool) {
-	b := s.b
-	var ok bool
-	var err error
-	b.val, ok, err = b.kv.Get(b.stateKey(s.sid), b.val[:0])
-	must(err)
+	val, ok := s.b.get(s.b.stateKey(s.sid))
 	if !ok {
 		var zero V
 		return zero, false
 	}
-	v, _, err := s.ser.Decode(b.val)
+	v, _, err := s.ser.Decode(val)
 	must(err)
 	return v, true
 }
@@ -681,37 +702,29 @@ func forEachEntry(payload []byte, f func(src []byte) ([]byte, error)) error {
 // ---- list state ----
 
 type lsmListState[K comparable, V any] struct {
-	b   *LSMBackend[K]
-	sid uint16
+	lsmStateBase[K]
 	ser Serializer[V]
-	typ string
 }
 
 func getLSMListState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ListState[V], error) {
-	b, ok := be.(*LSMBackend[K])
-	if !ok {
-		return nil, unknownBackend(be)
+	b, err := lsmBackendOf(be)
+	if err != nil {
+		return nil, err
 	}
 	return lsmRegister(b, name, KindList, func(id uint16) *lsmListState[K, V] {
-		return &lsmListState[K, V]{b: b, sid: id, ser: ser, typ: typeName[V]()}
+		return &lsmListState[K, V]{lsmStateBase[K]{b, id, typeName[V]()}, ser}
 	})
 }
 
-func (s *lsmListState[K, V]) kind() Kind       { return KindList }
-func (s *lsmListState[K, V]) typeName() string { return s.typ }
-func (s *lsmListState[K, V]) id() uint16       { return s.sid }
+func (s *lsmListState[K, V]) kind() Kind { return KindList }
 
 func (s *lsmListState[K, V]) Get() []V {
-	b := s.b
-	var ok bool
-	var err error
-	b.val, ok, err = b.kv.Get(b.stateKey(s.sid), b.val[:0])
-	must(err)
+	val, ok := s.b.get(s.b.stateKey(s.sid))
 	if !ok {
 		return nil
 	}
 	var vs []V
-	for src := b.val; len(src) > 0; {
+	for src := val; len(src) > 0; {
 		elem, rest, err := readBytes(src)
 		must(err)
 		v, _, err := s.ser.Decode(elem)
@@ -804,26 +817,22 @@ func (s *lsmListState[K, V]) restore(kg int, payload []byte) error {
 // ---- map state ----
 
 type lsmMapState[K comparable, UK comparable, UV any] struct {
-	b     *LSMBackend[K]
-	sid   uint16
+	lsmStateBase[K]
 	ukSer Serializer[UK]
 	uvSer Serializer[UV]
-	typ   string
 }
 
 func getLSMMapState[UK comparable, UV any, K comparable](be Backend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
-	b, ok := be.(*LSMBackend[K])
-	if !ok {
-		return nil, unknownBackend(be)
+	b, err := lsmBackendOf(be)
+	if err != nil {
+		return nil, err
 	}
 	return lsmRegister(b, name, KindMap, func(id uint16) *lsmMapState[K, UK, UV] {
-		return &lsmMapState[K, UK, UV]{b: b, sid: id, ukSer: ukSer, uvSer: uvSer, typ: "map[" + typeName[UK]() + "]" + typeName[UV]()}
+		return &lsmMapState[K, UK, UV]{lsmStateBase[K]{b, id, "map[" + typeName[UK]() + "]" + typeName[UV]()}, ukSer, uvSer}
 	})
 }
 
-func (s *lsmMapState[K, UK, UV]) kind() Kind       { return KindMap }
-func (s *lsmMapState[K, UK, UV]) typeName() string { return s.typ }
-func (s *lsmMapState[K, UK, UV]) id() uint16       { return s.sid }
+func (s *lsmMapState[K, UK, UV]) kind() Kind { return KindMap }
 
 // userKey returns [id][kg][key][uk].
 func (s *lsmMapState[K, UK, UV]) userKey(uk UK) []byte {
@@ -834,16 +843,12 @@ func (s *lsmMapState[K, UK, UV]) userKey(uk UK) []byte {
 }
 
 func (s *lsmMapState[K, UK, UV]) Get(uk UK) (UV, bool) {
-	b := s.b
-	var ok bool
-	var err error
-	b.val, ok, err = b.kv.Get(s.userKey(uk), b.val[:0])
-	must(err)
+	val, ok := s.b.get(s.userKey(uk))
 	if !ok {
 		var zero UV
 		return zero, false
 	}
-	v, _, err := s.uvSer.Decode(b.val)
+	v, _, err := s.uvSer.Decode(val)
 	must(err)
 	return v, true
 }
@@ -1008,10 +1013,7 @@ func (t *lsmTimers[K]) timerKey(ts int64) []byte {
 }
 
 func (t *lsmTimers[K]) exists(k []byte) bool {
-	var ok bool
-	var err error
-	t.b.val, ok, err = t.b.kv.Get(k, t.b.val[:0])
-	must(err)
+	_, ok := t.b.get(k)
 	return ok
 }
 
