@@ -61,6 +61,7 @@ var (
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	incr     = flag.Bool("incremental", false, "execution.checkpointing.incremental (rocksdb)")
+	cacheMB  = flag.Int("cache-mb", 0, "state.backend.rocksdb.block.cache-size in MB (0: the default)")
 	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 )
@@ -227,6 +228,9 @@ func conf(ckDir string, checkpointing bool, extra ...string) *config.Configurati
 	c := config.New()
 	c.SetString("state.backend.type", *backend, "scale")
 	c.SetString("state.backend.rocksdb.localdir", filepath.Join(filepath.Dir(ckDir), "lsm"), "scale")
+	if *cacheMB > 0 {
+		c.SetString("state.backend.rocksdb.block.cache-size", fmt.Sprintf("%d mb", *cacheMB), "scale")
+	}
 	if checkpointing {
 		c.SetString("execution.checkpointing.interval", interval.String(), "scale")
 		c.SetString("execution.checkpointing.dir", ckDir, "scale")
