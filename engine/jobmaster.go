@@ -307,7 +307,13 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if jm.plan != nil {
 		restored = jm.plan.Pointer
 	}
-	if jm.backends, err = newStateBackends(c, jm.jobID, restored, jm.log); err != nil {
+	keyed := 0
+	for _, n := range g.nodes {
+		if n.keyed {
+			keyed += n.parallelism
+		}
+	}
+	if jm.backends, err = newStateBackends(c, jm.jobID, restored, keyed, jm.log); err != nil {
 		return nil, err
 	}
 	return jm, nil

@@ -75,10 +75,23 @@ var (
 			WithDescription("Directories for temporary files; the rocksdb backend uses the first unless state.backend.rocksdb.localdir is set.")
 	RocksDBBlockCacheSize = config.Memory("state.backend.rocksdb.block.cache-size").WithDefault(config.MemorySize(8 << 20)).
 				WithCheck(positiveMemory).
-				WithDescription("The block cache of each rocksdb subtask's LSM.")
+				WithDescription("The block cache of each rocksdb subtask's LSM, when state.backend.rocksdb.memory.managed is false.")
 	RocksDBWriteBufferSize = config.Memory("state.backend.rocksdb.writebuffer.size").WithDefault(config.MemorySize(64 << 20)).
 				WithCheck(positiveMemory).
-				WithDescription("The size of one memtable of each rocksdb subtask's LSM; at most two exist at once.")
+				WithDescription("The size of one memtable of each rocksdb subtask's LSM (at most two exist at once, plus a write buffer of the same size in front of them), when state.backend.rocksdb.memory.managed is false.")
+	RocksDBManagedMemory = config.Bool("state.backend.rocksdb.memory.managed").WithDefault(true).
+				WithDescription("The rocksdb backend's subtasks share one memory budget, taskmanager.memory.managed.size, as Flink's managed memory: a block cache shared by all of the job's LSMs, and write buffers split among them (state.backend.rocksdb.memory.write-buffer-ratio). false: each subtask gets state.backend.rocksdb.block.cache-size and state.backend.rocksdb.writebuffer.size.")
+	ManagedMemorySize = config.Memory("taskmanager.memory.managed.size").WithDefault(config.MemorySize(256 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("gflink: the memory the rocksdb backend's LSMs share (the process is the one TaskManager).")
+	RocksDBWriteBufferRatio = config.Float("state.backend.rocksdb.memory.write-buffer-ratio").WithDefault(0.5).
+				WithCheck(func(f float64) error {
+			if f <= 0 || f >= 1 {
+				return fmt.Errorf("must be between 0 and 1, exclusive")
+			}
+			return nil
+		}).WithAccepted("a number between 0 and 1, exclusive").
+		WithDescription("The share of the managed memory the write buffers (memtables) take; the block cache has the rest.")
 	RocksDBTimerService = config.Enum("state.backend.rocksdb.timer-service.factory", "PriorityQueueStateType", "ROCKSDB", "HEAP").
 				WithDefault("ROCKSDB").
 				WithDescription("Where the rocksdb backend keeps timers. gflink keeps them in the LSM, with their order in a heap in memory, in both modes.")
@@ -97,6 +110,7 @@ var (
 func EngineOptions() []config.AnyOption {
 	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, StateBackend,
 		RocksDBLocalDir, IOTmpDirs, RocksDBBlockCacheSize, RocksDBWriteBufferSize, RocksDBTimerService, Incremental,
+		RocksDBManagedMemory, ManagedMemorySize, RocksDBWriteBufferRatio,
 		FaultFailAfterRecords, FaultMaxFailures}
 }
 

@@ -27,11 +27,17 @@ type stateBackends struct {
 	dir         *lsm.JobDir // rocksdb only
 	cacheSize   int64
 	writeBuffer int64
+	// cache is the block cache all the job's LSMs share (managed memory),
+	// nil when each has its own.
+	cache       *lsm.Cache
+	cacheBudget int64
 }
 
 // newStateBackends reads the backend's options; for rocksdb it creates the
 // job's working directory (removing those that killed processes left).
-func newStateBackends(c *config.Configuration, jobID, restored string, log *slog.Logger) (*stateBackends, error) {
+// subtasks is the number of keyed subtasks, among which managed memory is
+// split.
+func newStateBackends(c *config.Configuration, jobID, restored string, subtasks int, log *slog.Logger) (*stateBackends, error) {
 	kind, err := StateBackend.Get(c)
 	if err != nil {
 		return nil, err
@@ -49,6 +55,28 @@ func newStateBackends(c *config.Configuration, jobID, restored string, log *slog
 		return nil, err
 	}
 	b.cacheSize, b.writeBuffer = int64(cache), int64(wb)
+	managed, err := RocksDBManagedMemory.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	if managed {
+		// One budget for the job, as Flink's managed memory: the block cache
+		// is shared, and each subtask's write buffers (two memtables and the
+		// store's own write buffer, each of this size) take their part of
+		// the write-buffer share.
+		size, err := ManagedMemorySize.Get(c)
+		if err != nil {
+			return nil, err
+		}
+		ratio, err := RocksDBWriteBufferRatio.Get(c)
+		if err != nil {
+			return nil, err
+		}
+		wbShare := int64(float64(size) * ratio)
+		b.cacheBudget = int64(size) - wbShare
+		b.cache = lsm.NewCache(b.cacheBudget)
+		b.writeBuffer = max(1<<20, wbShare/int64(3*max(1, subtasks))&^(1<<20-1))
+	}
 	if b.incremental, err = Incremental.Get(c); err != nil {
 		return nil, err
 	}
@@ -64,7 +92,11 @@ func newStateBackends(c *config.Configuration, jobID, restored string, log *slog
 		return nil, err
 	}
 	b.dir = dir
-	log.Info("Using the embedded LSM state backend (Pebble) for state.backend.type=rocksdb", "dir", dir.Path())
+	mem := fmt.Sprintf("block cache %s per subtask, write buffers %s", config.MemorySize(b.cacheSize), config.MemorySize(b.writeBuffer))
+	if b.cache != nil {
+		mem = fmt.Sprintf("managed memory: a block cache of %s shared by all subtasks, write buffers %s per subtask", config.MemorySize(b.cacheBudget), config.MemorySize(b.writeBuffer))
+	}
+	log.Info("Using the embedded LSM state backend (Pebble) for state.backend.type=rocksdb", "dir", dir.Path(), "memory", mem)
 	if b.incremental && restored != "" {
 		// The restored files are opened under a new store, so the first
 		// checkpoint uploads them all: it refers to nothing of the
@@ -110,6 +142,9 @@ func (b *stateBackends) close() error {
 	if b == nil || b.dir == nil {
 		return nil
 	}
+	if b.cache != nil {
+		b.cache.Unref() // every store using it is closed
+	}
 	return b.dir.Close()
 }
 
@@ -129,7 +164,7 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 	}
 	dir := b.dir.SubtaskDir(uid, subtask, attempt)
 	open := func(dir string) (*lsm.Store, error) {
-		store, err := lsm.Open(lsm.Options{Dir: dir, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer})
+		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer})
 		if err != nil {
 			return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
 		}

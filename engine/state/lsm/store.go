@@ -21,10 +21,24 @@ import (
 	"github.com/gflink/gflink/engine/state"
 )
 
+// Cache is a block cache that several stores may share (Flink's managed
+// memory: one budget for every subtask's LSM).
+type Cache struct{ c *pebble.Cache }
+
+// NewCache makes a block cache of size bytes; Unref releases it once the
+// stores using it are closed.
+func NewCache(size int64) *Cache { return &Cache{pebble.NewCache(size)} }
+
+// Unref releases the caller's reference.
+func (c *Cache) Unref() { c.c.Unref() }
+
 // Options bound the store's memory, as Flink's RocksDB options do.
 type Options struct {
 	// Dir is the working directory; it is created, and removed by Close.
 	Dir string
+	// Cache, if set, is shared with other stores and BlockCacheSize is
+	// ignored.
+	Cache *Cache
 	// BlockCacheSize is state.backend.rocksdb.block.cache-size.
 	BlockCacheSize int64
 	// WriteBufferSize is state.backend.rocksdb.writebuffer.size: the size
@@ -112,7 +126,16 @@ func Open(o Options) (*Store, error) {
 	if o.WriteBufferSize <= 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
 	}
-	cache := pebble.NewCache(o.BlockCacheSize)
+	// Pebble takes a reference of its own on the cache; the store keeps
+	// the creator's reference of a cache it made (dropped by Close).
+	var cache *pebble.Cache
+	var own interface{ Unref() } = noUnref{}
+	if o.Cache != nil {
+		cache = o.Cache.c
+	} else {
+		cache = pebble.NewCache(o.BlockCacheSize)
+		own = cache
+	}
 	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: uint64(o.WriteBufferSize),
@@ -137,7 +160,7 @@ func Open(o Options) (*Store, error) {
 	}
 	db, err := pebble.Open(o.Dir, opts)
 	if err != nil {
-		cache.Unref()
+		own.Unref()
 		os.RemoveAll(o.Dir)
 		return nil, fmt.Errorf("lsm: open %s: %w", o.Dir, err)
 	}
@@ -145,7 +168,7 @@ func Open(o Options) (*Store, error) {
 	// store's memory stays about what the options say.
 	var id [8]byte
 	rand.Read(id[:])
-	return &Store{db: db, cache: cache, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: map[string]*op{}, limit: int(o.WriteBufferSize)}, nil
+	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: map[string]*op{}, limit: int(o.WriteBufferSize)}, nil
 }
 
 // ID names this store instance: its files' names are unique within it.
@@ -436,6 +459,10 @@ func (s *Store) Close() error {
 }
 
 var _ io.Closer = (*Store)(nil)
+
+type noUnref struct{}
+
+func (noUnref) Unref() {}
 
 // quietLogger drops Pebble's informational messages (flushes, compactions)
 // and reports its errors on stderr.
