@@ -396,8 +396,6 @@ func sourcePositions(e *execution) *restore.Plan {
 }
 
 // description is the job as the restore planner sees it.
-func (jm *jobMaster) description() restore.Job { return jm.graph.description() }
-
 func (g *JobGraph) description() restore.Job {
 	var j restore.Job
 	for _, n := range g.nodes {
@@ -902,7 +900,8 @@ func (jm *jobMaster) restartNow() {
 	if latest := jm.coord.Latest(); latest != nil {
 		h := latest.Handle.(*completedHandle)
 		r := &restore.Resolved{Dir: h.loc.Dir, MetadataFile: filepath.Join(h.loc.Dir, savepoint.MetadataFileName), Metadata: h.md}
-		p, err := restore.NewPlan(jm.fs, r, jm.description(), restore.Options{AllowNonRestoredState: jm.allowNonRest})
+		// The same planning as a start with -s: one restore path.
+		p, err := PlanRestore(jm.graph, jm.fs, r, jm.allowNonRest, jm.backends.name())
 		if err != nil {
 			jm.handleFailure(fmt.Errorf("restore checkpoint %d: %w", latest.ID, err))
 			return
