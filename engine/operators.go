@@ -54,11 +54,10 @@ var canonicalRequest = snapshotRequest{typ: checkpoint.SnapshotType{Kind: savepo
 // opCapture is what an operator's synchronous snapshot captured.
 type opCapture struct {
 	// keyed is the keyed state snapshot: canonical blocks, or a
-	// *state.NativeSnapshot (files) whose upload is reported to uploaded.
-	keyed    state.Snapshot
-	uploaded func(shared map[string]string)
-	opState  []savepoint.OperatorListState
-	states   []savepoint.StateDescriptor
+	// *state.NativeSnapshot (files).
+	keyed   state.Snapshot
+	opState []savepoint.OperatorListState
+	states  []savepoint.StateDescriptor
 }
 
 // opContext is what an operator gets when it opens.
@@ -357,23 +356,18 @@ func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCap
 	return c, nil
 }
 
-// takeSnapshot picks the snapshot strategy: the LSM backend's own files
-// for checkpoints and native savepoints written to a directory (shared
-// with earlier checkpoints when incremental), canonical blocks otherwise.
+// takeSnapshot asks the backend for a snapshot: native files for
+// checkpoints and native savepoints written to a directory (the backend
+// decides whether it has a native format), canonical blocks otherwise.
 func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*opCapture, error) {
-	if lb, ok := o.backend.(*state.LSMBackend[K]); ok && req.files && req.typ.Format == savepoint.FormatNative {
-		sb := o.backends
+	opts := state.SnapshotOptions{ID: req.id}
+	if sb := o.backends; req.files && req.typ.Format == savepoint.FormatNative && sb != nil && sb.dir != nil {
+		opts.Native, opts.RemoveDir = true, os.RemoveAll
+		opts.LocalDir = sb.dir.SnapshotDir(o.uid, o.subtask, o.attempt, req.id)
 		// checkpoint --full (REST FULL) refers to nothing earlier.
-		incremental := sb.incremental && req.typ.Kind == savepoint.KindCheckpoint && !req.typ.Full
-		dir := sb.dir.SnapshotDir(o.uid, o.subtask, o.attempt, req.id)
-		snap, err := lb.TakeNativeSnapshot(req.id, dir, incremental, os.RemoveAll)
-		if err != nil {
-			return nil, err
-		}
-		id := req.id
-		return &opCapture{keyed: snap, uploaded: func(shared map[string]string) { lb.Uploaded(id, shared) }}, nil
+		opts.Incremental = sb.incremental && req.typ.Kind == savepoint.KindCheckpoint && !req.typ.Full
 	}
-	snap, err := o.backend.TakeSnapshot()
+	snap, err := o.backend.TakeSnapshot(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -427,22 +421,10 @@ func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 
 func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
 func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
-	if l, ok := o.backend.(checkpointListener); ok {
-		l.CheckpointComplete(id)
-	}
+	o.backend.CheckpointComplete(id)
 	return nil
 }
 
-func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(id int64) {
-	if l, ok := o.backend.(checkpointListener); ok {
-		l.CheckpointAborted(id)
-	}
-}
-
-// checkpointListener is a backend that tracks its incremental uploads.
-type checkpointListener interface {
-	CheckpointComplete(id int64)
-	CheckpointAborted(id int64)
-}
+func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(id int64) { o.backend.CheckpointAborted(id) }
 
 func (o *keyedProcessOperator[K, IN, OUT]) idle() {}

@@ -720,7 +720,7 @@ func streamCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 			r := n.KeyGroupRange()
 			s.Keyed, s.Start, s.End = true, r.Start, r.End
 			s.Native = &checkpoint.NativeFiles{Wait: n.Wait, Dir: n.Dir, BackendID: n.BackendID,
-				Incremental: n.Incremental, Shared: n.Shared, Uploaded: c.uploaded}
+				Incremental: n.Incremental, Shared: n.Shared, Uploaded: n.Uploaded}
 		} else if c.keyed != nil {
 			r := c.keyed.KeyGroupRange()
 			s.Keyed, s.Start, s.End, s.Encoder = true, r.Start, r.End, c.keyed

@@ -20,8 +20,15 @@ type Backend[K comparable] interface {
 	// states.
 	States() []StateInfo
 	// TakeSnapshot is a snapshot's synchronous part: O(states × key
-	// groups) for the hashmap backend, O(1) for the LSM.
-	TakeSnapshot() (Snapshot, error)
+	// groups) for the hashmap backend, O(1) for the LSM. The options pick
+	// the strategy; a backend without a native format takes canonical
+	// snapshots whatever they say.
+	TakeSnapshot(o SnapshotOptions) (Snapshot, error)
+	// CheckpointComplete and CheckpointAborted tell the backend how its
+	// checkpoints ended (an incremental backend refers, in its next
+	// checkpoint, to what the last completed one uploaded).
+	CheckpointComplete(id int64)
+	CheckpointAborted(id int64)
 	// RestoreKeyGroups loads canonical key-group blocks.
 	RestoreKeyGroups(blocks []KeyGroupBlock, workers int) error
 	// DropUnregistered discards restored state no operator registered.
@@ -29,6 +36,20 @@ type Backend[K comparable] interface {
 	// Dispose releases the backend's resources (the LSM's working
 	// directory) once every snapshot taken is released.
 	Dispose() error
+}
+
+// SnapshotOptions say what a snapshot is for.
+type SnapshotOptions struct {
+	ID int64
+	// Native: the snapshot may be the backend's own files, written into
+	// LocalDir (a local directory that must not exist), which RemoveDir
+	// removes once they are uploaded. Otherwise it is canonical blocks.
+	Native    bool
+	LocalDir  string
+	RemoveDir func(string) error
+	// Incremental: a native snapshot may refer to the files the backend's
+	// last completed checkpoint uploaded.
+	Incremental bool
 }
 
 // Snapshot is a keyed state snapshot whose asynchronous part, encoding, may
@@ -70,8 +91,15 @@ var (
 	_ Snapshot        = (*KeyedSnapshot)(nil)
 )
 
-// TakeSnapshot is Snapshot as the Backend interface has it.
-func (b *KeyedBackend[K]) TakeSnapshot() (Snapshot, error) { return b.Snapshot(), nil }
+// TakeSnapshot is Snapshot as the Backend interface has it: the hashmap
+// backend's snapshots are canonical blocks, whatever the options say.
+func (b *KeyedBackend[K]) TakeSnapshot(SnapshotOptions) (Snapshot, error) { return b.Snapshot(), nil }
+
+// CheckpointComplete: the hashmap backend's checkpoints are always full.
+func (b *KeyedBackend[K]) CheckpointComplete(int64) {}
+
+// CheckpointAborted: nothing to forget.
+func (b *KeyedBackend[K]) CheckpointAborted(int64) {}
 
 // Dispose: the hashmap backend holds nothing but memory.
 func (b *KeyedBackend[K]) Dispose() error { return nil }

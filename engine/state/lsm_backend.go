@@ -430,9 +430,23 @@ func (b *LSMBackend[K]) DropUnregistered() []string {
 	return names
 }
 
-// TakeSnapshot takes the store's snapshot: the synchronous part of a
-// checkpoint, O(1) (it commits the task's pending writes first).
-func (b *LSMBackend[K]) TakeSnapshot() (Snapshot, error) {
+// TakeSnapshot takes a native snapshot (the store's files) when the
+// options ask for one, else a canonical one from the store's snapshot;
+// either way the synchronous part is O(1).
+func (b *LSMBackend[K]) TakeSnapshot(o SnapshotOptions) (Snapshot, error) {
+	if o.Native && o.LocalDir != "" {
+		n, err := b.TakeNativeSnapshot(o.ID, o.LocalDir, o.Incremental, o.RemoveDir)
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+	return b.takeCanonical()
+}
+
+// takeCanonical takes the store's snapshot, encoded into canonical blocks
+// on the asynchronous side.
+func (b *LSMBackend[K]) takeCanonical() (Snapshot, error) {
 	b.mu.Lock()
 	if b.disposing {
 		b.mu.Unlock()

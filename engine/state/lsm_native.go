@@ -143,8 +143,13 @@ type NativeSnapshot struct {
 	err         error
 	waited      bool
 	done        func()
+	uploaded    func(shared map[string]string)
 	once        sync.Once
 }
+
+// Uploaded tells the backend where the snapshot's SST files are shared,
+// once uploaded: they become referable when its checkpoint completes.
+func (n *NativeSnapshot) Uploaded(shared map[string]string) { n.uploaded(shared) }
 
 // KeyGroupRange is the range of the snapshot.
 func (n *NativeSnapshot) KeyGroupRange() KeyGroupRange { return n.kgRange }
@@ -208,6 +213,7 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 		removeDir(dir)
 		b.released()
 	}
+	n.uploaded = func(shared map[string]string) { b.Uploaded(id, shared) }
 	if incremental {
 		b.mu.Lock()
 		n.shared = maps.Clone(b.confirmed)

@@ -105,7 +105,7 @@ func encodeSnapshot(s state.Snapshot) []state.KeyGroupBlock {
 // takeBlocks snapshots b and encodes every key group of its range.
 func takeBlocks(t tb, b state.Backend[string]) []state.KeyGroupBlock {
 	t.Helper()
-	s, err := b.TakeSnapshot()
+	s, err := b.TakeSnapshot(state.SnapshotOptions{})
 	if err != nil {
 		t.Fatalf("%T: TakeSnapshot: %v", b, err)
 	}
@@ -496,10 +496,10 @@ func (m *machine) step() {
 			sp.ref[b.KeyGroup] = b.Block
 		}
 		var err error
-		if sp.h, err = h.b.TakeSnapshot(); err != nil {
+		if sp.h, err = h.b.TakeSnapshot(state.SnapshotOptions{}); err != nil {
 			t.Fatalf("hashmap TakeSnapshot: %v", err)
 		}
-		if sp.l, err = l.b.TakeSnapshot(); err != nil {
+		if sp.l, err = l.b.TakeSnapshot(state.SnapshotOptions{}); err != nil {
 			t.Fatalf("lsm TakeSnapshot: %v", err)
 		}
 		if r := sp.l.KeyGroupRange(); r != fullRange {
@@ -890,7 +890,7 @@ func TestDisposeRemovesDir(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("working directory still there after Dispose (%v)", err)
 	}
-	if s, err := lb.TakeSnapshot(); err == nil {
+	if s, err := lb.TakeSnapshot(state.SnapshotOptions{}); err == nil {
 		s.Release()
 		t.Fatal("TakeSnapshot after Dispose succeeded")
 	}
@@ -909,14 +909,14 @@ func TestDisposeWaitsForSnapshots(t *testing.T) {
 	populate(l, keys[:100])
 	populate(h, keys[:100])
 	want1 := takeBlocks(t, h.b)
-	s1, err := lb.TakeSnapshot()
+	s1, err := lb.TakeSnapshot(state.SnapshotOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	populate(l, keys[100:200])
 	populate(h, keys[100:200])
 	want2 := takeBlocks(t, h.b)
-	s2, err := lb.TakeSnapshot()
+	s2, err := lb.TakeSnapshot(state.SnapshotOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -928,7 +928,7 @@ func TestDisposeWaitsForSnapshots(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("Dispose removed the working directory under open snapshots: %v", err)
 	}
-	if s, err := lb.TakeSnapshot(); err == nil {
+	if s, err := lb.TakeSnapshot(state.SnapshotOptions{}); err == nil {
 		s.Release()
 		t.Fatal("TakeSnapshot after Dispose succeeded")
 	}
@@ -963,11 +963,11 @@ func TestSnapshotEncodeConcurrentWithWrites(t *testing.T) {
 	populate(h, keys)
 	want := takeBlocks(t, h.b)
 
-	ls, err := lb.TakeSnapshot()
+	ls, err := lb.TakeSnapshot(state.SnapshotOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, err := h.b.TakeSnapshot()
+	hs, err := h.b.TakeSnapshot(state.SnapshotOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1138,7 +1138,7 @@ func TestDeclareUnderOpenSnapshot(t *testing.T) {
 			t.Fatalf("%T: %v", b, err)
 		}
 		declare(t, b)
-		s, err := b.TakeSnapshot()
+		s, err := b.TakeSnapshot(state.SnapshotOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
