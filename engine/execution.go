@@ -49,7 +49,7 @@ func (e *execution) send(ev taskEvent) {
 	}
 }
 
-func (e *execution) ack(t *task, id int64, a *taskAck) {
+func (e *execution) ack(t *task, id int64, a *checkpoint.Ack) {
 	e.send(taskEvent{task: t.id, kind: evAck, id: id, ack: a})
 }
 

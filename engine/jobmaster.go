@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,12 +126,6 @@ func (j *Job) StatusTimestamps() map[JobStatus]int64 {
 	return out
 }
 
-// completedHandle is the job master's reference to a completed snapshot.
-type completedHandle struct {
-	loc *checkpoint.Location
-	md  *savepoint.Metadata
-}
-
 type taskEventKind int
 
 const (
@@ -149,7 +142,7 @@ type taskEvent struct {
 	task    checkpoint.TaskID
 	kind    taskEventKind
 	id      int64
-	ack     *taskAck
+	ack     *checkpoint.Ack
 	reason  error
 	err     error
 	final   []checkpoint.OperatorSnapshot
@@ -293,7 +286,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.stats.restored(md, jm.plan.Dir, jm.clock())
 		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: o.ClaimMode == ClaimModeClaim,
 			Type:   checkpoint.SnapshotType{Kind: md.Kind, Format: md.Format},
-			Handle: &completedHandle{loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, md: md}})
+			Handle: &checkpoint.Handle{Loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, Meta: md}})
 	}
 	if cfg.Enabled() {
 		if err := jm.storage.Init(); err != nil {
@@ -341,14 +334,14 @@ type RetainedSnapshot struct {
 func (jm *jobMaster) refreshRetained() {
 	var out []RetainedSnapshot
 	for _, cp := range jm.coord.Retained() {
-		h := cp.Handle.(*completedHandle)
+		h := cp.Handle.(*checkpoint.Handle)
 		r := RetainedSnapshot{ID: cp.ID, Kind: cp.Type.Kind, Format: cp.Type.Format, Owned: cp.Owned,
-			CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize(),
-			Added: h.md.CheckpointedSize(), Incremental: len(h.md.SharedFiles()) > 0}
-		if h.loc.Dir != "" {
-			r.Path = savepoint.URI(h.loc.Dir)
+			CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize(),
+			Added: h.Meta.CheckpointedSize(), Incremental: len(h.Meta.SharedFiles()) > 0}
+		if h.Loc.Dir != "" {
+			r.Path = savepoint.URI(h.Loc.Dir)
 		}
-		if jm.plan != nil && h.loc.Dir == jm.plan.Dir {
+		if jm.plan != nil && h.Loc.Dir == jm.plan.Dir {
 			r.Restored = true
 		}
 		out = append(out, r)
@@ -591,7 +584,7 @@ func (jm *jobMaster) onEvent(ev taskEvent) {
 	case evFinished:
 		var final any
 		if ev.final != nil {
-			final = &taskAck{final: ev.final}
+			final = &checkpoint.Ack{Final: ev.final}
 		}
 		jm.exec.finished++
 		jm.setTaskState(jm.exec.tasks[ev.task], ExecFinished)
@@ -675,73 +668,34 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	md := &savepoint.Metadata{Version: savepoint.MetadataVersion, JobID: jm.jobID, JobName: jm.graph.Name,
 		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: jm.backends.name(),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
-	type opAcc struct {
-		subtasks []savepoint.SubtaskState
-		descs    map[string]savepoint.StateDescriptor
-		finals   int
-	}
-	acc := map[string]*opAcc{}
+	var acks []checkpoint.Ack
+	var finals []bool
 	var werr error
 	for _, a := range p.Acks {
-		ack := a.(*taskAck)
-		handles, descs := ack.handles, ack.descs
-		final := ack.final != nil
+		ack := *a.(*checkpoint.Ack)
+		final := ack.Final != nil
 		if final {
-			h, err := jm.storage.WriteSubtask(loc, ack.final)
+			h, err := jm.storage.WriteSubtask(loc, ack.Final)
 			if err != nil {
 				werr = err
 				break
 			}
-			handles, descs = h, descriptors(ack.final)
+			ack.Handles, ack.Descs = h, checkpoint.Descriptors(ack.Final)
 		}
-		for uid, st := range handles {
-			o := acc[uid]
-			if o == nil {
-				o = &opAcc{descs: map[string]savepoint.StateDescriptor{}}
-				acc[uid] = o
-			}
-			o.subtasks = append(o.subtasks, st)
-			if final {
-				o.finals++
-			}
-			for _, d := range descs[uid] {
-				e := o.descs[d.Name]
-				e.Name, e.Kind, e.Type = d.Name, d.Kind, d.Type
-				e.Entries += d.Entries
-				o.descs[d.Name] = e
-			}
-		}
+		acks, finals = append(acks, ack), append(finals, final)
 	}
+	var ops []checkpoint.OperatorInfo
 	for _, n := range jm.graph.nodes {
-		o := acc[n.uid]
-		if o == nil {
-			continue
-		}
-		slices.SortFunc(o.subtasks, func(a, b savepoint.SubtaskState) int { return a.Index - b.Index })
-		os := savepoint.OperatorState{UID: n.uid, OperatorID: operatorID(n), Name: displayName(n),
-			Parallelism: n.parallelism, MaxParallelism: jm.exec.maxPar[n.uid], Subtasks: o.subtasks,
-			Finished: o.finals == n.parallelism}
-		for _, name := range slices.Sorted(mapKeysString(o.descs)) {
-			os.States = append(os.States, o.descs[name])
-		}
-		md.Operators = append(md.Operators, os)
+		ops = append(ops, checkpoint.OperatorInfo{UID: n.uid, OperatorID: operatorID(n), Name: displayName(n),
+			Parallelism: n.parallelism, MaxParallelism: jm.exec.maxPar[n.uid]})
 	}
+	md.Operators = checkpoint.AssembleOperators(ops, acks, finals)
 	md.CompletionTimestamp = jm.clock().UnixMilli()
 	err := werr
 	if err == nil {
 		err = jm.storage.Finalize(loc, md)
 	}
-	jm.apply(jm.coord.Finalized(jm.clock(), p.ID, &completedHandle{loc: loc, md: md}, err))
-}
-
-func mapKeysString[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
+	jm.apply(jm.coord.Finalized(jm.clock(), p.ID, &checkpoint.Handle{Loc: loc, Meta: md}, err))
 }
 
 func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
@@ -800,34 +754,34 @@ type SnapshotResult struct {
 }
 
 func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
-	h := a.Checkpoint.Handle.(*completedHandle)
+	h := a.Checkpoint.Handle.(*checkpoint.Handle)
 	dur := a.Checkpoint.Completed.Sub(a.Checkpoint.Triggered).Milliseconds()
-	fin := now.UnixMilli() - h.md.CompletionTimestamp
+	fin := now.UnixMilli() - h.Meta.CompletionTimestamp
 	what := "checkpoint"
 	if a.Checkpoint.Type.IsSavepoint() {
 		what = "savepoint"
 	}
 	jm.log.Info(fmt.Sprintf("Completed %s %d for job %s (%d bytes, checkpointDuration=%d ms, finalizationTime=%d ms).",
-		what, a.Checkpoint.ID, jm.jobID, h.md.StateSize(), dur, max(fin, 0)))
+		what, a.Checkpoint.ID, jm.jobID, h.Meta.StateSize(), dur, max(fin, 0)))
 	if jm.exec != nil {
 		for _, t := range a.Notify {
 			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})
 		}
 	}
 	path := ""
-	if h.loc.Dir != "" {
-		path = savepoint.URI(h.loc.Dir)
+	if h.Loc.Dir != "" {
+		path = savepoint.URI(h.Loc.Dir)
 	}
 	jm.mu.Lock()
-	jm.stats.completed(a.Checkpoint.ID, now, path, h.md.StateSize(), h.md.CheckpointedSize())
+	jm.stats.completed(a.Checkpoint.ID, now, path, h.Meta.StateSize(), h.Meta.CheckpointedSize())
 	if a.Checkpoint.Type.IsSavepoint() {
 		jm.retained = append(jm.retained, RetainedSnapshot{ID: a.Checkpoint.ID, Kind: a.Checkpoint.Type.Kind,
-			Format: a.Checkpoint.Type.Format, Path: path, CompletionTimestamp: h.md.CompletionTimestamp, Size: h.md.StateSize()})
+			Format: a.Checkpoint.Type.Format, Path: path, CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize()})
 	}
 	jm.mu.Unlock()
 	defer jm.refreshRetained()
 	if !a.Checkpoint.Type.IsSavepoint() {
-		jm.storage.Register(a.Checkpoint.ID, h.loc, h.md)
+		jm.storage.Register(a.Checkpoint.ID, h.Loc, h.Meta)
 	}
 	for _, old := range a.Subsumed {
 		jm.discard(old)
@@ -849,8 +803,8 @@ func (jm *jobMaster) discard(cp *checkpoint.Completed) {
 	jm.mu.Lock()
 	jm.stats.discarded(cp.ID)
 	jm.mu.Unlock()
-	h := cp.Handle.(*completedHandle)
-	if err := jm.storage.Discard(h.loc, h.md); err != nil {
+	h := cp.Handle.(*checkpoint.Handle)
+	if err := jm.storage.Discard(h.Loc, h.Meta); err != nil {
 		jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", cp.ID, err))
 	}
 	if err := jm.storage.Release(cp.ID); err != nil {
@@ -898,8 +852,8 @@ func (jm *jobMaster) handleFailure(cause error) {
 func (jm *jobMaster) restartNow() {
 	var plan *restore.Plan
 	if latest := jm.coord.Latest(); latest != nil {
-		h := latest.Handle.(*completedHandle)
-		r := &restore.Resolved{Dir: h.loc.Dir, MetadataFile: filepath.Join(h.loc.Dir, savepoint.MetadataFileName), Metadata: h.md}
+		h := latest.Handle.(*checkpoint.Handle)
+		r := &restore.Resolved{Dir: h.Loc.Dir, MetadataFile: filepath.Join(h.Loc.Dir, savepoint.MetadataFileName), Metadata: h.Meta}
 		// The same planning as a start with -s: one restore path.
 		p, err := PlanRestore(jm.graph, jm.fs, r, jm.allowNonRest, jm.backends.name())
 		if err != nil {
@@ -985,15 +939,15 @@ func (jm *jobMaster) endCheckpoints(final JobStatus) {
 	kept := map[string]bool{}
 	defer jm.refreshRetained()
 	for _, cp := range jm.coord.Retire() {
-		h := cp.Handle.(*completedHandle)
+		h := cp.Handle.(*checkpoint.Handle)
 		if cp.Owned && !keep {
 			jm.discard(cp)
 			continue
 		}
-		if h.loc.Dir != "" {
-			kept[h.loc.Dir] = true
+		if h.Loc.Dir != "" {
+			kept[h.Loc.Dir] = true
 			if cp.Owned {
-				jm.result.Retained = append(jm.result.Retained, savepoint.URI(h.loc.Dir))
+				jm.result.Retained = append(jm.result.Retained, savepoint.URI(h.Loc.Dir))
 			}
 		}
 	}

@@ -129,7 +129,7 @@ func (st *statsTracker) sync(c *CheckpointStats) {
 	}
 }
 
-func (st *statsTracker) acked(id int64, now time.Time, a *taskAck) {
+func (st *statsTracker) acked(id int64, now time.Time, a *checkpoint.Ack) {
 	c := st.entry(id)
 	if c == nil {
 		return
@@ -137,7 +137,7 @@ func (st *statsTracker) acked(id int64, now time.Time, a *taskAck) {
 	c.NumAcknowledged++
 	c.LatestAckTimestamp = now.UnixMilli()
 	if a != nil {
-		for _, h := range a.handles {
+		for _, h := range a.Handles {
 			c.StateSize += h.Bytes
 			c.CheckpointedSize += h.Bytes // until completion says what was shared
 		}

@@ -656,16 +656,8 @@ func (t *task) asyncLoop() {
 			t.final = snaps
 			t.finalMu.Unlock()
 		}
-		t.exec.ack(t, j.b.id, &taskAck{handles: handles, descs: descriptors(snaps)})
+		t.exec.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps)})
 	}
-}
-
-func descriptors(snaps []checkpoint.OperatorSnapshot) map[string][]savepoint.StateDescriptor {
-	out := make(map[string][]savepoint.StateDescriptor, len(snaps))
-	for _, s := range snaps {
-		out[s.UID] = s.States
-	}
-	return out
 }
 
 func (t *task) isAborted(id int64) bool {
@@ -901,13 +893,4 @@ func (t *task) fireTimers() error {
 		}
 	}
 	return nil
-}
-
-// taskAck is a task's acknowledgement of a checkpoint.
-type taskAck struct {
-	handles map[string]savepoint.SubtaskState
-	descs   map[string][]savepoint.StateDescriptor
-	// final is set instead of handles for a finished task's last state,
-	// which the job master writes into each later checkpoint.
-	final []checkpoint.OperatorSnapshot
 }

@@ -77,6 +77,32 @@ func OpenLSMBackend[K comparable](kv KVStore, keySer KeySerializer[K], maxParall
 	for _, m := range known {
 		b.nextID = max(b.nextID, m.id+1)
 	}
+	// Canonical state restored into the old store and not declared before
+	// its native snapshot is in the files as raw payloads (rawKey), which
+	// only b.pending makes visible: without this, such state was neither
+	// listed nor snapshotted nor adopted when declared, and so was lost by
+	// the next checkpoint (CopyKeyGroups, the rescaling path, kept it).
+	it, err := kv.NewIter(rawKey(kgRange.Start, ""), rawKey(kgRange.End+1, ""))
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		kind, typ, payload, err := readRawValue(it.Value())
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		name := string(it.Key()[4:])
+		raw := b.pending[name]
+		if raw == nil {
+			raw = &lsmRaw{kind: kind, typ: typ}
+			b.pending[name] = raw
+		}
+		raw.count += payloadCount(payload)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
