@@ -334,7 +334,7 @@ type RetainedSnapshot struct {
 func (jm *jobMaster) refreshRetained() {
 	var out []RetainedSnapshot
 	for _, cp := range jm.coord.Retained() {
-		h := cp.Handle.(*checkpoint.Handle)
+		h := cp.Handle
 		r := RetainedSnapshot{ID: cp.ID, Kind: cp.Type.Kind, Format: cp.Type.Format, Owned: cp.Owned,
 			CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize(),
 			Added: h.Meta.CheckpointedSize(), Incremental: len(h.Meta.SharedFiles()) > 0}
@@ -582,7 +582,7 @@ func (jm *jobMaster) onEvent(ev taskEvent) {
 	case evEndOfInput:
 		jm.apply(jm.coord.EndOfInput(now, ev.task))
 	case evFinished:
-		var final any
+		var final *checkpoint.Ack
 		if ev.final != nil {
 			final = &checkpoint.Ack{Final: ev.final}
 		}
@@ -654,7 +654,7 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 	if jm.exec == nil {
 		return
 	}
-	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location.(*checkpoint.Location)}
+	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location}
 	for _, t := range a.Tasks {
 		jm.exec.tasks[t].mail.put(mail{kind: mailTrigger, b: b})
 	}
@@ -664,7 +664,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	if jm.exec == nil {
 		return // the attempt failed over in the same batch of decisions
 	}
-	loc := p.Location.(*checkpoint.Location)
+	loc := p.Location
 	md := &savepoint.Metadata{Version: savepoint.MetadataVersion, JobID: jm.jobID, JobName: jm.graph.Name,
 		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: jm.backends.name(),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
@@ -672,7 +672,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	var finals []bool
 	var werr error
 	for _, a := range p.Acks {
-		ack := *a.(*checkpoint.Ack)
+		ack := *a
 		final := ack.Final != nil
 		if final {
 			h, err := jm.storage.WriteSubtask(loc, ack.Final)
@@ -700,7 +700,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 
 func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
 	p := a.Pending
-	if loc, ok := p.Location.(*checkpoint.Location); ok {
+	if loc := p.Location; loc != nil {
 		if err := jm.storage.Discard(loc, nil); err != nil {
 			jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", p.ID, err))
 		}
@@ -754,7 +754,7 @@ type SnapshotResult struct {
 }
 
 func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
-	h := a.Checkpoint.Handle.(*checkpoint.Handle)
+	h := a.Checkpoint.Handle
 	dur := a.Checkpoint.Completed.Sub(a.Checkpoint.Triggered).Milliseconds()
 	fin := now.UnixMilli() - h.Meta.CompletionTimestamp
 	what := "checkpoint"
@@ -803,7 +803,7 @@ func (jm *jobMaster) discard(cp *checkpoint.Completed) {
 	jm.mu.Lock()
 	jm.stats.discarded(cp.ID)
 	jm.mu.Unlock()
-	h := cp.Handle.(*checkpoint.Handle)
+	h := cp.Handle
 	if err := jm.storage.Discard(h.Loc, h.Meta); err != nil {
 		jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", cp.ID, err))
 	}
@@ -852,7 +852,7 @@ func (jm *jobMaster) handleFailure(cause error) {
 func (jm *jobMaster) restartNow() {
 	var plan *restore.Plan
 	if latest := jm.coord.Latest(); latest != nil {
-		h := latest.Handle.(*checkpoint.Handle)
+		h := latest.Handle
 		r := &restore.Resolved{Dir: h.Loc.Dir, MetadataFile: filepath.Join(h.Loc.Dir, savepoint.MetadataFileName), Metadata: h.Meta}
 		// The same planning as a start with -s: one restore path.
 		p, err := PlanRestore(jm.graph, jm.fs, r, jm.allowNonRest, jm.backends.name())
@@ -939,7 +939,7 @@ func (jm *jobMaster) endCheckpoints(final JobStatus) {
 	kept := map[string]bool{}
 	defer jm.refreshRetained()
 	for _, cp := range jm.coord.Retire() {
-		h := cp.Handle.(*checkpoint.Handle)
+		h := cp.Handle
 		if cp.Owned && !keep {
 			jm.discard(cp)
 			continue

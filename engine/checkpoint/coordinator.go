@@ -46,12 +46,12 @@ type Pending struct {
 	Type      SnapshotType
 	Request   *Request // nil for periodic checkpoints
 	Triggered time.Time
-	// Acks holds each task's snapshot, as handed in by the edge.
-	Acks     map[TaskID]any
+	// Acks holds each task's acknowledgement (what it wrote).
+	Acks     map[TaskID]*Ack
 	awaiting map[TaskID]bool
 	sentTo   map[TaskID]bool
 	// Location is the edge's handle on where the checkpoint is written.
-	Location any
+	Location *Location
 }
 
 // Awaiting returns the tasks that have not acknowledged yet.
@@ -74,7 +74,7 @@ type Completed struct {
 	// and snapshots restored in NO_CLAIM or LEGACY mode.
 	Owned bool
 	// Handle is the edge's reference (directory, metadata, size).
-	Handle any
+	Handle *Handle
 }
 
 // Failure is why a checkpoint failed, with Flink's reason texts.
@@ -197,7 +197,7 @@ type Coordinator struct {
 	// finals holds the last snapshot of each finished task. Later
 	// checkpoints include it, so that restoring never re-runs finished work
 	// (a finished source subtask's split stays at its end).
-	finals map[TaskID]any
+	finals map[TaskID]*Ack
 
 	running        bool
 	nextPeriodic   time.Time
@@ -283,7 +283,7 @@ func (c *Coordinator) Pending() []*Pending {
 func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
 	c.tasks = map[TaskID]taskState{}
 	c.sources = map[TaskID]bool{}
-	c.finals = map[TaskID]any{}
+	c.finals = map[TaskID]*Ack{}
 	for _, t := range tasks {
 		c.tasks[t.ID] = taskRunning
 		if t.Source {
@@ -395,7 +395,7 @@ func (c *Coordinator) numPendingCheckpoints() int {
 func (c *Coordinator) trigger(now time.Time, typ SnapshotType, req *Request) []Action {
 	tasks, awaiting := c.triggerSet()
 	p := &Pending{ID: c.nextID, Type: typ, Request: req, Triggered: now,
-		Acks: map[TaskID]any{}, awaiting: awaiting, sentTo: map[TaskID]bool{}}
+		Acks: map[TaskID]*Ack{}, awaiting: awaiting, sentTo: map[TaskID]bool{}}
 	for t, final := range c.finals {
 		p.Acks[t] = final
 	}
@@ -578,7 +578,7 @@ func (c *Coordinator) canTrigger() error {
 }
 
 // Ack records a task's snapshot for checkpoint id.
-func (c *Coordinator) Ack(now time.Time, id int64, task TaskID, snapshot any) []Action {
+func (c *Coordinator) Ack(now time.Time, id int64, task TaskID, snapshot *Ack) []Action {
 	p, ok := c.pending[id]
 	if !ok || !p.awaiting[task] {
 		return nil // late ack of an aborted checkpoint, or a duplicate
@@ -646,7 +646,7 @@ func (c *Coordinator) liveTasks() []TaskID {
 }
 
 // Finalized reports the outcome of writing a checkpoint's metadata.
-func (c *Coordinator) Finalized(now time.Time, id int64, handle any, err error) []Action {
+func (c *Coordinator) Finalized(now time.Time, id int64, handle *Handle, err error) []Action {
 	p, ok := c.pending[id]
 	if !ok {
 		return nil
@@ -710,7 +710,7 @@ func (c *Coordinator) EndOfInput(now time.Time, task TaskID) (out []Action) {
 // TaskFinished records that a task has finished, with the snapshot it took
 // last (after its input ended). Pending and later checkpoints take that
 // snapshot as the task's state: a finished task changes no more.
-func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final any) []Action {
+func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final *Ack) []Action {
 	if s, ok := c.tasks[task]; !ok || s == taskFinished {
 		return nil // unknown task, or a duplicate
 	}

@@ -198,7 +198,7 @@ func (d *driver) exec(line string) []string {
 	case "tick":
 		return d.render(d.c.Tick(d.now))
 	case "ack":
-		return d.render(d.c.Ack(d.now, atoi(d.t, args[0]), TaskID(atoi(d.t, args[1])), arg(args, 2, "ack")))
+		return d.render(d.c.Ack(d.now, atoi(d.t, args[0]), TaskID(atoi(d.t, args[1])), ackOf(arg(args, 2, "ack"))))
 	case "decline":
 		return d.render(d.c.Decline(d.now, atoi(d.t, args[0]), TaskID(atoi(d.t, args[1])),
 			reason(d.t, arg(args, 2, "declined")), nil))
@@ -208,13 +208,13 @@ func (d *driver) exec(line string) []string {
 			err = errors.New("disk full")
 		}
 		id := atoi(d.t, args[0])
-		return d.render(d.c.Finalized(d.now, id, fmt.Sprintf("h%d", id), err))
+		return d.render(d.c.Finalized(d.now, id, handleOf(fmt.Sprintf("h%d", id)), err))
 	case "eoi":
 		return d.render(d.c.EndOfInput(d.now, TaskID(atoi(d.t, args[0]))))
 	case "finished":
-		var final any
+		var final *Ack
 		if len(args) > 1 {
-			final = args[1]
+			final = ackOf(args[1])
 		}
 		return d.render(d.c.TaskFinished(d.now, TaskID(atoi(d.t, args[0])), final))
 	case "suspend":
@@ -284,7 +284,25 @@ func (d *driver) exec(line string) []string {
 	return nil
 }
 
-func acksString(acks map[TaskID]any) string {
+// ackOf is an acknowledgement the tests tell by its label (the uid of its
+// one handle); handleOf a completed handle told by its directory.
+func ackOf(label string) *Ack {
+	return &Ack{Handles: map[string]savepoint.SubtaskState{label: {}}}
+}
+
+func labelOf(a *Ack) string {
+	if a == nil {
+		return "<nil>"
+	}
+	for uid := range a.Handles {
+		return uid
+	}
+	return "?"
+}
+
+func handleOf(label string) *Handle { return &Handle{Loc: &Location{Dir: label}} }
+
+func acksString(acks map[TaskID]*Ack) string {
 	var ids []TaskID
 	for t := range acks {
 		ids = append(ids, t)
@@ -292,7 +310,7 @@ func acksString(acks map[TaskID]any) string {
 	slices.Sort(ids)
 	s := ""
 	for _, t := range ids {
-		s += fmt.Sprintf(" %d=%v", t, acks[t])
+		s += fmt.Sprintf(" %d=%v", t, labelOf(acks[t]))
 	}
 	return s
 }
@@ -458,7 +476,7 @@ func TestCompletedResultFields(t *testing.T) {
 		> ack @13s 1 1
 		finalize 1
 	`)
-	acts := d.c.Finalized(t0.Add(15*time.Second), 1, "handle", nil)
+	acts := d.c.Finalized(t0.Add(15*time.Second), 1, handleOf("handle"), nil)
 	if len(acts) != 1 {
 		t.Fatalf("actions %v", acts)
 	}
@@ -467,7 +485,7 @@ func TestCompletedResultFields(t *testing.T) {
 		t.Fatalf("got %T", acts[0])
 	}
 	cp := c.Checkpoint
-	if cp.ID != 1 || !cp.Owned || cp.Handle != "handle" || cp.Type.Kind != savepoint.KindCheckpoint ||
+	if cp.ID != 1 || !cp.Owned || cp.Handle.Loc.Dir != "handle" || cp.Type.Kind != savepoint.KindCheckpoint ||
 		!cp.Triggered.Equal(t0.Add(10*time.Second)) || !cp.Completed.Equal(t0.Add(15*time.Second)) || c.Request != nil {
 		t.Fatalf("completed %+v, request %v", cp, c.Request)
 	}
@@ -854,7 +872,7 @@ func TestRestoredSavepointSubsumedButNotOwned(t *testing.T) {
 		> ack 7 1
 		finalize 7
 	`)
-	acts := d.c.Finalized(t0.Add(21*time.Second), 7, "h7", nil)
+	acts := d.c.Finalized(t0.Add(21*time.Second), 7, handleOf("h7"), nil)
 	c := acts[0].(Complete)
 	if len(c.Subsumed) != 1 || c.Subsumed[0].ID != 5 || c.Subsumed[0].Owned {
 		t.Fatalf("subsumed %+v, want the restored 5 with Owned=false", c.Subsumed)
@@ -1728,7 +1746,7 @@ func TestCoordinatorProperties(t *testing.T) {
 				if aw := p.Awaiting(); len(aw) > 0 && rapid.IntRange(0, 4).Draw(rt, "owed") > 0 {
 					task = rapid.SampledFrom(aw).Draw(rt, "awaitingTask")
 				}
-				m.apply(m.c.Ack(m.now, p.ID, task, fmt.Sprintf("s%d.%d", p.ID, task)))
+				m.apply(m.c.Ack(m.now, p.ID, task, ackOf(fmt.Sprintf("s%d.%d", p.ID, task))))
 			case 5: // decline
 				p := pickPending()
 				if p == nil {
@@ -1750,7 +1768,7 @@ func TestCoordinatorProperties(t *testing.T) {
 				if rapid.IntRange(0, 4).Draw(rt, "finalizeFails") == 0 {
 					err = errors.New("disk full")
 				}
-				m.apply(m.c.Finalized(m.now, id, id, err))
+				m.apply(m.c.Finalized(m.now, id, handleOf(fmt.Sprint(id)), err))
 			case 7: // end of input
 				task := anyTask.Draw(rt, "eoiTask")
 				if s, ok := m.state[task]; ok && s == taskRunning && m.running {
@@ -1759,9 +1777,9 @@ func TestCoordinatorProperties(t *testing.T) {
 				m.apply(m.c.EndOfInput(m.now, task))
 			case 8: // task finished
 				task := anyTask.Draw(rt, "finishedTask")
-				var final any
+				var final *Ack
 				if rapid.Bool().Draw(rt, "hasFinal") {
-					final = fmt.Sprintf("final%d", task)
+					final = ackOf(fmt.Sprintf("final%d", task))
 				}
 				if _, ok := m.state[task]; ok && m.running {
 					m.state[task] = taskFinished
@@ -1809,7 +1827,7 @@ func TestCoordinatorProperties(t *testing.T) {
 				id := rapid.SampledFrom(ended).Draw(rt, "lateID")
 				task := anyTask.Draw(rt, "lateTask")
 				for _, acts := range [][]Action{
-					m.c.Ack(m.now, id, task, "late"),
+					m.c.Ack(m.now, id, task, ackOf("late")),
 					m.c.Decline(m.now, id, task, ErrAsyncFailed, nil),
 					m.c.Finalized(m.now, id, nil, nil),
 				} {

@@ -32,6 +32,9 @@ func takeNative(t *testing.T, b state.Backend[string], id int64, dir string, inc
 		s.Release()
 		t.Fatalf("native TakeSnapshot %d gave a %T", id, s)
 	}
+	// Released (again: Release is idempotent) should the test fail with
+	// it open, so that its backend's store closes.
+	t.Cleanup(n.Release)
 	if r := n.KeyGroupRange(); r != b.KeyGroupRange() {
 		t.Fatalf("native snapshot %d: range %v; the backend's is %v", id, r, b.KeyGroupRange())
 	}
@@ -84,7 +87,9 @@ func copyFiles(t *testing.T, src, dst string) {
 func openCopy(t *testing.T, n *state.NativeSnapshot, dir string) *lsm.Store {
 	t.Helper()
 	copyFiles(t, n.Dir, dir)
-	st, err := lsm.Open(lsm.Options{Dir: dir, BlockCacheSize: 1 << 20, WriteBufferSize: 4 << 10})
+	// A larger write buffer than openLSM's: fewer flushes, each a file
+	// synced, which is most of these tests' time.
+	st, err := lsm.Open(lsm.Options{Dir: dir, BlockCacheSize: 1 << 20, WriteBufferSize: 1 << 20})
 	if err != nil {
 		t.Fatalf("lsm.Open on the files of %s: %v", n.Dir, err)
 	}
@@ -287,7 +292,11 @@ func TestNativeRoundTripUndeclared(t *testing.T) {
 // snapshots' files copied in (rescaling), its states declared after.
 func copiedBackend(t *testing.T, base string, r state.KeyGroupRange, snaps ...*state.NativeSnapshot) *state.LSMBackend[string] {
 	t.Helper()
-	b, _ := openLSM(t, filepath.Join(base, fmt.Sprintf("db-%d-%d", r.Start, r.End)), r)
+	st, err := lsm.Open(lsm.Options{Dir: filepath.Join(base, fmt.Sprintf("db-%d-%d", r.Start, r.End)), BlockCacheSize: 1 << 20, WriteBufferSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := state.NewLSMBackend(st, keySer, maxPar, r)
 	for i, n := range snaps {
 		src := openCopy(t, n, filepath.Join(base, fmt.Sprintf("src-%d-%d-%d", r.Start, r.End, i)))
 		err := b.CopyKeyGroups(src)
