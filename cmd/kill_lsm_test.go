@@ -158,3 +158,81 @@ func TestSharedFilesFollowRetention(t *testing.T) {
 		t.Fatalf("shared/ holds %v; the retained checkpoints %v refer to %v", present, ids, referenced)
 	}
 }
+
+// TestIncrementalAfterFullCheckpoint drives `checkpoint --full` between
+// incremental checkpoints through the CLI: the full one subsumes the one
+// before it, whose shared files go, so the next incremental checkpoint must
+// refer to none of them, and every retained checkpoint keeps all its files.
+// Compactions often replace those files before the next checkpoint, so a
+// regression shows here only sometimes; TestUploadNative (engine/checkpoint)
+// checks the contract itself every time.
+func TestIncrementalAfterFullCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	writeWords(t, filepath.Join(dir, "words.txt"), 40000, 5000)
+	ck := filepath.Join(dir, "ck")
+	run := gflinkCmd(dir, "run", "-d",
+		"-Dstate.backend.type=rocksdb",
+		"-Dexecution.checkpointing.incremental=true",
+		"-Dexecution.checkpointing.interval=50ms",
+		"-Dexecution.checkpointing.dir="+ck,
+		"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+		"wordcount", "--input", "words.txt", "--rate", "20000", "--discard")
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("run -d: %v", err)
+	}
+	jobID := string(bytes.TrimSpace(out[bytes.LastIndexByte(bytes.TrimSpace(out), ' ')+1:]))
+	jobDir := filepath.Join(ck, jobID)
+	waitChk := func(id int64) {
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(savepoint.CheckpointDir(jobDir, id), savepoint.MetadataFileName)); err == nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("no chk-%d within 60 s", id)
+	}
+	waitChk(3)
+	full, err := gflinkCmd(dir, "checkpoint", "--full", jobID).CombinedOutput()
+	if err != nil {
+		t.Fatalf("checkpoint --full: %v\n%s", err, full)
+	}
+	// Each checkpoint after the full one, checked as soon as it completes
+	// (before compactions replace the files it refers to): a retained one
+	// must have every file. One that fails the check but has lost its
+	// _metadata meanwhile was subsumed, not broken.
+	ids, _ := restore.CheckpointIDs(vfs.Default, jobDir)
+	for id := ids[len(ids)-1] + 1; id <= ids[len(ids)-1]+5; id++ {
+		waitChk(id)
+		chk := savepoint.CheckpointDir(jobDir, id)
+		r, err := restore.Resolve(vfs.Default, chk)
+		if err != nil {
+			continue // subsumed already
+		}
+		if err := restore.VerifyStateFiles(vfs.Default, r.Dir, r.Metadata); err != nil {
+			if _, serr := os.Stat(filepath.Join(chk, savepoint.MetadataFileName)); serr == nil {
+				t.Fatalf("chk-%d, retained, after a full checkpoint: %v", id, err)
+			}
+		}
+	}
+	if out, err := gflinkCmd(dir, "cancel", jobID).CombinedOutput(); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	ids, err = restore.CheckpointIDs(vfs.Default, jobDir)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("retained %v, %v", ids, err)
+	}
+	for _, id := range ids {
+		r, err := restore.Resolve(vfs.Default, savepoint.CheckpointDir(jobDir, id))
+		if err != nil {
+			t.Fatalf("chk-%d: %v", id, err)
+		}
+		if err := restore.VerifyStateFiles(vfs.Default, r.Dir, r.Metadata); err != nil {
+			t.Fatalf("retained chk-%d after a full checkpoint: %v", id, err)
+		}
+	}
+}

@@ -275,7 +275,11 @@ func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedS
 		}
 		h.Files = append(h.Files, f)
 	}
-	if incremental && n.Uploaded != nil {
+	// Every checkpoint says what it shares, a full one nothing: the next
+	// incremental checkpoint refers only to the last completed one's files
+	// (an older one's may be deleted once the last one subsumes it).
+	// Savepoints say nothing: they subsume no checkpoint.
+	if loc.Type.Kind == savepoint.KindCheckpoint && n.Uploaded != nil {
 		n.Uploaded(shared)
 	}
 	return &savepoint.KeyedStateHandle{Native: h}, size, nil

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gflink/gflink/savepoint"
@@ -149,5 +150,84 @@ func TestWriteSubtaskEncoderPanicLeavesNoFile(t *testing.T) {
 	}()
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// TestUploadNative: an incremental checkpoint uploads SST files to
+// shared/ unless an earlier checkpoint did, everything else into its own
+// directory; every checkpoint — a full one too, with nothing — says what it
+// shares (so that the next incremental one refers only to its files), and
+// a savepoint says nothing and shares nothing.
+func TestUploadNative(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "ck")
+	s := &Storage{FS: vfs.Default, JobDir: savepoint.JobCheckpointDir(base, "job"), JobID: "job"}
+	if err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	local := t.TempDir()
+	for name, body := range map[string]string{"000004.sst": "old sst", "000009.sst": "new sst", "MANIFEST-000001": "manifest"} {
+		if err := os.WriteFile(filepath.Join(local, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(id int64, kind string, incremental bool) (savepoint.SubtaskState, map[string]string, bool) {
+		t.Helper()
+		loc, err := s.Location(id, SnapshotType{Kind: kind, Format: savepoint.FormatNative}, filepath.Join(base, "sp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]string
+		called := false
+		n := &NativeFiles{Wait: func() error { return nil }, Dir: local, BackendID: "b1", Incremental: incremental,
+			Shared:   func(name string) (string, bool) { return "../shared/b0-000004.sst", name == "000004.sst" },
+			Uploaded: func(m map[string]string) { got, called = m, true }}
+		h, err := s.WriteSubtask(loc, []OperatorSnapshot{{UID: "counter", Keyed: true, Start: 0, End: 127, Native: n}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h["counter"], got, called
+	}
+	st, shared, called := write(1, savepoint.KindCheckpoint, true)
+	files := map[string]savepoint.NativeFile{}
+	for _, f := range st.Keyed.Native.Files {
+		files[f.Name] = f
+	}
+	if f := files["000004.sst"]; f.Path != "../shared/b0-000004.sst" || f.Added {
+		t.Errorf("an SST an earlier checkpoint uploaded: %+v; want referred to, not added", f)
+	}
+	if f := files["000009.sst"]; f.Path != "../shared/b1-000009.sst" || !f.Added {
+		t.Errorf("a new SST: %+v; want uploaded to shared/", f)
+	}
+	if _, err := os.Stat(filepath.Join(s.JobDir, "shared", "b1-000009.sst")); err != nil {
+		t.Errorf("the new SST is not in shared/: %v", err)
+	}
+	if f := files["MANIFEST-000001"]; f.Path != "b1-MANIFEST-000001" || !f.Added {
+		t.Errorf("the manifest: %+v; want in the checkpoint's own directory", f)
+	}
+	if !called || len(shared) != 2 {
+		t.Errorf("uploaded %v (called %v); want both SSTs", shared, called)
+	}
+	if st.Bytes != int64(len("old sst")+len("new sst")+len("manifest")) {
+		t.Errorf("state size %d; want every file's", st.Bytes)
+	}
+	// A full checkpoint shares nothing, and says so.
+	st, shared, called = write(2, savepoint.KindCheckpoint, false)
+	if !called || len(shared) != 0 {
+		t.Errorf("a full checkpoint told uploaded %v (called %v); want an empty map", shared, called)
+	}
+	for _, f := range st.Keyed.Native.Files {
+		if strings.HasPrefix(f.Path, "..") || !f.Added {
+			t.Errorf("a full checkpoint's file %+v is not its own", f)
+		}
+	}
+	// A savepoint is self-contained and tells nothing.
+	st, _, called = write(3, savepoint.KindSavepoint, true)
+	if called {
+		t.Error("a savepoint told what it shares")
+	}
+	for _, f := range st.Keyed.Native.Files {
+		if strings.HasPrefix(f.Path, "..") {
+			t.Errorf("a savepoint refers to %s", f.Path)
+		}
 	}
 }
