@@ -236,7 +236,9 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 	}
 	n := &NativeSnapshot{kgRange: b.kgRange, Dir: dir, BackendID: nkv.ID(), Incremental: incremental, res: res}
 	n.done = func() {
-		removeDir(dir)
+		if removeDir != nil {
+			removeDir(dir)
+		}
 		b.released()
 	}
 	n.uploaded = func(shared map[string]string) { b.Uploaded(id, shared) }
