@@ -102,6 +102,11 @@ type Store struct {
 	buf      map[string]*op
 	bufBytes int
 	limit    int
+	// last is the buffered op Get found last, under lastKey: a state's
+	// read-modify-write (Value, then Update) then writes without looking
+	// the key up again.
+	last    *op
+	lastKey []byte
 	// inflight is the buffer being applied, nil when none; done is closed
 	// once it is in Pebble (and its snapshot, if asked for, taken).
 	inflight map[string]*op
@@ -181,10 +186,14 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	// Merge operands found on the way down, newest first.
 	var pending [][]byte
+	s.last = nil
 	for i, m := range [2]map[string]*op{s.buf, s.inflight} {
 		o := m[string(key)]
 		if o == nil {
 			continue
+		}
+		if i == 0 {
+			s.last, s.lastKey = o, append(s.lastKey[:0], key...)
 		}
 		if i == 1 && o.kind == opMerge {
 			// Operands are not idempotent: read them from Pebble once the
@@ -229,7 +238,12 @@ func appendOperands(dst []byte, newestFirst [][]byte) []byte {
 }
 
 func (s *Store) put(key []byte, kind opKind, value []byte) error {
-	o := s.buf[string(key)]
+	var o *op
+	if s.last != nil && string(key) == string(s.lastKey) {
+		o = s.last
+	} else {
+		o = s.buf[string(key)]
+	}
 	if o == nil {
 		o = &op{}
 		s.buf[string(key)] = o
@@ -322,6 +336,7 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		}
 	}
 	s.inflight, s.buf, s.bufBytes = s.buf, map[string]*op{}, 0
+	s.last = nil // it was in the buffer handed over
 	done := make(chan struct{})
 	s.done = done
 	go func() {
