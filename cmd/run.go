@@ -441,6 +441,10 @@ func claimNotice(r *restore.Resolved, mode string, conf *config.Configuration) s
 	case engine.ClaimModeClaim:
 		n, _ := checkpoint.NumRetained.Get(conf)
 		retention, _ := checkpoint.Retention.Get(conf)
+		if shared := r.Metadata.SharedFiles(); len(shared) > 0 {
+			// An incremental checkpoint: its shared files are claimed too.
+			return fmt.Sprintf("Restoring from %s in CLAIM mode: the job owns it now and deletes it once %d newer checkpoint(s) complete (execution.checkpointing.num-retained), or when the job ends as %s says; the %d shared file(s) it refers to become the job's too, and each is deleted once no checkpoint of the job refers to it — other checkpoints of the old job that refer to them cannot be restored after that.", ptr, max(n, 1), retention, len(shared))
+		}
 		return fmt.Sprintf("Restoring from %s in CLAIM mode: the job owns it now and deletes it once %d newer checkpoint(s) complete (execution.checkpointing.num-retained), or when the job ends as %s says; nothing else beside it is touched.", ptr, max(n, 1), retention)
 	case engine.ClaimModeLegacy:
 		return fmt.Sprintf("Restoring from %s in LEGACY mode: gflink never deletes it.", ptr)

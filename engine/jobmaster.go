@@ -284,9 +284,15 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if jm.plan != nil {
 		md := jm.plan.Meta
 		jm.stats.restored(md, jm.plan.Dir, jm.clock())
-		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: o.ClaimMode == ClaimModeClaim,
-			Type:   checkpoint.SnapshotType{Kind: md.Kind, Format: md.Format},
-			Handle: &checkpoint.Handle{Loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, Meta: md}})
+		h := &checkpoint.Handle{Loc: &checkpoint.Location{ID: md.CheckpointID, Dir: jm.plan.Dir}, Meta: md}
+		claimed := o.ClaimMode == ClaimModeClaim
+		jm.coord.AddRestored(&checkpoint.Completed{ID: md.CheckpointID, Owned: claimed,
+			Type: checkpoint.SnapshotType{Kind: md.Kind, Format: md.Format}, Handle: h})
+		if claimed && md.Kind == savepoint.KindCheckpoint {
+			// Its shared files are the job's now: deleted once no
+			// retained checkpoint refers to them.
+			jm.storage.Register(md.CheckpointID, h.Loc, md)
+		}
 	}
 	if cfg.Enabled() {
 		if err := jm.storage.Init(); err != nil {
@@ -306,7 +312,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 			keyed += n.parallelism
 		}
 	}
-	if jm.backends, err = newStateBackends(c, jm.jobID, restored, keyed, jm.log); err != nil {
+	if jm.backends, err = newStateBackends(c, jm.jobID, jm.storage.JobDir, restored, o.ClaimMode == ClaimModeClaim, keyed, jm.log); err != nil {
 		return nil, err
 	}
 	return jm, nil

@@ -25,6 +25,11 @@ type stateBackends struct {
 	kind        string
 	incremental bool        // execution.checkpointing.incremental
 	dir         *lsm.JobDir // rocksdb only
+	// jobDir is the job's checkpoint directory, and claim whether the job
+	// was restored in CLAIM mode: then an incremental checkpoint may refer
+	// to the restored checkpoint's shared files.
+	jobDir string
+	claim  bool
 	cacheSize   int64
 	writeBuffer int64
 	// cache is the block cache all the job's LSMs share (managed memory),
@@ -37,12 +42,12 @@ type stateBackends struct {
 // job's working directory (removing those that killed processes left).
 // subtasks is the number of keyed subtasks, among which managed memory is
 // split.
-func newStateBackends(c *config.Configuration, jobID, restored string, subtasks int, log *slog.Logger) (*stateBackends, error) {
+func newStateBackends(c *config.Configuration, jobID, jobDir, restored string, claim bool, subtasks int, log *slog.Logger) (*stateBackends, error) {
 	kind, err := StateBackend.Get(c)
 	if err != nil {
 		return nil, err
 	}
-	b := &stateBackends{kind: kind}
+	b := &stateBackends{kind: kind, jobDir: jobDir, claim: claim && restored != ""}
 	if kind != StateBackendRocksDB {
 		return b, nil
 	}
@@ -97,11 +102,13 @@ func newStateBackends(c *config.Configuration, jobID, restored string, subtasks 
 		mem = fmt.Sprintf("managed memory: a block cache of %s shared by all subtasks, write buffers %s per subtask", config.MemorySize(b.cacheBudget), config.MemorySize(b.writeBuffer))
 	}
 	log.Info("Using the embedded LSM state backend (Pebble) for state.backend.type=rocksdb", "dir", dir.Path(), "memory", mem)
-	if b.incremental && restored != "" {
-		// The restored files are opened under a new store, so the first
-		// checkpoint uploads them all: it refers to nothing of the
-		// restored snapshot, whatever the claim mode.
-		log.Info("The first checkpoint after restoring " + restored + " will be full: incremental checkpoints refer to nothing of a restored snapshot, so it may be deleted (NO_CLAIM) or discarded (CLAIM) once that checkpoint completes.")
+	switch {
+	case b.incremental && b.claim:
+		log.Info("Incremental checkpoints may refer to the shared files of " + restored + " (CLAIM): the job owns them now and deletes each once no checkpoint of the job refers to it; subtasks restored at another parallelism upload their state anew.")
+	case b.incremental && restored != "":
+		// Not CLAIM: the restored files are not the job's, so the first
+		// checkpoint uploads everything and refers to nothing of them.
+		log.Info("The first checkpoint after restoring " + restored + " will be full: it refers to nothing of the restored snapshot, which may be deleted once that checkpoint completes.")
 	}
 	return b, nil
 }
@@ -184,6 +191,9 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 			store.Close()
 			return nil, fmt.Errorf("restore operator %s (subtask %d): %w", uid, subtask, err)
 		}
+		if b.incremental && b.claim && b.jobDir != "" {
+			be.SeedShared(claimedShared(snapDir, native[0].Handle, b.jobDir))
+		}
 		return be, nil
 	}
 	store, err := open(dir)
@@ -198,6 +208,31 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 		}
 	}
 	return be, nil
+}
+
+// claimedShared returns where the restored checkpoint's shared SST files
+// are, relative to a checkpoint directory of the job in jobDir: a CLAIM
+// restore lets the job's incremental checkpoints refer to them. Files that
+// cannot be referred to that way (another base directory, or private to
+// the restored checkpoint, which CLAIM deletes once subsumed) are left
+// out: the first checkpoint uploads them again.
+func claimedShared(snapDir string, h *savepoint.NativeStateHandle, jobDir string) map[string]string {
+	out := map[string]string{}
+	for _, f := range h.Files {
+		if !strings.HasPrefix(filepath.ToSlash(f.Path), "../") {
+			continue // in the restored checkpoint's own directory
+		}
+		chk := filepath.Join(jobDir, savepoint.CheckpointDirPrefix+"0")
+		rel, err := filepath.Rel(chk, filepath.Join(snapDir, f.Path))
+		if err != nil {
+			continue
+		}
+		if _, err := savepoint.NativeFilePath(chk, savepoint.NativeFile{Path: rel}); err != nil {
+			continue // not a shared/ directory beside this job's
+		}
+		out[f.Name] = rel
+	}
+	return out
 }
 
 // download copies the native files of a snapshot into dir.

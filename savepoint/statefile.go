@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -201,9 +202,20 @@ func (r *BlockReader) open(rel string) (*stateFile, error) {
 	return sf, nil
 }
 
-// isSharedRef reports whether rel points into the job's shared/ directory,
-// the only place outside its own directory a checkpoint may reference.
+// isSharedRef reports whether rel points into a shared/ directory: the
+// job's own ("../shared/<file>"), or, for a job restored in CLAIM mode
+// from another job's incremental checkpoint, that job's beside it
+// ("../../<jobId>/shared/<file>"). These are the only places outside its
+// own directory a checkpoint may reference.
 func isSharedRef(rel string) bool {
-	clean := filepath.Clean(rel)
-	return filepath.Dir(filepath.Dir(clean)) == ".." && filepath.Base(filepath.Dir(clean)) == SharedDirName
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/")
+	switch len(parts) {
+	case 3:
+		return parts[0] == ".." && parts[1] == SharedDirName && isPlainName(parts[2])
+	case 5:
+		return parts[0] == ".." && parts[1] == ".." && isPlainName(parts[2]) && parts[3] == SharedDirName && isPlainName(parts[4])
+	}
+	return false
 }
+
+func isPlainName(s string) bool { return s != "" && s != "." && s != ".." }

@@ -405,15 +405,20 @@ func (s *Storage) Finalize(loc *Location, md *savepoint.Metadata) error {
 	return savepoint.WriteMetadata(s.FS, loc.Dir, md)
 }
 
-// Register records the shared files a completed checkpoint of this job
-// refers to.
+// Register records the shared files a completed checkpoint refers to: one
+// of the job's own, or the checkpoint a CLAIM restore made the job's (whose
+// files may lie in the old job's shared/ directory beside this one's).
 func (s *Storage) Register(id int64, loc *Location, md *savepoint.Metadata) {
-	if s.JobDir == "" || loc.Dir == "" || filepath.Dir(loc.Dir) != s.JobDir {
-		return // not one of the job's own checkpoints
+	if s.JobDir == "" || loc.Dir == "" {
+		return
 	}
 	var files []string
 	for _, f := range md.SharedFiles() {
-		files = append(files, filepath.Join(filepath.Base(loc.Dir), f)) // relative to the job directory
+		rel, err := filepath.Rel(s.JobDir, filepath.Join(loc.Dir, f)) // relative to the job directory
+		if err != nil {
+			continue
+		}
+		files = append(files, rel)
 	}
 	s.Shared.Register(id, files)
 }

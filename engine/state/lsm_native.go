@@ -250,6 +250,16 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 	return n, nil
 }
 
+// SeedShared makes the files of a restored incremental checkpoint (file name
+// -> where it is shared, relative to a checkpoint directory of this job)
+// what the next incremental checkpoint may refer to: a CLAIM restore, in
+// which the restored checkpoint's files become the job's own.
+func (b *LSMBackend[K]) SeedShared(shared map[string]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.confirmed = shared
+}
+
 // Uploaded records where the SST files of checkpoint id are shared, once
 // its upload is done; they become referable when the checkpoint completes.
 func (b *LSMBackend[K]) Uploaded(id int64, shared map[string]string) {

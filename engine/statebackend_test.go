@@ -1,0 +1,34 @@
+package engine
+
+import (
+	"maps"
+	"path/filepath"
+	"testing"
+
+	"github.com/gflink/gflink/savepoint"
+)
+
+// A CLAIM restore lets incremental checkpoints refer to the restored
+// checkpoint's shared SST files, by paths relative to the new job's
+// checkpoint directories; its private files, and shared files in another
+// base directory, are uploaded again instead.
+func TestClaimedShared(t *testing.T) {
+	base := "/ck"
+	old := filepath.Join(base, "0123456789abcdef0123456789abcdef", "chk-7")
+	h := &savepoint.NativeStateHandle{BackendID: "b1", Files: []savepoint.NativeFile{
+		{Name: "000004.sst", Path: "../shared/b0-000004.sst"},
+		{Name: "000009.sst", Path: "../shared/b1-000009.sst"},
+		{Name: "MANIFEST-000001", Path: "b1-MANIFEST-000001"},
+	}}
+	got := claimedShared(old, h, filepath.Join(base, "fedcba9876543210fedcba9876543210"))
+	want := map[string]string{
+		"000004.sst": "../../0123456789abcdef0123456789abcdef/shared/b0-000004.sst",
+		"000009.sst": "../../0123456789abcdef0123456789abcdef/shared/b1-000009.sst",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("claimed %v; want %v", got, want)
+	}
+	if got := claimedShared(old, h, "/elsewhere/fedcba9876543210fedcba9876543210"); len(got) != 0 {
+		t.Errorf("from another base directory: claimed %v; want nothing", got)
+	}
+}
