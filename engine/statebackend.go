@@ -28,8 +28,8 @@ type stateBackends struct {
 	// jobDir is the job's checkpoint directory, and claim whether the job
 	// was restored in CLAIM mode: then an incremental checkpoint may refer
 	// to the restored checkpoint's shared files.
-	jobDir string
-	claim  bool
+	jobDir      string
+	claim       bool
 	cacheSize   int64
 	writeBuffer int64
 	// cache is the block cache all the job's LSMs share (managed memory),
