@@ -568,9 +568,11 @@ func incrementalRatio(scratch string) {
 			b.SetCurrentKey(connectors.Word(i))
 			v.Update(int64(i))
 		}
+		var snaps []*state.NativeSnapshot
 		snap := func(id int64) (map[string]int64, time.Duration) {
 			start := time.Now()
 			n, err := b.TakeNativeSnapshot(id, filepath.Join(dir, fmt.Sprint("chk-", id)), true, os.RemoveAll)
+			snaps = append(snaps, n)
 			check(err)
 			check(n.Wait())
 			files := map[string]int64{}
@@ -619,6 +621,11 @@ func incrementalRatio(scratch string) {
 		rinc = append(rinc, (tInc+upInc).Seconds()/(tFull+upFull).Seconds())
 		fmt.Printf("# round %d: full %d MB in %v (+ upload %v); after 1%% of keys updated: %d of %d KB added, in %v (+ upload %v)\n",
 			r+1, total>>20, tFull.Round(time.Millisecond), upFull.Round(time.Millisecond), added>>10, total>>10, tInc.Round(time.Millisecond), upInc.Round(time.Millisecond))
+		// The store closes once its snapshots are released, and only then
+		// may its directory go (Pebble still compacts until it is closed).
+		for _, n := range snaps {
+			n.Release()
+		}
 		check(b.Dispose())
 		os.RemoveAll(dir)
 	}
