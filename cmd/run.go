@@ -441,7 +441,7 @@ func claimNotice(r *restore.Resolved, mode string, conf *config.Configuration) s
 	case engine.ClaimModeClaim:
 		n, _ := checkpoint.NumRetained.Get(conf)
 		retention, _ := checkpoint.Retention.Get(conf)
-		if shared := r.Metadata.SharedFiles(); len(shared) > 0 {
+		if shared := sharedFilesOf(r); len(shared) > 0 {
 			// An incremental checkpoint: its shared files are claimed too.
 			return fmt.Sprintf("Restoring from %s in CLAIM mode: the job owns it now and deletes it once %d newer checkpoint(s) complete (execution.checkpointing.num-retained), or when the job ends as %s says; the %d shared file(s) it refers to become the job's too, and each is deleted once no checkpoint of the job refers to it — other checkpoints of the old job that refer to them cannot be restored after that.", ptr, max(n, 1), retention, len(shared))
 		}
@@ -609,4 +609,12 @@ func causeChain(err error) []string {
 		break
 	}
 	return lines
+}
+
+// sharedFilesOf lists the shared files a resolved snapshot refers to.
+func sharedFilesOf(r *restore.Resolved) []string {
+	if r.Metadata == nil {
+		return nil
+	}
+	return r.Metadata.SharedFiles()
 }
