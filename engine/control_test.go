@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/restore"
@@ -31,7 +30,7 @@ func fileSinkJob(t *testing.T, r wcRun, out string) *engine.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := config.New()
+	c := newTestConfig(t)
 	for k, v := range r.conf {
 		c.SetString(k, v, "test")
 	}

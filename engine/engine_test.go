@@ -2,10 +2,13 @@ package engine_test
 
 import (
 	"bytes"
+	"cmp"
+	"flag"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -58,6 +61,22 @@ func (r wcRun) generator() *connectors.WordGenerator {
 	return &connectors.WordGenerator{Lines: r.lines, Distinct: r.distinct, Seed: 3, WordsPerLine: 10, Rate: r.rate}
 }
 
+// stateBackend runs these tests' jobs on a chosen state backend:
+// TestEngineTestsOnRocksDB runs them again, in a child process, with
+// -state.backend=rocksdb.
+var stateBackend = flag.String("state.backend", "", "run the engine tests' jobs on this state backend (hashmap or rocksdb)")
+
+// newTestConfig is an empty configuration but for the chosen backend.
+func newTestConfig(t testing.TB) *config.Configuration {
+	c := config.New()
+	if *stateBackend != "" {
+		c.SetString("state.backend.type", *stateBackend, "test")
+		c.SetString("state.backend.rocksdb.localdir", t.TempDir(), "test")
+		c.SetString("taskmanager.memory.managed.size", "32 mb", "test")
+	}
+	return c
+}
+
 // run runs word count with a print sink into a buffer.
 func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 	t.Helper()
@@ -69,7 +88,7 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := config.New()
+	c := newTestConfig(t)
 	for k, v := range r.conf {
 		c.SetString(k, v, "test")
 	}
@@ -259,6 +278,9 @@ func TestRetainedCheckpointRestores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := cmp.Or(*stateBackend, "hashmap"); resolved.Metadata.Backend != want {
+				t.Fatalf("the checkpoint was written by the %q backend; want %q", resolved.Metadata.Backend, want)
+			}
 			second := base
 			ckDir := t.TempDir()
 			second.conf = checkpointConf(ckDir, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
@@ -375,7 +397,7 @@ func TestCancelAppliesRetention(t *testing.T) {
 				src := &connectors.WordGenerator{Distinct: 100, Seed: 1, Rate: 100_000} // unbounded
 				jobs.WordCountPipeline(engine.FromSource[string](env, src, "gen").UID("source")).Print().UID("sink")
 				g, _ := env.Build()
-				c := config.New()
+				c := newTestConfig(t)
 				for k, v := range checkpointConf(dir, "execution.checkpointing.externalized-checkpoint-retention", tc.retention) {
 					c.SetString(k, v, "test")
 				}
@@ -482,7 +504,7 @@ func TestTimersSurviveFailures(t *testing.T) {
 		lines := engine.FromSource[string](env, src, "gen").UID("source")
 		engine.Process(engine.KeyBy(lines, func(s string) string { return s }), &timerFn{}).UID("timers").Print()
 		g, _ := env.Build()
-		c := config.New()
+		c := newTestConfig(t)
 		for k, v := range checkpointConf(t.TempDir(), "fault-injection.fail-after-records", "150", "fault-injection.max-failures", "2") {
 			c.SetString(k, v, "test")
 		}
@@ -662,7 +684,7 @@ func TestSuppressRestartsFailsTheJobOnce(t *testing.T) {
 		return v
 	}).Name("mapper").Print()
 	g, _ := env.Build()
-	c := config.New()
+	c := newTestConfig(t)
 	c.SetString("restart-strategy.type", "fixed-delay", "test")
 	c.SetString("restart-strategy.fixed-delay.attempts", "100", "test")
 	c.SetString("restart-strategy.fixed-delay.delay", "0s", "test")
@@ -731,7 +753,7 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := config.New()
+	c := newTestConfig(t)
 	for k, v := range checkpointConf(t.TempDir()) {
 		c.SetString(k, v, "test")
 	}
@@ -764,5 +786,33 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 	}
 	if got := strings.Join(seq, " "); got != "CREATED RUNNING FINISHED" {
 		t.Fatalf("statuses %s; want CREATED RUNNING FINISHED", got)
+	}
+}
+
+// TestEngineTestsOnRocksDB runs the engine's fault-injection and restore
+// tests again with the rocksdb backend, in a child process of this test
+// binary (the backend is chosen by a flag): exactly-once under injected
+// failures at p=1 and p=4, retained checkpoints restored, checkpoint ids
+// continuing, failing checkpoint storage, retention on cancel, timers
+// across failures, stop-with-savepoint continuing exactly once, and more.
+func TestEngineTestsOnRocksDB(t *testing.T) {
+	if *stateBackend != "" {
+		t.Skip("running on a chosen backend already")
+	}
+	if testing.Short() {
+		t.Skip("-short: the engine tests run once, on hashmap")
+	}
+	tests := "^(TestWordCountWithoutFailures|TestExactlyOnceUnderInjectedFailures|TestAtLeastOnceNeverCountsLess|" +
+		"TestNoRestartStrategyFailsTheJob|TestRetainedCheckpointRestores|TestRestoredCheckpointIDsContinue|" +
+		"TestFailingCheckpointStorage|TestCancelAppliesRetention|TestTimersSurviveFailures|TestJobManagerStorageRecovers|" +
+		"TestCheckpointsAfterTasksFinishDisabled|TestFinalCheckpointDoesNotWaitForTheInterval|TestNoCheckpointingIsAtMostOnce|" +
+		"TestSuppressRestartsFailsTheJobOnce|TestRunningOnlyAfterStateRestored|TestStopWithSavepointContinuesExactlyOnce|TestSavepointErrors)$"
+	cmd := exec.Command(os.Args[0], "-test.run="+tests, "-test.count=1", "-test.v", "-state.backend=rocksdb")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the engine tests on rocksdb failed: %v\n%s", err, out)
+	}
+	if n := bytes.Count(out, []byte("--- PASS")); n < 17 {
+		t.Fatalf("only %d tests passed on rocksdb:\n%s", n, out)
 	}
 }
