@@ -3,9 +3,9 @@ package engine_test
 import (
 	"bytes"
 	"cmp"
-	"flag"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"

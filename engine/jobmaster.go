@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	mrand "math/rand/v2"
 	"path/filepath"
@@ -935,13 +934,7 @@ func (jm *jobMaster) stopAttempt(reason error) {
 // script listing the checkpoint directory next) must find the policy
 // applied, not files still being deleted.
 func (jm *jobMaster) endCheckpoints(final JobStatus) {
-	keep := false
-	switch final {
-	case StatusFailed:
-		keep = jm.cpCfg.Retention != checkpoint.NoExternalized
-	case StatusCanceled:
-		keep = jm.cpCfg.Retention == checkpoint.RetainOnCancellation
-	}
+	keep := checkpoint.KeepOnEnd(final == StatusFailed, final == StatusCanceled, jm.cpCfg.Retention)
 	kept := map[string]bool{}
 	defer jm.refreshRetained()
 	for _, cp := range jm.coord.Retire() {
@@ -957,37 +950,7 @@ func (jm *jobMaster) endCheckpoints(final JobStatus) {
 			}
 		}
 	}
-	jobDir := jm.storage.JobDir
-	if jobDir == "" {
-		return
-	}
-	// No checkpoint is being written any more: shared files no retained
-	// checkpoint refers to (uploads of checkpoints that failed) go.
-	if err := jm.storage.SweepShared(); err != nil {
+	if err := jm.storage.CleanUp(kept); err != nil {
 		jm.log.Warn(fmt.Sprintf("Could not delete unreferenced shared files: %v", err))
-	}
-	ids, err := restore.CheckpointIDs(jm.fs, jobDir)
-	if err != nil {
-		return
-	}
-	for _, id := range ids {
-		dir := savepoint.CheckpointDir(jobDir, id)
-		if kept[dir] {
-			continue
-		}
-		if _, err := jm.fs.Stat(filepath.Join(dir, savepoint.MetadataFileName)); errors.Is(err, fs.ErrNotExist) {
-			jm.fs.RemoveAll(dir)
-		}
-	}
-	// Remove the job directory when nothing is left in it but the empty
-	// shared/ and taskowned/ directories.
-	for _, sub := range []string{savepoint.SharedDirName, savepoint.TaskOwnedDirName} {
-		jm.fs.Remove(filepath.Join(jobDir, sub)) // fails, harmlessly, if not empty
-	}
-	jm.fs.Remove(jobDir)
-	if _, err := jm.fs.Stat(jobDir); err == nil {
-		for _, sub := range []string{savepoint.SharedDirName, savepoint.TaskOwnedDirName} {
-			jm.fs.MkdirAll(filepath.Join(jobDir, sub), 0o755)
-		}
 	}
 }

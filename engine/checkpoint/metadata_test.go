@@ -36,3 +36,23 @@ func TestAssembleOperators(t *testing.T) {
 		t.Error("every subtask finished, but the operator is not")
 	}
 }
+
+func TestKeepOnEnd(t *testing.T) {
+	for _, tc := range []struct {
+		failed, canceled bool
+		retention        string
+		want             bool
+	}{
+		{false, false, RetainOnCancellation, false}, // finished: never kept
+		{true, false, NoExternalized, false},
+		{true, false, DeleteOnCancellation, true},
+		{true, false, RetainOnCancellation, true},
+		{false, true, DeleteOnCancellation, false},
+		{false, true, RetainOnCancellation, true},
+		{false, true, NoExternalized, false},
+	} {
+		if got := KeepOnEnd(tc.failed, tc.canceled, tc.retention); got != tc.want {
+			t.Errorf("KeepOnEnd(failed=%v, canceled=%v, %s) = %v; want %v", tc.failed, tc.canceled, tc.retention, got, tc.want)
+		}
+	}
+}

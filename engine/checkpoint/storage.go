@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -464,4 +465,58 @@ func (s *Storage) Discard(loc *Location, md *savepoint.Metadata) error {
 		return s.FS.RemoveAll(loc.Dir)
 	}
 	return savepoint.Discard(s.FS, loc.Dir, md)
+}
+
+// KeepOnEnd says whether a job's own retained checkpoints outlive it
+// (execution.checkpointing.externalized-checkpoint-retention): kept when
+// it failed, unless never externalized; when cancelled, only with
+// RETAIN_ON_CANCELLATION; never when it finished.
+func KeepOnEnd(failed, canceled bool, r string) bool {
+	switch {
+	case failed:
+		return r != NoExternalized
+	case canceled:
+		return r == RetainOnCancellation
+	}
+	return false
+}
+
+// CleanUp tidies the job's checkpoint directory once the job has ended and
+// no checkpoint is being written: shared files no retained checkpoint
+// refers to (uploads of checkpoints that failed) and chk-N directories
+// without _metadata (checkpoints that never completed) go, but not those
+// in keep; then the job directory itself, if nothing else is left in it.
+func (s *Storage) CleanUp(keep map[string]bool) error {
+	if s.JobDir == "" {
+		return nil
+	}
+	err := s.SweepShared()
+	ents, rerr := s.FS.ReadDir(s.JobDir)
+	if rerr != nil {
+		return err
+	}
+	for _, e := range ents {
+		if _, ok := savepoint.ParseCheckpointDirName(e.Name()); !ok {
+			continue
+		}
+		dir := filepath.Join(s.JobDir, e.Name())
+		if keep[dir] {
+			continue
+		}
+		if _, serr := s.FS.Stat(filepath.Join(dir, savepoint.MetadataFileName)); errors.Is(serr, fs.ErrNotExist) {
+			s.FS.RemoveAll(dir)
+		}
+	}
+	// The job directory goes when nothing is left in it but the empty
+	// shared/ and taskowned/ directories.
+	for _, sub := range []string{savepoint.SharedDirName, savepoint.TaskOwnedDirName} {
+		s.FS.Remove(filepath.Join(s.JobDir, sub)) // fails, harmlessly, if not empty
+	}
+	s.FS.Remove(s.JobDir)
+	if _, serr := s.FS.Stat(s.JobDir); serr == nil {
+		for _, sub := range []string{savepoint.SharedDirName, savepoint.TaskOwnedDirName} {
+			s.FS.MkdirAll(filepath.Join(s.JobDir, sub), vfs.PrivateDirMode)
+		}
+	}
+	return err
 }
