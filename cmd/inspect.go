@@ -82,7 +82,7 @@ func runInspect(f *Factory, o *InspectOptions) error {
 	res := map[string]any{"path": savepoint.URI(r.Dir), "jobId": m.JobID, "jobName": m.JobName,
 		"checkpointId": m.CheckpointID, "kind": m.Kind, "format": m.Format, "stateBackend": m.Backend,
 		"maxParallelism": maxPar, "formatVersion": m.Version, "triggerTimestamp": m.TriggerTimestamp,
-		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "checkpointedSize": m.CheckpointedSize(), "sharedFiles": len(m.SharedFiles()), "operators": ops, "intact": verr == nil}
+		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "checkpointedSize": m.CheckpointedSize(), "sharedFiles": sharedOrEmpty(m.SharedFiles()), "operators": ops, "intact": verr == nil}
 	if verr != nil {
 		res["damage"] = verr.Error()
 	}
@@ -134,9 +134,24 @@ func runInspect(f *Factory, o *InspectOptions) error {
 			}
 			tw.Flush()
 		}
+		if shared := m.SharedFiles(); len(shared) > 0 {
+			// Which files of the job's shared/ directory this checkpoint
+			// needs: deleting one breaks it.
+			fmt.Fprintf(w, "\nShared files it refers to (relative to its directory):\n")
+			for _, f := range shared {
+				fmt.Fprintf(w, "  %s\n", f)
+			}
+		}
 	}
 	if verr != nil {
 		return &SilentError{Code: ExitFailure}
 	}
 	return nil
+}
+
+func sharedOrEmpty(files []string) []string {
+	if files == nil {
+		return []string{}
+	}
+	return files
 }
