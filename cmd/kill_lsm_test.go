@@ -101,19 +101,8 @@ func TestSharedFilesFollowRetention(t *testing.T) {
 	dir := t.TempDir()
 	writeWords(t, filepath.Join(dir, "words.txt"), 20000, 5000)
 	ck := filepath.Join(dir, "ck")
-	run := gflinkCmd(dir, "run", "-d",
-		"-Dstate.backend.type=rocksdb",
-		"-Dexecution.checkpointing.incremental=true",
-		"-Dexecution.checkpointing.interval=20ms",
-		"-Dexecution.checkpointing.dir="+ck,
-		"-Dexecution.checkpointing.num-retained=2",
-		"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-		"wordcount", "--input", "words.txt", "--rate", "20000", "--discard")
-	out, err := run.Output()
-	if err != nil {
-		t.Fatalf("run -d: %v", err)
-	}
-	jobID := string(bytes.TrimSpace(out[bytes.LastIndexByte(bytes.TrimSpace(out), ' ')+1:]))
+	jobID := runRocksDBDetached(t, dir, "-Dexecution.checkpointing.interval=20ms",
+		"-Dexecution.checkpointing.dir="+ck, "-Dexecution.checkpointing.num-retained=2")
 	jobDir := filepath.Join(ck, jobID)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -173,18 +162,7 @@ func TestIncrementalAfterFullCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	writeWords(t, filepath.Join(dir, "words.txt"), 40000, 5000)
 	ck := filepath.Join(dir, "ck")
-	run := gflinkCmd(dir, "run", "-d",
-		"-Dstate.backend.type=rocksdb",
-		"-Dexecution.checkpointing.incremental=true",
-		"-Dexecution.checkpointing.interval=50ms",
-		"-Dexecution.checkpointing.dir="+ck,
-		"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-		"wordcount", "--input", "words.txt", "--rate", "20000", "--discard")
-	out, err := run.Output()
-	if err != nil {
-		t.Fatalf("run -d: %v", err)
-	}
-	jobID := string(bytes.TrimSpace(out[bytes.LastIndexByte(bytes.TrimSpace(out), ' ')+1:]))
+	jobID := runRocksDBDetached(t, dir, "-Dexecution.checkpointing.interval=50ms", "-Dexecution.checkpointing.dir="+ck)
 	jobDir := filepath.Join(ck, jobID)
 	waitChk := func(id int64) {
 		deadline := time.Now().Add(60 * time.Second)
@@ -235,4 +213,22 @@ func TestIncrementalAfterFullCheckpoint(t *testing.T) {
 			t.Fatalf("retained chk-%d after a full checkpoint: %v", id, err)
 		}
 	}
+}
+
+// runRocksDBDetached starts word count over words.txt on the rocksdb backend with
+// incremental checkpoints retained on cancellation, detached, and returns
+// its job id; conf adds or overrides -D options.
+func runRocksDBDetached(t *testing.T, dir string, conf ...string) string {
+	t.Helper()
+	args := append([]string{"run", "-d",
+		"-Dstate.backend.type=rocksdb",
+		"-Dexecution.checkpointing.incremental=true",
+		"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"}, conf...)
+	args = append(args, "wordcount", "--input", "words.txt", "--rate", "20000", "--discard")
+	out, err := gflinkCmd(dir, args...).Output()
+	if err != nil {
+		t.Fatalf("run -d: %v", err)
+	}
+	out = bytes.TrimSpace(out)
+	return string(out[bytes.LastIndexByte(out, ' ')+1:])
 }

@@ -584,14 +584,7 @@ func (s *lsmSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 		s.counts[st.name] += int64(count)
 		n++
 	}
-	if n < 0x80 {
-		dst[start] = byte(n)
-	} else {
-		var hdr [binary.MaxVarintLen64]byte
-		h := binary.PutUvarint(hdr[:], uint64(n))
-		dst = slices.Insert(dst, start+1, hdr[1:h]...)
-		copy(dst[start:], hdr[:h])
-	}
+	dst = putStateCount(dst, start, n)
 	if s.encoded++; s.encoded == s.kgRange.Len() && s.onCounts != nil {
 		s.onCounts(s.counts)
 	}

@@ -174,15 +174,22 @@ func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 		}
 		n++
 	}
+	dst = putStateCount(dst, start, n)
+	s.ReleaseKeyGroup(kg)
+	return dst
+}
+
+// putStateCount writes a key-group block's number of states, n, into the
+// byte reserved for it at start, making room when it takes more than one.
+func putStateCount(dst []byte, start, n int) []byte {
 	if n < 0x80 {
 		dst[start] = byte(n)
-	} else {
-		var hdr [binary.MaxVarintLen64]byte
-		h := binary.PutUvarint(hdr[:], uint64(n))
-		dst = slices.Insert(dst, start+1, hdr[1:h]...)
-		copy(dst[start:], hdr[:h])
+		return dst
 	}
-	s.ReleaseKeyGroup(kg)
+	var hdr [binary.MaxVarintLen64]byte
+	h := binary.PutUvarint(hdr[:], uint64(n))
+	dst = slices.Insert(dst, start+1, hdr[1:h]...)
+	copy(dst[start:], hdr[:h])
 	return dst
 }
 
