@@ -447,13 +447,9 @@ func (b *LSMBackend[K]) TakeSnapshot(o SnapshotOptions) (Snapshot, error) {
 // takeCanonical takes the store's snapshot, encoded into canonical blocks
 // on the asynchronous side.
 func (b *LSMBackend[K]) takeCanonical() (Snapshot, error) {
-	b.mu.Lock()
-	if b.disposing {
-		b.mu.Unlock()
-		return nil, errors.New("state backend: disposed")
+	if err := b.opened(); err != nil {
+		return nil, err
 	}
-	b.open++
-	b.mu.Unlock()
 	kvs, err := b.kv.NewSnapshot()
 	if err != nil {
 		b.released()
@@ -476,6 +472,18 @@ func (b *LSMBackend[K]) takeCanonical() (Snapshot, error) {
 		b.counts = maps.Clone(c)
 	}
 	return s, nil
+}
+
+// opened counts a snapshot about to be taken; a disposed backend takes
+// none. released undoes it.
+func (b *LSMBackend[K]) opened() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.disposing {
+		return errors.New("state backend: disposed")
+	}
+	b.open++
+	return nil
 }
 
 // released is called once per snapshot when it is released.

@@ -222,13 +222,9 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 	if !ok {
 		return nil, errors.New("state backend: the store cannot write native snapshots")
 	}
-	b.mu.Lock()
-	if b.disposing {
-		b.mu.Unlock()
-		return nil, errors.New("state backend: disposed")
+	if err := b.opened(); err != nil {
+		return nil, err
 	}
-	b.open++
-	b.mu.Unlock()
 	res, err := nkv.Checkpoint(dir)
 	if err != nil {
 		b.released()
