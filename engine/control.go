@@ -183,8 +183,10 @@ type JobInfo struct {
 	CheckpointConfig checkpoint.Config
 	// StateBackend is hashmap or rocksdb; Incremental says whether its
 	// checkpoints are incremental.
-	StateBackend   string
-	Incremental    bool
+	StateBackend string
+	Incremental  bool
+	// Changelog is the changelog's configuration (Enabled: in use).
+	Changelog      ChangelogInfo
 	Exceptions     []ExceptionInfo
 	MaxParallelism int
 	// Retained lists the checkpoints the job keeps (which it owns, and the
@@ -213,7 +215,7 @@ func (j *Job) Info() JobInfo {
 	defer jm.mu.Unlock()
 	info := JobInfo{ID: jm.jobID, Name: jm.graph.Name, Status: jm.status, EndTime: -1,
 		Timestamps: map[JobStatus]int64{}, Checkpoints: jm.stats.snapshot(), CheckpointConfig: jm.cpCfg,
-		StateBackend: jm.backends.name(), Incremental: jm.backends.isIncremental(),
+		StateBackend: jm.backends.name(), Incremental: jm.backends.isIncremental(), Changelog: jm.clInfo,
 		Exceptions: append([]ExceptionInfo(nil), jm.exceptions...), Retained: slices.Clone(jm.retained)}
 	for k, v := range jm.timestamps {
 		info.Timestamps[k] = v

@@ -152,6 +152,7 @@ type jobMaster struct {
 	graph   *JobGraph
 	conf    *config.Configuration
 	cpCfg   checkpoint.Config
+	clInfo  ChangelogInfo
 	strat   restart.Strategy
 	fs      vfs.FS
 	storage *checkpoint.Storage
@@ -241,6 +242,14 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.log.Warn("execution.checkpointing.checkpoints-after-tasks-finish is false: once a task has finished, no checkpoint completes, so two-phase-commit sinks never commit what they wrote after the last checkpoint before the input ended (the file sink leaves it in hidden pending files), and a failure after that restarts from that older checkpoint.")
 	}
 	jm.cpCfg = cfg
+	cl, clWarnings, err := changelogFrom(c, cfg, jm.jobID)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range clWarnings {
+		jm.log.Warn(w)
+	}
+	jm.clInfo = changelogInfo(c, cl)
 	rng := o.Rand
 	if rng == nil {
 		rng = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
@@ -260,6 +269,9 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jobDir = savepoint.JobCheckpointDir(cfg.Dir, jm.jobID)
 	}
 	jm.storage = &checkpoint.Storage{FS: jm.fs, JobDir: jobDir, JobID: jm.jobID, InlineThreshold: cfg.InlineThreshold}
+	if cl != nil {
+		jm.storage.ChangelogDir = cl.dir
+	}
 
 	nextID := int64(1)
 	if o.Restore != nil {
@@ -313,6 +325,21 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	}
 	if jm.backends, err = newStateBackends(c, jm.jobID, jm.storage.JobDir, restored, o.ClaimMode == ClaimModeClaim, keyed, jm.log); err != nil {
 		return nil, err
+	}
+	if cl != nil {
+		if err := cl.init(jm.fs); err != nil {
+			jm.backends.close()
+			return nil, err
+		}
+		jm.backends.changelog = cl
+		every := "never (state.changelog.periodic-materialize.enabled: false)"
+		if cl.interval > 0 {
+			every = "every " + config.FormatDuration(cl.interval)
+		}
+		jm.log.Info("Using the changelog state backend over "+jm.backends.name(), "log", cl.where(), "materialization", every)
+		if restored != "" {
+			jm.log.Info("The changelog materializes the state restored from " + restored + " before the first checkpoint: no checkpoint of this job refers to the restored snapshot, whatever the claim mode.")
+		}
 	}
 	return jm, nil
 }

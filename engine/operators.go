@@ -257,12 +257,14 @@ func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.et
 
 type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keyedProcessOperatorCore[K]
-	name   string
-	fn     KeyedProcessFunction[K, IN, OUT]
-	keyFn  func(IN) K
-	keySer state.KeySerializer[K]
-	out    Collector[OUT]
-	ctx    Context[K]
+	changelog *state.ChangelogBackend[K] // nil without the changelog
+	clErr     error
+	name      string
+	fn        KeyedProcessFunction[K, IN, OUT]
+	keyFn     func(IN) K
+	keySer    state.KeySerializer[K]
+	out       Collector[OUT]
+	ctx       Context[K]
 }
 
 func newKeyedProcessOperator[K comparable, IN, OUT any](rt *buildContext, fn KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
@@ -301,7 +303,9 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	if err != nil {
 		return err
 	}
-	o.backend = backend
+	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
+	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
+	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()
@@ -312,12 +316,6 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 
 func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
 	var err error
-	if o.ptimers, err = state.TimersFor(o.backend, state.KindProcessingTime); err != nil {
-		return err
-	}
-	if o.etimers, err = state.TimersFor(o.backend, state.KindEventTime); err != nil {
-		return err
-	}
 	if ctx.restore != nil {
 		blocks := make([]state.KeyGroupBlock, 0, len(ctx.restore.KeyGroups))
 		for _, kg := range ctx.restore.KeyGroups {
@@ -331,6 +329,17 @@ func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
 		if err := o.backend.RestoreKeyGroups(blocks, runtime.GOMAXPROCS(0)); err != nil {
 			return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
 		}
+		// Then the changelog since the materialization, replayed as each
+		// state registers (timers just below, the function's in Open).
+		if err := restoreChangelog(o.backend, ctx.blocks.FS, ctx.restore.Changelog); err != nil {
+			return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
+		}
+	}
+	if o.ptimers, err = state.TimersFor(o.backend, state.KindProcessingTime); err != nil {
+		return err
+	}
+	if o.etimers, err = state.TimersFor(o.backend, state.KindEventTime); err != nil {
+		return err
 	}
 	if op, ok := o.fn.(Opener[K]); ok {
 		if err := op.Open(&o.ctx); err != nil {
@@ -360,7 +369,12 @@ func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCap
 // checkpoints and native savepoints written to a directory (the backend
 // decides whether it has a native format), canonical blocks otherwise.
 func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*opCapture, error) {
-	opts := state.SnapshotOptions{ID: req.id}
+	if o.clErr != nil {
+		return nil, o.clErr
+	}
+	// A checkpoint written to a directory may be the changelog's tail; a
+	// savepoint, or checkpoint --full, is the wrapped backend's own.
+	opts := state.SnapshotOptions{ID: req.id, Changelog: req.files && req.typ.Kind == savepoint.KindCheckpoint && !req.typ.Full}
 	if sb := o.backends; req.files && req.typ.Format == savepoint.FormatNative && sb != nil && sb.dir != nil {
 		opts.Native, opts.RemoveDir = true, os.RemoveAll
 		opts.LocalDir = sb.dir.SnapshotDir(o.uid, o.subtask, o.attempt, req.id)
@@ -374,9 +388,32 @@ func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*o
 	return &opCapture{keyed: snap}, nil
 }
 
-func (o *keyedProcessOperator[K, IN, OUT]) nextTimer() (int64, bool) { return o.ptimers.Next() }
+// nextTimer is the earliest processing-time timer, or the changelog's next
+// materialization if that is sooner.
+func (o *keyedProcessOperator[K, IN, OUT]) nextTimer() (int64, bool) {
+	ts, ok := o.ptimers.Next()
+	if o.changelog != nil {
+		if due := o.changelog.MaterializationDue(); !due.IsZero() && (!ok || due.UnixMilli() < ts) {
+			return due.UnixMilli(), true
+		}
+	}
+	return ts, ok
+}
+
+// tickChangelog persists buffered changes and runs materializations; an
+// error (the log has a gap, or materialization failed too often) fails
+// the task at its next timer or checkpoint.
+func (o *keyedProcessOperator[K, IN, OUT]) tickChangelog() error {
+	if o.changelog != nil && o.clErr == nil {
+		o.clErr = o.changelog.Tick()
+	}
+	return o.clErr
+}
 
 func (o *keyedProcessOperator[K, IN, OUT]) fireTimers(now int64) error {
+	if err := o.tickChangelog(); err != nil {
+		return err
+	}
 	th, ok := o.fn.(TimerHandler[K, OUT])
 	if !ok {
 		// Timers without a handler are dropped, as Flink's default OnTimer
@@ -427,4 +464,4 @@ func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
 
 func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(id int64) { o.backend.CheckpointAborted(id) }
 
-func (o *keyedProcessOperator[K, IN, OUT]) idle() {}
+func (o *keyedProcessOperator[K, IN, OUT]) idle() { o.tickChangelog() }

@@ -119,6 +119,7 @@ func EngineOptions() []config.AnyOption {
 func Options() []config.AnyOption {
 	var out []config.AnyOption
 	out = append(out, EngineOptions()...)
+	out = append(out, ChangelogOptions()...)
 	out = append(out, RecoveryOptions()...)
 	out = append(out, checkpoint.Options()...)
 	out = append(out, restart.Options()...)

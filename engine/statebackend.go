@@ -36,6 +36,16 @@ type stateBackends struct {
 	// nil when each has its own.
 	cache       *lsm.Cache
 	cacheBudget int64
+	// changelog wraps every keyed backend when state.changelog.enabled.
+	changelog *changelogConfig
+}
+
+// changelogConfig is the job's changelog configuration, nil when off.
+func (b *stateBackends) changelogConfig() *changelogConfig {
+	if b == nil {
+		return nil
+	}
+	return b.changelog
 }
 
 // newStateBackends reads the backend's options; for rocksdb it creates the

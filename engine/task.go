@@ -708,7 +708,10 @@ func streamCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 	for _, nc := range caps {
 		c := nc.c
 		s := checkpoint.OperatorSnapshot{UID: nc.uid, Subtask: subtask, States: c.states}
-		if n, ok := c.keyed.(*state.NativeSnapshot); ok {
+		if cl, ok := c.keyed.(*state.ChangelogSnapshot); ok {
+			r := cl.KeyGroupRange()
+			s.Keyed, s.Start, s.End, s.Changelog = true, r.Start, r.End, changelogCapture(cl)
+		} else if n, ok := c.keyed.(*state.NativeSnapshot); ok {
 			r := n.KeyGroupRange()
 			s.Keyed, s.Start, s.End = true, r.Start, r.End
 			s.Native = &checkpoint.NativeFiles{Wait: n.Wait, Dir: n.Dir, BackendID: n.BackendID,

@@ -79,6 +79,16 @@ type SubtaskRestore struct {
 	// Native lists the old subtasks' LSM files whose key groups overlap
 	// this subtask's (the rocksdb backend's native snapshots).
 	Native []NativeRestore
+	// Changelog lists the old subtasks' state changelogs whose key groups
+	// overlap this subtask's: replayed, filtered by key group, on top of
+	// the materialized state in KeyGroups.
+	Changelog []ChangelogRestore
+}
+
+// ChangelogRestore is one old subtask's state changelog.
+type ChangelogRestore struct {
+	Start, End int // its key groups
+	Log        []savepoint.ChangelogFile
 }
 
 // NativeRestore is one old subtask's native keyed state.
@@ -146,7 +156,7 @@ func subtaskKeyGroups(maxPar, p, i int) (start, end int) {
 
 func isEmpty(op *savepoint.OperatorState) bool {
 	for _, st := range op.Subtasks {
-		if st.Keyed != nil && (len(st.Keyed.KeyGroups) > 0 || st.Keyed.Native != nil) || st.Operator != nil {
+		if st.Keyed != nil && (len(st.Keyed.KeyGroups) > 0 || st.Keyed.Native != nil || st.Keyed.Changelog != nil && len(st.Keyed.Changelog.Log) > 0) || st.Operator != nil {
 			return false
 		}
 	}
@@ -187,6 +197,14 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 				start, end := subtaskKeyGroups(maxPar, op.Parallelism, i)
 				if start <= st.Keyed.End && st.Keyed.Start <= end {
 					plan.Subtasks[i].Native = append(plan.Subtasks[i].Native, NativeRestore{Start: st.Keyed.Start, End: st.Keyed.End, Handle: n})
+				}
+			}
+		}
+		if c := st.Keyed.Changelog; c != nil && len(c.Log) > 0 {
+			for i := range plan.Subtasks {
+				start, end := subtaskKeyGroups(maxPar, op.Parallelism, i)
+				if start <= st.Keyed.End && st.Keyed.Start <= end {
+					plan.Subtasks[i].Changelog = append(plan.Subtasks[i].Changelog, ChangelogRestore{Start: st.Keyed.Start, End: st.Keyed.End, Log: c.Log})
 				}
 			}
 		}

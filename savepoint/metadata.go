@@ -107,6 +107,34 @@ type KeyedStateHandle struct {
 	KeyGroups []KeyGroupOffset   `json:"keyGroups,omitempty"`
 	Stream    *StreamStateHandle `json:"stream,omitempty"`
 	Native    *NativeStateHandle `json:"native,omitempty"`
+	// Changelog is set for a checkpoint of the changelog state backend:
+	// KeyGroups and Stream (or Native) are then its latest
+	// materialization, in the job's shared/ directory, and Changelog the
+	// log written since, replayed on top of it.
+	Changelog *ChangelogStateHandle `json:"changelog,omitempty"`
+}
+
+// ChangelogStateHandle is the changelog part of one subtask's keyed state.
+type ChangelogStateHandle struct {
+	// MaterializationID numbers the subtask's materializations; 0: none
+	// yet, all the state is in the log.
+	MaterializationID int64 `json:"materializationId"`
+	MaterializedSize  int64 `json:"materializedSize,omitempty"`
+	// MaterializedAdded: this checkpoint is the first to refer to the
+	// materialization.
+	MaterializedAdded bool            `json:"materializedAdded,omitempty"`
+	Log               []ChangelogFile `json:"log,omitempty"`
+}
+
+// ChangelogFile is one file of the state changelog, replayed in order:
+// an absolute path under state.changelog.dstl.dfs.base-path, or
+// memory:<name> (state.changelog.storage: memory, gone with the process).
+type ChangelogFile struct {
+	Path string `json:"path"`
+	// Size is what the checkpoint covers; bytes beyond it are not read.
+	Size int64 `json:"size"`
+	// Added: written since the previous checkpoint.
+	Added bool `json:"added,omitempty"`
 }
 
 // NativeStateHandle lists the files of one subtask's LSM (Pebble)
@@ -212,6 +240,28 @@ func (m *Metadata) SharedFiles() []string {
 			out = append(out, f)
 		}
 	}
+	return append(out, m.ChangelogFiles()...)
+}
+
+// ChangelogFiles returns the state changelog files the snapshot refers to
+// (absolute paths, or memory:<name>), without duplicates. Like shared
+// files, they are the job's, not the snapshot's.
+func (m *Metadata) ChangelogFiles() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed == nil || st.Keyed.Changelog == nil {
+				continue
+			}
+			for _, f := range st.Keyed.Changelog.Log {
+				if !seen[f.Path] {
+					seen[f.Path] = true
+					out = append(out, f.Path)
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -224,6 +274,16 @@ func (m *Metadata) CheckpointedSize() int64 {
 		for _, st := range op.Subtasks {
 			if st.Keyed != nil && st.Keyed.Native != nil {
 				for _, f := range st.Keyed.Native.Files {
+					if !f.Added {
+						n -= f.Size
+					}
+				}
+			}
+			if c := changelogOf(st); c != nil {
+				if !c.MaterializedAdded {
+					n -= c.MaterializedSize
+				}
+				for _, f := range c.Log {
 					if !f.Added {
 						n -= f.Size
 					}
@@ -305,4 +365,11 @@ func DecodeMetadata(data []byte, name string) (*Metadata, error) {
 		return nil, fmt.Errorf("snapshot metadata '%s': header says version %d, body says %d: %w", name, version, m.Version, ErrCorrupt)
 	}
 	return &m, nil
+}
+
+func changelogOf(st SubtaskState) *ChangelogStateHandle {
+	if st.Keyed == nil {
+		return nil
+	}
+	return st.Keyed.Changelog
 }

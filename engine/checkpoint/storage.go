@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gflink/gflink/engine/state/changelog"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -37,6 +38,10 @@ type OperatorSnapshot struct {
 	// Native, when set, is keyed state as an LSM's files (the rocksdb
 	// backend's native snapshots), uploaded instead of encoded.
 	Native *NativeFiles
+	// Changelog, when set, is keyed state as a changelog checkpoint: it
+	// waits for the log's tail and returns the materialization (blocks in
+	// shared/, nil if none yet), the log, and the state's size.
+	Changelog func() (materialized *savepoint.KeyedStateHandle, log *savepoint.ChangelogStateHandle, size int64, err error)
 	// OperatorState is the encoded operator state block, nil if none.
 	OperatorState []byte
 	States        []savepoint.StateDescriptor
@@ -84,8 +89,11 @@ type Storage struct {
 	JobID           string
 	InlineThreshold int64
 	// Shared counts the references of retained checkpoints to the files
-	// of <JobDir>/shared/.
+	// of <JobDir>/shared/ and to state changelog files.
 	Shared SharedRegistry
+	// ChangelogDir is where the job's state changelog files go
+	// (<state.changelog.dstl.dfs.base-path>/<jobId>/dstl), "" without one.
+	ChangelogDir string
 }
 
 // Init creates the job's checkpoint directory with shared/ and taskowned/,
@@ -167,6 +175,16 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 				}
 				st.Keyed, st.Bytes = kh, n
 				kh.Start, kh.End = snap.Start, snap.End
+			} else if snap.Changelog != nil {
+				mat, log, n, err := snap.Changelog()
+				if err != nil {
+					return err
+				}
+				kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Changelog: log}
+				if mat != nil {
+					kh.KeyGroups, kh.Stream, kh.Native = mat.KeyGroups, mat.Stream, mat.Native
+				}
+				st.Keyed, st.Bytes = kh, n
 			} else if snap.Keyed {
 				kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Stream: stream}
 				addKG := func(kg int, data []byte) error {
@@ -209,7 +227,7 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 			return nil, fmt.Errorf("write state of operator %s subtask %d: %w", snap.UID, snap.Subtask, err)
 		}
 		if w == nil {
-			if snap.Native == nil {
+			if snap.Native == nil && snap.Changelog == nil {
 				st.Keyed = nil
 			}
 			st.Operator = nil
@@ -223,6 +241,60 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 		out[snap.UID] = st
 	}
 	return out, nil
+}
+
+// WriteMaterialized writes a changelog backend's materialization — the
+// canonical blocks of key groups start..end — into the job's shared/
+// directory, where every checkpoint that refers to it finds it as
+// ../shared/<file> and the shared-state registry deletes it once none
+// does. It returns the blocks' handle and the file's size.
+func (s *Storage) WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savepoint.KeyedStateHandle, int64, error) {
+	if s.JobDir == "" {
+		return nil, 0, errors.New("the changelog state backend materializes into checkpoint storage: set execution.checkpointing.dir")
+	}
+	f := &spillFile{fs: s.FS, dir: filepath.Join(s.JobDir, savepoint.SharedDirName)}
+	w := savepoint.NewStateFileWriter(f)
+	kh := &savepoint.KeyedStateHandle{Start: start, End: end}
+	var scratch []byte
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("encode the materialization: %v", r)
+			}
+		}()
+		for kg := start; kg <= end; kg++ {
+			scratch = enc.EncodeKeyGroup(scratch[:0], kg)
+			if len(scratch) == 1 && scratch[0] == 0 {
+				continue
+			}
+			off, n, err := w.AddBlock(scratch)
+			if err != nil {
+				return err
+			}
+			kh.KeyGroups = append(kh.KeyGroups, savepoint.KeyGroupOffset{KeyGroup: kg, Offset: off, Length: n})
+		}
+		if len(kh.KeyGroups) == 0 {
+			return nil
+		}
+		if f.f == nil {
+			err = f.spill() // below any threshold: still a file of its own
+		}
+		return err
+	}()
+	var name string
+	if err == nil && len(kh.KeyGroups) > 0 {
+		_, name, err = f.finish()
+	}
+	if err != nil {
+		f.abort()
+		return nil, 0, fmt.Errorf("write materialization: %w", err)
+	}
+	if len(kh.KeyGroups) == 0 {
+		f.abort()
+		return nil, 0, nil // no state
+	}
+	kh.Stream = &savepoint.StreamStateHandle{Path: filepath.Join("..", savepoint.SharedDirName, name)}
+	return kh, w.Size(), nil
 }
 
 // uploadNative writes an LSM's files into loc: SST files of an incremental
@@ -415,6 +487,10 @@ func (s *Storage) Register(id int64, loc *Location, md *savepoint.Metadata) {
 	}
 	var files []string
 	for _, f := range md.SharedFiles() {
+		if changelog.IsLogPath(f) {
+			files = append(files, f) // absolute, under the changelog's base path
+			continue
+		}
 		rel, err := filepath.Rel(s.JobDir, filepath.Join(loc.Dir, f)) // relative to the job directory
 		if err != nil {
 			continue
@@ -429,6 +505,10 @@ func (s *Storage) Register(id int64, loc *Location, md *savepoint.Metadata) {
 func (s *Storage) Release(id int64) error {
 	var errs []error
 	for _, f := range s.Shared.Unregister(id) {
+		if changelog.IsLogPath(f) {
+			errs = append(errs, changelog.Remove(s.FS, f))
+			continue
+		}
 		errs = append(errs, savepoint.RemoveSharedFile(s.FS, filepath.Join(s.JobDir, f)))
 	}
 	return errors.Join(errs...)
@@ -438,15 +518,18 @@ func (s *Storage) Release(id int64) error {
 // retained checkpoint refers to: left by checkpoints that failed after
 // their upload. Call it only when no checkpoint is being written.
 func (s *Storage) SweepShared() error {
+	var errs []error
+	if s.ChangelogDir != "" {
+		errs = append(errs, changelog.Sweep(s.FS, s.ChangelogDir, s.Shared.Referenced))
+	}
 	if s.JobDir == "" {
-		return nil
+		return errors.Join(errs...)
 	}
 	dir := filepath.Join(s.JobDir, savepoint.SharedDirName)
 	ents, err := s.FS.ReadDir(dir)
 	if err != nil {
-		return nil // no shared/ directory: nothing to sweep
+		return errors.Join(errs...) // no shared/ directory: nothing to sweep
 	}
-	var errs []error
 	for _, e := range ents {
 		if !s.Shared.Referenced(filepath.Join(savepoint.SharedDirName, e.Name())) {
 			errs = append(errs, savepoint.RemoveSharedFile(s.FS, filepath.Join(dir, e.Name())))

@@ -781,7 +781,8 @@ func (s *Server) checkpointConfig() CheckpointConfigInfo {
 			DeleteOnCancellation: cfg.Retention != checkpoint.RetainOnCancellation},
 		StateBackend: backend, CheckpointStorage: storage,
 		TolerableFailedCheckpoints: cfg.TolerableFailed, CheckpointsAfterTasksFinish: cfg.AfterTasksFinish,
-		ChangelogPeriodicMaterializationInterval: 600000, ChangelogStorage: "memory"}
+		StateChangelogEnabled: info.Changelog.Enabled, ChangelogStorage: info.Changelog.Storage,
+		ChangelogPeriodicMaterializationInterval: info.Changelog.Interval.Milliseconds()}
 }
 
 func (s *Server) exceptions() JobExceptions {

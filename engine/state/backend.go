@@ -786,6 +786,9 @@ type valueState[K comparable, V any] struct {
 
 // GetValueState registers (or returns) the value state called name.
 func GetValueState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ValueState[V], error) {
+	if c, ok := be.(*ChangelogBackend[K]); ok {
+		return getChangelogValueState(c, name, ser)
+	}
 	b, ok := be.(*KeyedBackend[K])
 	if !ok {
 		return getLSMValueState(be, name, ser)
@@ -861,6 +864,9 @@ type listState[K comparable, V any] struct {
 
 // GetListState registers (or returns) the list state called name.
 func GetListState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ListState[V], error) {
+	if c, ok := be.(*ChangelogBackend[K]); ok {
+		return getChangelogListState(c, name, ser)
+	}
 	b, ok := be.(*KeyedBackend[K])
 	if !ok {
 		return getLSMListState(be, name, ser)
@@ -971,6 +977,9 @@ type mapState[K comparable, UK comparable, UV any] struct {
 
 // GetMapState registers (or returns) the map state called name.
 func GetMapState[UK comparable, UV any, K comparable](be Backend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
+	if c, ok := be.(*ChangelogBackend[K]); ok {
+		return getChangelogMapState(c, name, ukSer, uvSer)
+	}
 	b, ok := be.(*KeyedBackend[K])
 	if !ok {
 		return getLSMMapState(be, name, ukSer, uvSer)

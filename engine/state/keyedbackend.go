@@ -50,6 +50,9 @@ type SnapshotOptions struct {
 	// Incremental: a native snapshot may refer to the files the backend's
 	// last completed checkpoint uploaded.
 	Incremental bool
+	// Changelog: a checkpoint a changelog backend may take as the log's
+	// tail (not a savepoint, nor a full checkpoint).
+	Changelog bool
 }
 
 // Snapshot is a keyed state snapshot whose asynchronous part, encoding, may
@@ -88,6 +91,7 @@ type TimerQueue interface {
 var (
 	_ Backend[string] = (*KeyedBackend[string])(nil)
 	_ Backend[string] = (*LSMBackend[string])(nil)
+	_ Backend[string] = (*ChangelogBackend[string])(nil)
 	_ Snapshot        = (*KeyedSnapshot)(nil)
 )
 
@@ -112,6 +116,8 @@ func TimersFor[K comparable](b Backend[K], kind Kind) (TimerQueue, error) {
 		return GetTimers(b, kind)
 	case *LSMBackend[K]:
 		return getLSMTimers(b, kind)
+	case *ChangelogBackend[K]:
+		return getChangelogTimers(b, kind)
 	}
 	return nil, unknownBackend(b)
 }

@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/restore"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// Where the changelog keeps its log (state.changelog.storage).
+const (
+	ChangelogStorageMemory     = "memory"
+	ChangelogStorageFilesystem = "filesystem"
+)
+
+// The changelog state backend's options: Flink 1.20's names, with the
+// 1.15–1.19 names (state.backend.changelog.*, dstl.dfs.*) as deprecated
+// keys.
+var (
+	ChangelogEnabled = config.Bool("state.changelog.enabled").WithDefault(false).
+				WithDeprecatedKeys("state.backend.changelog.enabled").
+				WithDescription("Wrap the state backend (hashmap or rocksdb) with the changelog: every state change is also appended to a log written continuously under state.changelog.dstl.dfs.base-path, the state is materialized periodically, and a checkpoint persists only the log's tail, so its duration no longer grows with the state.")
+	ChangelogStorage = config.Enum("state.changelog.storage", "StateChangelogStorage", ChangelogStorageMemory, ChangelogStorageFilesystem).
+				WithDefault(ChangelogStorageMemory).WithDeprecatedKeys("state.backend.changelog.storage").
+				WithDescription("Where the changelog goes: filesystem (files under state.changelog.dstl.dfs.base-path) or memory (this process's memory, for tests: checkpoints are lost with the process).")
+	ChangelogBasePath = config.String("state.changelog.dstl.dfs.base-path").WithDeprecatedKeys("dstl.dfs.base-path").
+				WithAccepted("a directory, as a path or a file: URI").
+				WithDescription("Where filesystem changelog storage writes its files: <base-path>/<jobId>/dstl/.")
+	ChangelogMaterializeInterval = config.Duration("state.changelog.periodic-materialize.interval").WithDefault(10 * time.Minute).
+					WithDeprecatedKeys("state.backend.changelog.periodic-materialize.interval").
+					WithCheck(func(d time.Duration) error {
+			if d <= 0 {
+				return fmt.Errorf("must be positive")
+			}
+			return nil
+		}).WithAccepted("a positive duration").
+		WithDescription("How often the wrapped backend's state is materialized, independently of checkpoints; the log before a materialization is then no longer needed.")
+	ChangelogMaterializeEnabled = config.Bool("state.changelog.periodic-materialize.enabled").WithDefault(true).
+					WithDeprecatedKeys("state.backend.changelog.periodic-materialize.enabled").
+					WithDescription("false: never materialize periodically (only once after a restore); the log then grows for the job's life.")
+	ChangelogMaxFailures = config.Int("state.changelog.max-failures-allowed").WithDefault(3).
+				WithDeprecatedKeys("state.backend.changelog.max-failures-allowed").
+				WithCheck(config.NonNegative).WithAccepted("an integer >= 0").
+				WithDescription("Materialization failures in a row a subtask tolerates before the job fails over.")
+	ChangelogPersistDelay = config.Duration("state.changelog.dstl.dfs.batch.persist-delay").WithDefault(10 * time.Millisecond).
+				WithDeprecatedKeys("dstl.dfs.batch.persist-delay").
+				WithDescription("How long changes wait in memory before they are written to the log (unless a size threshold is reached first).")
+	ChangelogPersistSize = config.Memory("state.changelog.dstl.dfs.batch.persist-size-threshold").WithDefault(config.MemorySize(10 << 20)).
+				WithDeprecatedKeys("dstl.dfs.batch.persist-size-threshold").WithCheck(positiveMemory).
+				WithDescription("Changes buffered beyond this size are written at once, without waiting for the persist delay.")
+	ChangelogPreemptive = config.Memory("state.changelog.dstl.dfs.preemptive-persist-threshold").WithDefault(config.MemorySize(5 << 20)).
+				WithDeprecatedKeys("dstl.dfs.preemptive-persist-threshold").WithCheck(positiveMemory).
+				WithDescription("A subtask's changes beyond this size are written pre-emptively, before its checkpoint asks for them.")
+	ChangelogMaxInFlight = config.Memory("state.changelog.dstl.dfs.upload.max-in-flight").WithDefault(config.MemorySize(100 << 20)).
+				WithDeprecatedKeys("dstl.dfs.upload.max-in-flight").WithCheck(positiveMemory).
+				WithDescription("Changes handed over but not yet written, per subtask, beyond which the subtask waits (backpressure).")
+)
+
+// ChangelogOptions lists the changelog's options.
+func ChangelogOptions() []config.AnyOption {
+	return []config.AnyOption{ChangelogEnabled, ChangelogStorage, ChangelogBasePath, ChangelogMaterializeInterval,
+		ChangelogMaterializeEnabled, ChangelogMaxFailures, ChangelogPersistDelay, ChangelogPersistSize, ChangelogPreemptive, ChangelogMaxInFlight}
+}
+
+// ChangelogInfo is what REST reports of the changelog: whether the job
+// uses it, and the configured storage and materialization interval (0:
+// periodic materialization off).
+type ChangelogInfo struct {
+	Enabled  bool
+	Storage  string
+	Interval time.Duration
+}
+
+func changelogInfo(c *config.Configuration, cc *changelogConfig) ChangelogInfo {
+	storage, _ := ChangelogStorage.Get(c)
+	interval, _ := ChangelogMaterializeInterval.Get(c)
+	if periodic, _ := ChangelogMaterializeEnabled.Get(c); !periodic {
+		interval = 0
+	}
+	return ChangelogInfo{Enabled: cc != nil, Storage: storage, Interval: interval}
+}
+
+// changelogConfig is a job's changelog configuration; nil when off.
+type changelogConfig struct {
+	storage      string
+	dir          string        // <base-path>/<jobId>/dstl (filesystem)
+	interval     time.Duration // 0: no periodic materialization
+	maxFailures  int
+	persistDelay time.Duration
+	handOff      int
+	inFlight     int
+}
+
+// changelogFrom reads the changelog's options and checks its limits
+// before the job starts: each error says what to change.
+func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) (*changelogConfig, []string, error) {
+	on, err := ChangelogEnabled.Get(c)
+	if err != nil || !on {
+		return nil, nil, err
+	}
+	var warnings []string
+	cc := &changelogConfig{}
+	if cc.storage, err = ChangelogStorage.Get(c); err != nil {
+		return nil, nil, err
+	}
+	base, err := ChangelogBasePath.Get(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	interval, err := ChangelogMaterializeInterval.Get(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	periodic, err := ChangelogMaterializeEnabled.Get(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if periodic {
+		cc.interval = interval
+	}
+	if cc.maxFailures, err = ChangelogMaxFailures.Get(c); err != nil {
+		return nil, nil, err
+	}
+	if cc.persistDelay, err = ChangelogPersistDelay.Get(c); err != nil {
+		return nil, nil, err
+	}
+	size, err := ChangelogPersistSize.Get(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	pre, err := ChangelogPreemptive.Get(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	inFlight, err := ChangelogMaxInFlight.Get(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc.handOff, cc.inFlight = int(min(size, pre)), int(inFlight)
+
+	if cp.MaxConcurrent != 1 {
+		return nil, nil, fmt.Errorf("state.changelog.enabled: true needs execution.checkpointing.max-concurrent-checkpoints: 1 (it is %d): a checkpoint ends the changelog's current file, so two cannot be in progress at once. Set execution.checkpointing.max-concurrent-checkpoints: 1 or turn the changelog off", cp.MaxConcurrent)
+	}
+	if !cp.Enabled() {
+		warnings = append(warnings, "state.changelog.enabled: true has no effect while checkpointing is off (execution.checkpointing.interval): the changelog is not written.")
+		return nil, warnings, nil
+	}
+	if cp.Storage != checkpoint.StorageFilesystem {
+		return nil, nil, fmt.Errorf("state.changelog.enabled: true needs checkpoint storage 'filesystem', where materialized state is written: set execution.checkpointing.dir (or state.checkpoints.dir)")
+	}
+	switch cc.storage {
+	case ChangelogStorageFilesystem:
+		if base == "" {
+			return nil, nil, fmt.Errorf("state.changelog.storage: filesystem needs a directory for the log: set state.changelog.dstl.dfs.base-path (old key dstl.dfs.base-path), e.g. to a directory beside execution.checkpointing.dir")
+		}
+		p, err := savepoint.LocalPath(base)
+		if err != nil {
+			return nil, nil, &config.ValueError{Key: "state.changelog.dstl.dfs.base-path", Value: base, Err: err}
+		}
+		cc.dir = filepath.Join(p, jobID, changelog.DirName)
+	case ChangelogStorageMemory:
+		warnings = append(warnings, "state.changelog.storage: memory keeps the changelog in this process's memory, for tests: its checkpoints restore within this process (failover) but are lost with it. Use state.changelog.storage: filesystem and state.changelog.dstl.dfs.base-path for checkpoints that outlive the process.")
+	}
+	return cc, warnings, nil
+}
+
+// init creates the log's directory.
+func (cc *changelogConfig) init(fsys vfs.FS) error {
+	if cc == nil || cc.dir == "" {
+		return nil
+	}
+	if err := fsys.MkdirAll(cc.dir, vfs.PrivateDirMode); err != nil {
+		return fmt.Errorf("create the changelog directory: %w", err)
+	}
+	return nil
+}
+
+// where says where the log goes, for the start-up line.
+func (cc *changelogConfig) where() string {
+	if cc.storage == ChangelogStorageMemory {
+		return "memory (this process)"
+	}
+	return cc.dir
+}
+
+// withChangelog wraps a keyed subtask's backend: with the changelog on,
+// to log every change; with it off, only when the restored checkpoint has
+// a log to replay (the changelog was on when it was taken).
+func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySer state.KeySerializer[K], t *task, uid string, restoring bool, log *slog.Logger) state.Backend[K] {
+	if cc == nil && !restoring {
+		return be
+	}
+	o := state.ChangelogOptions{Logging: cc != nil, Now: t.exec.clock}
+	if cc != nil {
+		var storage changelog.Storage = changelog.MemoryStorage{}
+		if cc.storage == ChangelogStorageFilesystem {
+			storage = changelog.FSStorage{FS: t.exec.jm.fs, Dir: cc.dir}
+		}
+		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.subtask, randomID()),
+			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight}
+		o.Interval, o.MaxFailures = cc.interval, cc.maxFailures
+		storageOf := t.exec.jm.storage
+		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
+			r := s.KeyGroupRange()
+			return storageOf.WriteMaterialized(r.Start, r.End, yieldingEncoder{s})
+		}
+		o.OnMaterialized = func(id, size int64, took time.Duration, err error) {
+			if err != nil {
+				log.Warn(fmt.Sprintf("Materialization %d of %s (subtask %d) failed", id, uid, t.subtask), "error", err)
+				return
+			}
+			log.Debug(fmt.Sprintf("Materialized the state of %s (subtask %d)", uid, t.subtask), "materialization", id, "bytes", size, "took", took)
+		}
+	}
+	return state.NewChangelogBackend(be, keySer, o)
+}
+
+// yieldingEncoder gives the processor back between key groups, as the
+// checkpoint encoder does (see abortableEncoder).
+type yieldingEncoder struct{ s state.Snapshot }
+
+func (e yieldingEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+	dst = e.s.EncodeKeyGroup(dst, kg)
+	runtime.Gosched()
+	return dst
+}
+
+func randomID() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// restoreChangelog reads the log files a subtask replays and hands them to
+// its changelog backend.
+func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, logs []restore.ChangelogRestore) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	cb, ok := be.(*state.ChangelogBackend[K])
+	if !ok {
+		return fmt.Errorf("the restored snapshot has a state changelog, which this backend cannot replay")
+	}
+	var out []state.RestoredLog
+	for _, l := range logs {
+		var rl state.RestoredLog
+		for _, f := range l.Log {
+			data, err := changelog.ReadFile(fsys, f.Path)
+			if err != nil {
+				return err
+			}
+			rl.Files = append(rl.Files, state.RestoredFile{Name: f.Path, Data: data, Size: f.Size})
+		}
+		out = append(out, rl)
+	}
+	return cb.RestoreChangelog(out)
+}
+
+// changelogCapture describes a changelog checkpoint for WriteSubtask.
+func changelogCapture(c *state.ChangelogSnapshot) func() (*savepoint.KeyedStateHandle, *savepoint.ChangelogStateHandle, int64, error) {
+	return func() (*savepoint.KeyedStateHandle, *savepoint.ChangelogStateHandle, int64, error) {
+		st, err := c.Wait()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		h := &savepoint.ChangelogStateHandle{MaterializationID: st.MaterializationID, MaterializedSize: st.MaterializedSize,
+			MaterializedAdded: st.MaterializedAdded, Log: st.Log}
+		size := st.MaterializedSize
+		for _, f := range st.Log {
+			size += f.Size
+		}
+		return st.Materialized, h, size, nil
+	}
+}

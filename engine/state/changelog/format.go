@@ -1,0 +1,252 @@
+// Package changelog is gflink's state changelog (Flink's DSTL): the durable
+// log of every keyed state change a subtask makes, written continuously to
+// files under state.changelog.dstl.dfs.base-path so that a checkpoint only
+// has to persist the log's tail. This package knows the log's bytes — the
+// records, their framing into checksummed chunks, the files — and writes
+// and reads them; what a record means to state is the state package's.
+//
+// A log file:
+//
+//	8 bytes  magic "GFLKCLOG"
+//	4 bytes  version (1), big endian
+//	chunks   4 bytes payload length, 4 bytes CRC-32C of the payload (both
+//	         big endian), then the payload: records, back to back
+//
+// A record:
+//
+//	1 byte   op
+//	declare: uvarint state id, 1 byte kind, uvarint-prefixed name
+//	others:  uvarint state id, uvarint key group, uvarint-prefixed key,
+//	         then by op: Set a prefixed value; ListAdd a prefixed element;
+//	         ListSet a prefixed list (the canonical list encoding); MapPut a
+//	         prefixed map key and a prefixed value; MapRemove a prefixed
+//	         map key; TimerAdd and TimerDel a varint time; Clear nothing
+//
+// Every file starts with a declaration of each state it refers to (ids are
+// per writer), so a file can be read on its own.
+package changelog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Op is what a record does.
+type Op byte
+
+const (
+	OpDeclare   Op = 1 // a state's id, kind and name
+	OpSet       Op = 2 // value state: set the key's value
+	OpClear     Op = 3 // any state: remove the key's entry
+	OpListAdd   Op = 4 // list state: append an element
+	OpListSet   Op = 5 // list state: replace the list
+	OpMapPut    Op = 6 // map state: put a map entry
+	OpMapRemove Op = 7 // map state: remove a map entry
+	OpTimerAdd  Op = 8 // timer service: register a timer
+	OpTimerDel  Op = 9 // timer service: delete (or fire) a timer
+)
+
+var (
+	magic   = [8]byte{'G', 'F', 'L', 'K', 'C', 'L', 'O', 'G'}
+	version = uint32(1)
+	crcTab  = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// HeaderLen is the size of a log file's header.
+const HeaderLen = 12
+
+// chunkHeaderLen is a chunk's length and CRC.
+const chunkHeaderLen = 8
+
+// ErrCorrupt marks a log file that is not what its checkpoint recorded.
+var ErrCorrupt = errors.New("corrupt state changelog")
+
+// AppendHeader appends a log file's header.
+func AppendHeader(dst []byte) []byte {
+	dst = append(dst, magic[:]...)
+	return binary.BigEndian.AppendUint32(dst, version)
+}
+
+// AppendChunk frames payload as one chunk.
+func AppendChunk(dst, payload []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.BigEndian.AppendUint32(dst, crc32.Checksum(payload, crcTab))
+	return append(dst, payload...)
+}
+
+// AppendDeclare appends a declaration of state id.
+func AppendDeclare(dst []byte, id uint32, kind byte, name string) []byte {
+	dst = append(dst, byte(OpDeclare))
+	dst = binary.AppendUvarint(dst, uint64(id))
+	dst = append(dst, kind)
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	return append(dst, name...)
+}
+
+// AppendHead appends the part every change record starts with.
+func AppendHead(dst []byte, op Op, id uint32, kg int, key []byte) []byte {
+	dst = append(dst, byte(op))
+	dst = binary.AppendUvarint(dst, uint64(id))
+	dst = binary.AppendUvarint(dst, uint64(kg))
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(dst, key...)
+}
+
+// BeginPrefixed reserves a one-byte length in front of a value about to be
+// appended; FinishPrefixed fills it in (widening it when the value is 128
+// bytes or more). Serializers append in place this way, without a copy for
+// the common small value.
+func BeginPrefixed(dst []byte) ([]byte, int) { return append(dst, 0), len(dst) }
+
+// FinishPrefixed completes what BeginPrefixed started at start.
+func FinishPrefixed(dst []byte, start int) []byte {
+	n := len(dst) - start - 1
+	if n < 0x80 {
+		dst[start] = byte(n)
+		return dst
+	}
+	var lb [binary.MaxVarintLen64]byte
+	w := binary.PutUvarint(lb[:], uint64(n))
+	dst = append(dst, lb[:w-1]...) // grow by the extra length bytes
+	copy(dst[start+w:], dst[start+1:start+1+n])
+	copy(dst[start:], lb[:w])
+	return dst
+}
+
+// AppendPrefixed appends b with its length.
+func AppendPrefixed(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// Record is one change, as read back.
+type Record struct {
+	Op       Op
+	State    string // the state's name
+	Kind     byte
+	KeyGroup int
+	Key      []byte
+	A, B     []byte // value, element, list or map key; B: a map value
+	Time     int64  // timers
+}
+
+// Parse reads the records of one log file, of which the checkpoint recorded
+// size bytes: bytes beyond it (a tail written after the checkpoint, torn by
+// a crash or not) are never read. Anything wrong within size — a short
+// file, a bad checksum, a record that does not parse — is ErrCorrupt. yield
+// gets every change record in order (slices alias data).
+func Parse(data []byte, size int64, name string, yield func(Record) error) error {
+	if int64(len(data)) < size {
+		return fmt.Errorf("changelog file %s has %d bytes, its checkpoint recorded %d: %w", name, len(data), size, ErrCorrupt)
+	}
+	data = data[:size]
+	if len(data) < HeaderLen || [8]byte(data[:8]) != magic {
+		return fmt.Errorf("%s is not a gflink changelog file: %w", name, ErrCorrupt)
+	}
+	if v := binary.BigEndian.Uint32(data[8:12]); v != version {
+		return fmt.Errorf("changelog file %s has version %d; this gflink reads version %d: %w", name, v, version, ErrCorrupt)
+	}
+	decls := map[uint64]Record{}
+	off := int64(HeaderLen)
+	for rest := data[HeaderLen:]; len(rest) > 0; {
+		if len(rest) < chunkHeaderLen {
+			return fmt.Errorf("changelog file %s: chunk at offset %d is cut short: %w", name, off, ErrCorrupt)
+		}
+		n := int64(binary.BigEndian.Uint32(rest))
+		if n > int64(len(rest)-chunkHeaderLen) {
+			return fmt.Errorf("changelog file %s: chunk at offset %d claims %d bytes, %d are left: %w", name, off, n, len(rest)-chunkHeaderLen, ErrCorrupt)
+		}
+		payload := rest[chunkHeaderLen : chunkHeaderLen+n]
+		if crc32.Checksum(payload, crcTab) != binary.BigEndian.Uint32(rest[4:]) {
+			return fmt.Errorf("changelog file %s: checksum mismatch in the chunk at offset %d: %w", name, off, ErrCorrupt)
+		}
+		if err := parseRecords(payload, decls, yield); err != nil {
+			return fmt.Errorf("changelog file %s, chunk at offset %d: %w", name, off, err)
+		}
+		rest = rest[chunkHeaderLen+n:]
+		off += chunkHeaderLen + n
+	}
+	return nil
+}
+
+func parseRecords(p []byte, decls map[uint64]Record, yield func(Record) error) error {
+	var err error
+	for len(p) > 0 {
+		op := Op(p[0])
+		p = p[1:]
+		var id uint64
+		if id, p, err = uvarint(p); err != nil {
+			return err
+		}
+		if op == OpDeclare {
+			if len(p) < 1 {
+				return fmt.Errorf("declaration cut short: %w", ErrCorrupt)
+			}
+			kind := p[0]
+			var name []byte
+			if name, p, err = prefixed(p[1:]); err != nil {
+				return err
+			}
+			decls[id] = Record{State: string(name), Kind: kind}
+			continue
+		}
+		d, ok := decls[id]
+		if !ok {
+			return fmt.Errorf("record of undeclared state %d: %w", id, ErrCorrupt)
+		}
+		r := Record{Op: op, State: d.State, Kind: d.Kind}
+		var kg uint64
+		if kg, p, err = uvarint(p); err != nil {
+			return err
+		}
+		r.KeyGroup = int(kg)
+		if r.Key, p, err = prefixed(p); err != nil {
+			return err
+		}
+		switch op {
+		case OpClear:
+		case OpSet, OpListAdd, OpListSet, OpMapRemove:
+			r.A, p, err = prefixed(p)
+		case OpMapPut:
+			if r.A, p, err = prefixed(p); err == nil {
+				r.B, p, err = prefixed(p)
+			}
+		case OpTimerAdd, OpTimerDel:
+			t, k := binary.Varint(p)
+			if k <= 0 {
+				return fmt.Errorf("timer record cut short: %w", ErrCorrupt)
+			}
+			r.Time, p = t, p[k:]
+		default:
+			return fmt.Errorf("unknown record op %d: %w", op, ErrCorrupt)
+		}
+		if err != nil {
+			return err
+		}
+		if err := yield(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func uvarint(p []byte) (uint64, []byte, error) {
+	v, k := binary.Uvarint(p)
+	if k <= 0 {
+		return 0, nil, fmt.Errorf("record cut short: %w", ErrCorrupt)
+	}
+	return v, p[k:], nil
+}
+
+func prefixed(p []byte) ([]byte, []byte, error) {
+	n, rest, err := uvarint(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n > uint64(len(rest)) {
+		return nil, nil, fmt.Errorf("record field of %d bytes, %d left: %w", n, len(rest), ErrCorrupt)
+	}
+	return rest[:n:n], rest[n:], nil
+}

@@ -1,0 +1,145 @@
+package changelog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gflink/gflink/savepoint/vfs"
+)
+
+// DirName is the directory, under <base-path>/<jobId>/, that holds a job's
+// log files; deletion refuses files anywhere else.
+const DirName = "dstl"
+
+// MemoryPrefix starts the path of a file kept in this process's memory
+// (state.changelog.storage: memory).
+const MemoryPrefix = "memory:"
+
+// Sink is an open log file.
+type Sink interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+// Storage creates log files.
+type Storage interface {
+	// Create creates a file; path is what checkpoints record.
+	Create(name string) (s Sink, path string, err error)
+}
+
+// FSStorage keeps log files in a directory (state.changelog.storage:
+// filesystem): <base-path>/<jobId>/dstl.
+type FSStorage struct {
+	FS  vfs.FS
+	Dir string
+}
+
+// Create creates dir/name, owner-only like every snapshot file.
+func (s FSStorage) Create(name string) (Sink, string, error) {
+	p := filepath.Join(s.Dir, name)
+	f, err := s.FS.CreatePerm(p, vfs.PrivateFileMode)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, p, nil
+}
+
+// MemoryStorage keeps log files in this process's memory: for tests, as
+// Flink's in-memory changelog; checkpoints that refer to them cannot be
+// restored by another process.
+type MemoryStorage struct{}
+
+var mem = struct {
+	sync.Mutex
+	files map[string][]byte
+}{files: map[string][]byte{}}
+
+type memSink struct {
+	path string
+	buf  []byte
+}
+
+func (m *memSink) Write(p []byte) (int, error) { m.buf = append(m.buf, p...); return len(p), nil }
+func (m *memSink) Sync() error                 { return nil }
+func (m *memSink) Close() error {
+	mem.Lock()
+	mem.files[m.path] = m.buf
+	mem.Unlock()
+	return nil
+}
+
+// Create makes a file that exists once closed.
+func (MemoryStorage) Create(name string) (Sink, string, error) {
+	return &memSink{path: MemoryPrefix + name}, MemoryPrefix + name, nil
+}
+
+// ReadFile reads a log file a checkpoint refers to.
+func ReadFile(fsys vfs.FS, path string) ([]byte, error) {
+	if strings.HasPrefix(path, MemoryPrefix) {
+		mem.Lock()
+		b, ok := mem.files[path]
+		mem.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("changelog file %s was kept in the memory of the process that wrote it (state.changelog.storage: memory) and is gone with it; use state.changelog.storage: filesystem for checkpoints that outlive the process: %w", path, ErrCorrupt)
+		}
+		return b, nil
+	}
+	if !filepath.IsAbs(path) || filepath.Base(filepath.Dir(path)) != DirName {
+		return nil, fmt.Errorf("changelog file path '%s' is not an absolute path in a %s/ directory: %w", path, DirName, ErrCorrupt)
+	}
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open changelog file: %w", err)
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// Remove deletes a log file no retained checkpoint refers to any more.
+func Remove(fsys vfs.FS, path string) error {
+	if strings.HasPrefix(path, MemoryPrefix) {
+		mem.Lock()
+		delete(mem.files, path)
+		mem.Unlock()
+		return nil
+	}
+	if !filepath.IsAbs(path) || filepath.Base(filepath.Dir(path)) != DirName {
+		return fmt.Errorf("refusing to delete %s: not in a %s/ directory", path, DirName)
+	}
+	err := fsys.RemoveBeneath(filepath.Dir(path), filepath.Base(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// IsLogPath reports whether a path a snapshot refers to is a log file.
+func IsLogPath(p string) bool {
+	return strings.HasPrefix(p, MemoryPrefix) || filepath.IsAbs(p) && filepath.Base(filepath.Dir(p)) == DirName
+}
+
+// Sweep deletes the log files in dir that keep does not name: files of
+// checkpoints that never completed, or that were subsumed while the
+// process died. Call it when the job has ended.
+func Sweep(fsys vfs.FS, dir string, keep func(path string) bool) error {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil // nothing written
+	}
+	var errs []error
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if !keep(p) {
+			errs = append(errs, Remove(fsys, p))
+		}
+	}
+	fsys.Remove(dir)               // only if empty
+	fsys.Remove(filepath.Dir(dir)) // the job's directory under the base path, if empty
+	return errors.Join(errs...)
+}

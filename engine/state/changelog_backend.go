@@ -1,0 +1,803 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/savepoint"
+)
+
+// ChangelogBackend is Flink's changelog state backend: it wraps a hashmap
+// or LSM backend, applies every change to it and also appends the change
+// to the subtask's state changelog, which a persister writes to files
+// continuously. Now and then (state.changelog.periodic-materialize.
+// interval) the wrapped backend's state is materialized — snapshotted
+// and written to checkpoint storage on another goroutine, independently of
+// checkpoints — and the log before it is no longer needed. A checkpoint
+// then costs only the log's tail: it ends the current log file and refers
+// to the latest materialization plus the log files written since.
+//
+//	wrapped state  ──materialize every interval──▶  shared/<id>-mat-<n>.state
+//	   ▲ every change                                      │ + log since
+//	   └──────────── log: dstl/<id>-<seq>.log ─────────────┘ = checkpoint
+//
+// Restore loads the materialization (canonical blocks, into either
+// backend), then replays the log, in order, filtered by key group, so it
+// works at any parallelism. Records of a state are replayed when the state
+// is registered (only then are its serializers known).
+type ChangelogBackend[K comparable] struct {
+	inner  Backend[K]
+	keySer KeySerializer[K]
+	o      ChangelogOptions
+	w      *changelog.Writer // nil: replay only (changelog off in this run)
+
+	cur    K
+	kg     int
+	keyBuf []byte
+	keyOK  bool
+
+	states map[string]*clDecl
+	nextID uint32
+
+	// restored log files, until every state in them is registered
+	restored []RestoredLog
+	inLog    map[string]*clDecl // states the restored log has records of
+	replayed map[string]bool
+
+	// materialization: the latest completed one, the one running, and
+	// failures in a row.
+	mat       materialization
+	run       *matRun
+	nextMat   time.Time
+	failures  int
+	forced    bool  // restored: materialize before the first checkpoint
+	dirty     bool  // changes since the last materialization began
+	matSeq    int64 // materialization ids
+	lastCkpt  int64 // the file the previous checkpoint ended
+	lastMatID int64 // the materialization the previous checkpoint used
+	bases     map[int64]int64
+	disposed  bool
+}
+
+// ChangelogOptions configure one subtask's changelog backend.
+type ChangelogOptions struct {
+	// Logging: record changes. Off, the backend only replays a restored
+	// log (changelog disabled on restore) and adds nothing per access.
+	Logging bool
+	Writer  changelog.WriterOptions // Declarations is set by the backend
+	// Materialize writes a snapshot of the wrapped backend into checkpoint
+	// storage, returning the handle of its blocks and its size; it runs
+	// on a goroutine of its own.
+	Materialize func(s Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error)
+	// Interval between materializations; 0: only when forced.
+	Interval    time.Duration
+	MaxFailures int
+	Now         func() time.Time
+	// OnMaterialized is told of each materialization (for the log).
+	OnMaterialized func(id int64, size int64, took time.Duration, err error)
+}
+
+// RestoredLog is one old subtask's log files to replay.
+type RestoredLog struct {
+	Files []RestoredFile
+}
+
+// RestoredFile is one log file's bytes and the size its checkpoint
+// recorded.
+type RestoredFile struct {
+	Name string
+	Data []byte
+	Size int64
+}
+
+type clDecl struct {
+	id   uint32
+	kind Kind
+	name string
+}
+
+type materialization struct {
+	id     int64
+	base   int64 // the first log file after it
+	handle *savepoint.KeyedStateHandle
+	size   int64
+}
+
+type matRun struct {
+	m     materialization
+	start time.Time
+	done  chan struct{}
+	err   error
+}
+
+// NewChangelogBackend wraps inner. With logging on, the log's files are
+// numbered from 1.
+func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K], o ChangelogOptions) *ChangelogBackend[K] {
+	b := &ChangelogBackend[K]{inner: inner, keySer: keySer, o: o, states: map[string]*clDecl{},
+		inLog: map[string]*clDecl{}, replayed: map[string]bool{}, bases: map[int64]int64{}, lastCkpt: 0}
+	if o.Now == nil {
+		b.o.Now = time.Now
+	}
+	if o.Logging {
+		wo := o.Writer
+		wo.Declarations = b.declarations
+		now := b.o.Now()
+		b.w = changelog.NewWriter(wo, 1, now)
+		b.mat.base = 1 // no materialization yet: the whole log counts
+		if o.Interval > 0 {
+			b.nextMat = now.Add(o.Interval)
+		}
+	}
+	return b
+}
+
+// Inner is the wrapped backend.
+func (b *ChangelogBackend[K]) Inner() Backend[K] { return b.inner }
+
+func (b *ChangelogBackend[K]) declarations(dst []byte) []byte {
+	ds := make([]*clDecl, 0, len(b.states))
+	for _, d := range b.states {
+		ds = append(ds, d)
+	}
+	slices.SortFunc(ds, func(x, y *clDecl) int { return int(x.id) - int(y.id) })
+	for _, d := range ds {
+		dst = changelog.AppendDeclare(dst, d.id, byte(d.kind), d.name)
+	}
+	return dst
+}
+
+// declare gives a state its log id.
+func (b *ChangelogBackend[K]) declare(name string, kind Kind) *clDecl {
+	if d, ok := b.states[name]; ok {
+		return d
+	}
+	b.nextID++
+	d := &clDecl{id: b.nextID, kind: kind, name: name}
+	b.states[name] = d
+	if b.w != nil {
+		b.w.Declare(d.id, byte(kind), name)
+	}
+	return d
+}
+
+func (b *ChangelogBackend[K]) KeyGroupRange() KeyGroupRange { return b.inner.KeyGroupRange() }
+func (b *ChangelogBackend[K]) MaxParallelism() int          { return b.inner.MaxParallelism() }
+func (b *ChangelogBackend[K]) KeyGroupOf(k K) int           { return b.inner.KeyGroupOf(k) }
+func (b *ChangelogBackend[K]) CurrentKey() K                { return b.cur }
+
+func (b *ChangelogBackend[K]) SetCurrentKey(k K) { b.SetCurrentKeyAndGroup(k, b.inner.KeyGroupOf(k)) }
+
+func (b *ChangelogBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
+	b.inner.SetCurrentKeyAndGroup(k, kg)
+	b.cur, b.kg, b.keyOK = k, kg, false
+}
+
+// syncKey takes the wrapped backend's current key (set by a timer firing).
+func (b *ChangelogBackend[K]) syncKey() {
+	k := b.inner.CurrentKey()
+	b.cur, b.kg, b.keyOK = k, b.inner.KeyGroupOf(k), false
+}
+
+// head starts a record about the current key.
+func (b *ChangelogBackend[K]) head(op changelog.Op, d *clDecl) *changelog.Writer {
+	if !b.keyOK {
+		b.keyBuf = b.keySer.Append(b.keyBuf[:0], b.cur)
+		b.keyOK = true
+	}
+	b.dirty = true
+	b.w.Head(op, d.id, b.kg, b.keyBuf)
+	return b.w
+}
+
+// States lists the wrapped backend's states and those only the restored
+// log has.
+func (b *ChangelogBackend[K]) States() []StateInfo {
+	out := b.inner.States()
+	for name, d := range b.inLog {
+		if b.replayed[name] || slices.ContainsFunc(out, func(s StateInfo) bool { return s.Name == name }) {
+			continue
+		}
+		out = append(out, StateInfo{Name: name, Kind: d.kind, Type: "(in the changelog)"})
+	}
+	return out
+}
+
+// RestoreKeyGroups loads a materialization's (or any canonical
+// snapshot's) blocks into the wrapped backend.
+func (b *ChangelogBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers int) error {
+	return b.inner.RestoreKeyGroups(blocks, workers)
+}
+
+// RestoreChangelog takes the log files to replay, checking every record
+// now, so a corrupt log fails the restore before the job runs. With
+// logging on, the restored state is materialized before the first
+// checkpoint: no checkpoint of this job refers to the restored snapshot.
+func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
+	kgr := b.inner.KeyGroupRange()
+	for _, l := range logs {
+		for _, f := range l.Files {
+			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
+				if !kgr.Contains(r.KeyGroup) {
+					return nil
+				}
+				if d, ok := b.inLog[r.State]; ok && d.kind != Kind(r.Kind) {
+					return fmt.Errorf("state %q is both %s and %s state in the changelog: %w", r.State, d.kind, Kind(r.Kind), changelog.ErrCorrupt)
+				}
+				b.inLog[r.State] = &clDecl{kind: Kind(r.Kind), name: r.State}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		b.restored = append(b.restored, l)
+	}
+	if b.w != nil {
+		b.forced = true
+	}
+	return nil
+}
+
+// replay applies the restored log's records of one state, as it is
+// registered.
+func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r changelog.Record) error) error {
+	d, ok := b.inLog[name]
+	if !ok || b.replayed[name] {
+		return nil
+	}
+	if d.kind != kind {
+		return fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, d.kind, kind)
+	}
+	kgr := b.inner.KeyGroupRange()
+	for _, l := range b.restored {
+		for _, f := range l.Files {
+			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
+				if r.State != name || !kgr.Contains(r.KeyGroup) {
+					return nil
+				}
+				k, _, err := b.keySer.Decode(r.Key)
+				if err != nil {
+					return fmt.Errorf("replay state %q: key: %w", name, err)
+				}
+				b.inner.SetCurrentKeyAndGroup(k, r.KeyGroup)
+				if err := apply(r); err != nil {
+					return fmt.Errorf("replay state %q: %w", name, err)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	b.replayed[name] = true
+	if len(b.replayed) == len(b.inLog) {
+		b.restored = nil // every state has its records
+	}
+	return nil
+}
+
+// carryPending re-logs the restored records of states not registered yet
+// after a materialization's boundary: the materialization cannot hold them
+// (their serializers are unknown), so the log keeps them.
+func (b *ChangelogBackend[K]) carryPending() error {
+	kgr := b.inner.KeyGroupRange()
+	for _, l := range b.restored {
+		for _, f := range l.Files {
+			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
+				if b.replayed[r.State] || !kgr.Contains(r.KeyGroup) {
+					return nil
+				}
+				d := b.declare(r.State, Kind(r.Kind))
+				b.w.Head(r.Op, d.id, r.KeyGroup, r.Key)
+				switch r.Op {
+				case changelog.OpSet, changelog.OpListAdd, changelog.OpListSet, changelog.OpMapRemove:
+					b.w.Buf = changelog.AppendPrefixed(b.w.Buf, r.A)
+				case changelog.OpMapPut:
+					b.w.Buf = changelog.AppendPrefixed(changelog.AppendPrefixed(b.w.Buf, r.A), r.B)
+				case changelog.OpTimerAdd, changelog.OpTimerDel:
+					b.w.Buf = binary.AppendVarint(b.w.Buf, r.Time)
+				}
+				b.w.Done()
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TakeSnapshot: a checkpoint with the changelog on ends the current log
+// file and refers to the latest materialization and the files since;
+// savepoints, full checkpoints and replay-only backends take the wrapped
+// backend's own snapshot.
+func (b *ChangelogBackend[K]) TakeSnapshot(o SnapshotOptions) (Snapshot, error) {
+	if b.w == nil || !o.Changelog {
+		return b.inner.TakeSnapshot(o)
+	}
+	if err := b.w.Err(); err != nil {
+		return nil, err
+	}
+	if b.forced && b.run == nil {
+		// The first checkpoint after a restore refers to a new
+		// materialization, never to the restored snapshot.
+		if err := b.Materialize(); err != nil {
+			return nil, err
+		}
+	}
+	to := b.w.Roll()
+	s := &ChangelogSnapshot{kgr: b.inner.KeyGroupRange(), w: b.w, to: to, prevCkpt: b.lastCkpt, prevMat: b.lastMatID}
+	if b.forced {
+		s.run = b.run // completes (or fails) the checkpoint's wait
+	} else {
+		s.mat = b.mat
+	}
+	b.lastCkpt = to
+	return s, nil
+}
+
+// ChangelogSnapshot is a checkpoint of a changelog backend: the
+// materialization it refers to and the log files up to its boundary.
+type ChangelogSnapshot struct {
+	kgr      KeyGroupRange
+	w        *changelog.Writer
+	mat      materialization
+	run      *matRun // a materialization still running, when forced
+	to       int64
+	prevCkpt int64
+	prevMat  int64
+	released bool
+}
+
+// ChangelogState is a changelog checkpoint's keyed state, once written.
+type ChangelogState struct {
+	MaterializationID int64
+	Materialized      *savepoint.KeyedStateHandle // nil: nothing materialized yet
+	MaterializedSize  int64
+	MaterializedAdded bool // no earlier checkpoint referred to it
+	Log               []savepoint.ChangelogFile
+}
+
+func (s *ChangelogSnapshot) KeyGroupRange() KeyGroupRange { return s.kgr }
+
+// EncodeKeyGroup: a changelog checkpoint has no canonical blocks.
+func (s *ChangelogSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte { return append(dst, 0) }
+
+// Release: nothing is pinned.
+func (s *ChangelogSnapshot) Release() { s.released = true }
+
+// Wait waits for the log files (and a forced materialization) and returns
+// the checkpoint's state; it runs on the asynchronous side.
+func (s *ChangelogSnapshot) Wait() (*ChangelogState, error) {
+	m := s.mat
+	if s.run != nil {
+		<-s.run.done
+		if s.run.err != nil {
+			return nil, fmt.Errorf("materialize the restored state before the first checkpoint: %w", s.run.err)
+		}
+		m = s.run.m
+	}
+	files, err := s.w.Files(m.base, s.to)
+	if err != nil {
+		return nil, err
+	}
+	out := &ChangelogState{MaterializationID: m.id, Materialized: m.handle, MaterializedSize: m.size, MaterializedAdded: m.id != 0 && m.id != s.prevMat}
+	for _, f := range files {
+		out.Log = append(out.Log, savepoint.ChangelogFile{Path: f.Path, Size: f.Size, Added: f.Seq > s.prevCkpt})
+	}
+	return out, nil
+}
+
+// MaterializationDue says when the next materialization is due (zero: not
+// scheduled).
+func (b *ChangelogBackend[K]) MaterializationDue() time.Time {
+	if b.w == nil {
+		return time.Time{}
+	}
+	if b.forced && b.run == nil {
+		return b.o.Now()
+	}
+	return b.nextMat
+}
+
+// Tick hands buffered changes to the persister after the persist delay,
+// collects a finished materialization and starts a due one. An error
+// means the task must fail over: the log has a gap, or materialization
+// failed more often than state.changelog.max-failures-allowed.
+func (b *ChangelogBackend[K]) Tick() error {
+	if b.w == nil {
+		return nil
+	}
+	now := b.o.Now()
+	b.w.Tick(now)
+	if err := b.w.Err(); err != nil {
+		return err
+	}
+	if r := b.run; r != nil {
+		select {
+		case <-r.done:
+		default:
+			return nil
+		}
+		b.run = nil
+		took := now.Sub(r.start)
+		if b.o.OnMaterialized != nil {
+			b.o.OnMaterialized(r.m.id, r.m.size, took, r.err)
+		}
+		if r.err != nil {
+			b.failures++
+			if b.failures > b.o.MaxFailures {
+				return fmt.Errorf("materialization of the changelog state backend failed %d times in a row (state.changelog.max-failures-allowed: %d): %w", b.failures, b.o.MaxFailures, r.err)
+			}
+			b.nextMat = now.Add(min(b.o.Interval, time.Second))
+			if b.o.Interval <= 0 {
+				b.nextMat = now.Add(time.Second)
+			}
+			return nil
+		}
+		b.failures = 0
+		b.mat, b.forced = r.m, false
+		if b.o.Interval > 0 {
+			b.nextMat = now.Add(b.o.Interval)
+		}
+	}
+	due := b.MaterializationDue()
+	if b.run == nil && !due.IsZero() && !now.Before(due) {
+		if !b.dirty && !b.forced {
+			b.nextMat = now.Add(b.o.Interval) // nothing changed: nothing to write
+			return nil
+		}
+		return b.Materialize()
+	}
+	return nil
+}
+
+// Materialize starts a materialization: the wrapped backend's snapshot is
+// taken here (its synchronous part), the log rolls so that every later
+// change is in later files, and the snapshot is written on a goroutine of
+// its own. One runs at a time.
+func (b *ChangelogBackend[K]) Materialize() error {
+	if b.w == nil || b.run != nil {
+		return nil
+	}
+	snap, err := b.inner.TakeSnapshot(SnapshotOptions{})
+	if err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	last := b.w.Roll()
+	b.matSeq++
+	r := &matRun{m: materialization{id: b.matSeq, base: last + 1}, start: b.o.Now(), done: make(chan struct{})}
+	b.run, b.dirty = r, false
+	if err := b.carryPending(); err != nil {
+		snap.Release()
+		return err
+	}
+	go func() {
+		defer close(r.done)
+		defer snap.Release()
+		r.err = protectMaterialize(func() error {
+			var err error
+			r.m.handle, r.m.size, err = b.o.Materialize(snap, r.m.id)
+			return err
+		})
+	}()
+	return nil
+}
+
+// protectMaterialize turns a panicking serializer into a failed
+// materialization.
+func protectMaterialize(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("materialization panicked: %v", r)
+		}
+	}()
+	return f()
+}
+
+// CheckpointComplete: the log files before the checkpoint's
+// materialization are no checkpoint-to-come's business.
+func (b *ChangelogBackend[K]) CheckpointComplete(id int64) {
+	b.inner.CheckpointComplete(id)
+	if b.w != nil {
+		b.lastMatID = b.mat.id
+		b.w.Forget(b.mat.base)
+	}
+}
+
+func (b *ChangelogBackend[K]) CheckpointAborted(id int64) { b.inner.CheckpointAborted(id) }
+
+// DropUnregistered drops restored state no operator registered, in the
+// log as in the wrapped backend.
+func (b *ChangelogBackend[K]) DropUnregistered() []string {
+	out := b.inner.DropUnregistered()
+	for name := range b.inLog {
+		if !b.replayed[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	b.restored = nil
+	return out
+}
+
+// Dispose stops the persister, waits for a running materialization and
+// disposes of the wrapped backend.
+func (b *ChangelogBackend[K]) Dispose() error {
+	if b.disposed {
+		return nil
+	}
+	b.disposed = true
+	var errs []error
+	if b.w != nil {
+		errs = append(errs, b.w.Close())
+	}
+	if b.run != nil {
+		<-b.run.done
+	}
+	errs = append(errs, b.inner.Dispose())
+	return errors.Join(errs...)
+}
+
+// Changelog states: each wraps the wrapped backend's state and logs what
+// it changes.
+
+type clValueState[K comparable, V any] struct {
+	b   *ChangelogBackend[K]
+	in  ValueState[V]
+	ser Serializer[V]
+	d   *clDecl
+}
+
+func (s *clValueState[K, V]) Value() (V, bool) { return s.in.Value() }
+func (s *clValueState[K, V]) Update(v V) {
+	s.in.Update(v)
+	w := s.b.head(changelog.OpSet, s.d)
+	var st int
+	w.Buf, st = changelog.BeginPrefixed(w.Buf)
+	w.Buf = changelog.FinishPrefixed(s.ser.Append(w.Buf, v), st)
+	w.Done()
+}
+func (s *clValueState[K, V]) Clear() {
+	s.in.Clear()
+	s.b.head(changelog.OpClear, s.d).Done()
+}
+
+func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name string, ser Serializer[V]) (ValueState[V], error) {
+	in, err := GetValueState(b.inner, name, ser)
+	if err != nil {
+		return nil, err
+	}
+	err = b.replay(name, KindValue, func(r changelog.Record) error {
+		switch r.Op {
+		case changelog.OpSet:
+			v, _, err := ser.Decode(r.A)
+			if err != nil {
+				return err
+			}
+			in.Update(v)
+		case changelog.OpClear:
+			in.Clear()
+		default:
+			return fmt.Errorf("op %d on value state: %w", r.Op, changelog.ErrCorrupt)
+		}
+		return nil
+	})
+	if err != nil || b.w == nil {
+		return in, err
+	}
+	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue)}, nil
+}
+
+type clListState[K comparable, V any] struct {
+	b   *ChangelogBackend[K]
+	in  ListState[V]
+	ser Serializer[V]
+	d   *clDecl
+}
+
+func (s *clListState[K, V]) Get() []V { return s.in.Get() }
+func (s *clListState[K, V]) Add(v V) {
+	s.in.Add(v)
+	w := s.b.head(changelog.OpListAdd, s.d)
+	var st int
+	w.Buf, st = changelog.BeginPrefixed(w.Buf)
+	w.Buf = changelog.FinishPrefixed(s.ser.Append(w.Buf, v), st)
+	w.Done()
+}
+func (s *clListState[K, V]) Update(vs []V) {
+	s.in.Update(vs)
+	if len(vs) == 0 {
+		s.b.head(changelog.OpClear, s.d).Done()
+		return
+	}
+	w := s.b.head(changelog.OpListSet, s.d)
+	var st int
+	w.Buf, st = changelog.BeginPrefixed(w.Buf)
+	w.Buf = binary.AppendUvarint(w.Buf, uint64(len(vs)))
+	for _, v := range vs {
+		w.Buf = s.ser.Append(w.Buf, v)
+	}
+	w.Buf = changelog.FinishPrefixed(w.Buf, st)
+	w.Done()
+}
+func (s *clListState[K, V]) Clear() {
+	s.in.Clear()
+	s.b.head(changelog.OpClear, s.d).Done()
+}
+
+func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name string, ser Serializer[V]) (ListState[V], error) {
+	in, err := GetListState(b.inner, name, ser)
+	if err != nil {
+		return nil, err
+	}
+	err = b.replay(name, KindList, func(r changelog.Record) error {
+		switch r.Op {
+		case changelog.OpListAdd:
+			v, _, err := ser.Decode(r.A)
+			if err != nil {
+				return err
+			}
+			in.Add(v)
+		case changelog.OpListSet:
+			n, k := binary.Uvarint(r.A)
+			if k <= 0 {
+				return ErrShortBuffer
+			}
+			src := r.A[k:]
+			vs := make([]V, 0, min(n, uint64(len(src))))
+			for range n {
+				v, rest, err := ser.Decode(src)
+				if err != nil {
+					return err
+				}
+				vs, src = append(vs, v), rest
+			}
+			in.Update(vs)
+		case changelog.OpClear:
+			in.Clear()
+		default:
+			return fmt.Errorf("op %d on list state: %w", r.Op, changelog.ErrCorrupt)
+		}
+		return nil
+	})
+	if err != nil || b.w == nil {
+		return in, err
+	}
+	return &clListState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindList)}, nil
+}
+
+type clMapState[K comparable, UK comparable, UV any] struct {
+	b     *ChangelogBackend[K]
+	in    MapState[UK, UV]
+	ukSer Serializer[UK]
+	uvSer Serializer[UV]
+	d     *clDecl
+}
+
+func (s *clMapState[K, UK, UV]) Get(uk UK) (UV, bool)    { return s.in.Get(uk) }
+func (s *clMapState[K, UK, UV]) Contains(uk UK) bool     { return s.in.Contains(uk) }
+func (s *clMapState[K, UK, UV]) All(f func(UK, UV) bool) { s.in.All(f) }
+func (s *clMapState[K, UK, UV]) Len() int                { return s.in.Len() }
+func (s *clMapState[K, UK, UV]) Put(uk UK, uv UV) {
+	s.in.Put(uk, uv)
+	w := s.b.head(changelog.OpMapPut, s.d)
+	var st int
+	w.Buf, st = changelog.BeginPrefixed(w.Buf)
+	w.Buf = changelog.FinishPrefixed(s.ukSer.Append(w.Buf, uk), st)
+	w.Buf, st = changelog.BeginPrefixed(w.Buf)
+	w.Buf = changelog.FinishPrefixed(s.uvSer.Append(w.Buf, uv), st)
+	w.Done()
+}
+func (s *clMapState[K, UK, UV]) Remove(uk UK) {
+	s.in.Remove(uk)
+	w := s.b.head(changelog.OpMapRemove, s.d)
+	var st int
+	w.Buf, st = changelog.BeginPrefixed(w.Buf)
+	w.Buf = changelog.FinishPrefixed(s.ukSer.Append(w.Buf, uk), st)
+	w.Done()
+}
+func (s *clMapState[K, UK, UV]) Clear() {
+	s.in.Clear()
+	s.b.head(changelog.OpClear, s.d).Done()
+}
+
+func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBackend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
+	in, err := GetMapState(b.inner, name, ukSer, uvSer)
+	if err != nil {
+		return nil, err
+	}
+	err = b.replay(name, KindMap, func(r changelog.Record) error {
+		switch r.Op {
+		case changelog.OpMapPut:
+			uk, _, err := ukSer.Decode(r.A)
+			if err != nil {
+				return err
+			}
+			uv, _, err := uvSer.Decode(r.B)
+			if err != nil {
+				return err
+			}
+			in.Put(uk, uv)
+		case changelog.OpMapRemove:
+			uk, _, err := ukSer.Decode(r.A)
+			if err != nil {
+				return err
+			}
+			in.Remove(uk)
+		case changelog.OpClear:
+			in.Clear()
+		default:
+			return fmt.Errorf("op %d on map state: %w", r.Op, changelog.ErrCorrupt)
+		}
+		return nil
+	})
+	if err != nil || b.w == nil {
+		return in, err
+	}
+	return &clMapState[K, UK, UV]{b: b, in: in, ukSer: ukSer, uvSer: uvSer, d: b.declare(name, KindMap)}, nil
+}
+
+type clTimers[K comparable] struct {
+	b  *ChangelogBackend[K]
+	in TimerQueue
+	d  *clDecl
+}
+
+func (q *clTimers[K]) Register(ts int64) {
+	q.in.Register(ts)
+	w := q.b.head(changelog.OpTimerAdd, q.d)
+	w.Buf = binary.AppendVarint(w.Buf, ts)
+	w.Done()
+}
+func (q *clTimers[K]) Delete(ts int64) {
+	q.in.Delete(ts)
+	w := q.b.head(changelog.OpTimerDel, q.d)
+	w.Buf = binary.AppendVarint(w.Buf, ts)
+	w.Done()
+}
+func (q *clTimers[K]) Next() (int64, bool) { return q.in.Next() }
+func (q *clTimers[K]) Len() int            { return q.in.Len() }
+
+// FireDue logs each timer's removal as it fires, with its key made
+// current here too, for the state the handler changes.
+func (q *clTimers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
+	return q.in.FireDue(upTo, func(ts int64) error {
+		q.b.syncKey()
+		w := q.b.head(changelog.OpTimerDel, q.d)
+		w.Buf = binary.AppendVarint(w.Buf, ts)
+		w.Done()
+		return fire(ts)
+	})
+}
+
+func getChangelogTimers[K comparable](b *ChangelogBackend[K], kind Kind) (TimerQueue, error) {
+	in, err := TimersFor(b.inner, kind)
+	if err != nil {
+		return nil, err
+	}
+	name := ProcessingTimersName
+	if kind == KindEventTime {
+		name = EventTimersName
+	}
+	err = b.replay(name, kind, func(r changelog.Record) error {
+		switch r.Op {
+		case changelog.OpTimerAdd:
+			in.Register(r.Time)
+		case changelog.OpTimerDel:
+			in.Delete(r.Time)
+		default:
+			return fmt.Errorf("op %d on timers: %w", r.Op, changelog.ErrCorrupt)
+		}
+		return nil
+	})
+	if err != nil || b.w == nil {
+		return in, err
+	}
+	return &clTimers[K]{b: b, in: in, d: b.declare(name, kind)}, nil
+}
