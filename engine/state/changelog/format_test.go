@@ -1,0 +1,381 @@
+package changelog_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gflink/gflink/engine/state/changelog"
+	"pgregory.net/rapid"
+)
+
+var (
+	dValue = decl{id: 0, kind: 1, name: "count"}
+	dList  = decl{id: 1, kind: 2, name: "events"}
+	dMap   = decl{id: 300, kind: 3, name: "by-user"} // a two-byte uvarint id
+	dTimer = decl{id: math.MaxUint32, kind: 9, name: "timers"}
+)
+
+// A value of every length around the one-byte reservation's limit, written
+// with BeginPrefixed/FinishPrefixed, comes out exactly as AppendPrefixed
+// writes it, and leaves the bytes in front of it alone.
+func TestFinishPrefixedMatchesAppendPrefixed(t *testing.T) {
+	lengths := []int{0, 1, 2, 126, 127, 128, 129, 255, 256, 300, 16383, 16384, 16385, 20000, 1 << 21}
+	for n := 0; n < 300; n++ {
+		lengths = append(lengths, n)
+	}
+	front := []byte("front matter")
+	for _, n := range lengths {
+		v := pattern(n, byte(n))
+		want := changelog.AppendPrefixed(append([]byte(nil), front...), v)
+		// Exact capacity so that widening must reallocate; and spare
+		// capacity so that it must move in place.
+		for _, spare := range []int{0, 64} {
+			dst := make([]byte, len(front), len(front)+spare)
+			copy(dst, front)
+			dst, start := changelog.BeginPrefixed(dst)
+			if start != len(front) {
+				t.Fatalf("BeginPrefixed reserved at %d, want %d", start, len(front))
+			}
+			dst = append(dst, v...)
+			got := changelog.FinishPrefixed(dst, start)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("value of %d bytes (spare %d): FinishPrefixed gives %d bytes that differ from AppendPrefixed's %d",
+					n, spare, len(got), len(want))
+			}
+		}
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	var want []rec
+	var payloads [][]byte
+	var p []byte
+	add := func(x rec) {
+		p = appendRec(p, x)
+		want = append(want, x)
+	}
+	cut := func() {
+		payloads = append(payloads, p)
+		p = nil
+	}
+
+	// First chunk: declarations of three states, then values of every
+	// interesting length, via the one-byte reservation and via
+	// AppendPrefixed.
+	p = appendDecls(p, []decl{dValue, dList, dMap})
+	for i, n := range []int{0, 1, 127, 128, 300, 20000} {
+		add(newRec(dValue, changelog.OpSet, i*61, []byte{byte(i), 'k'}, pattern(n, byte(i)), nil, 0, 1))
+		add(newRec(dValue, changelog.OpSet, 127+i, []byte("same-key"), pattern(n, byte(i+7)), nil, 0, 0))
+	}
+	add(newRec(dValue, changelog.OpClear, 128, nil, nil, nil, 0, 0))
+	cut()
+	// Second chunk: lists and maps, values large and small, the map value
+	// prefixed either way.
+	add(newRec(dList, changelog.OpListAdd, 32767, pattern(300, 1), pattern(128, 2), nil, 0, 1))
+	add(newRec(dList, changelog.OpListSet, 0, []byte("l"), pattern(20000, 3), nil, 0, 1))
+	add(newRec(dList, changelog.OpListSet, 0, []byte("l"), nil, nil, 0, 0))
+	add(newRec(dMap, changelog.OpMapPut, 5, []byte("u1"), pattern(127, 4), pattern(128, 5), 0, 1))
+	add(newRec(dMap, changelog.OpMapPut, 5, []byte("u1"), pattern(300, 6), pattern(0, 7), 0, 2))
+	add(newRec(dMap, changelog.OpMapPut, 5, []byte("u2"), pattern(1, 6), pattern(20000, 7), 0, 3))
+	add(newRec(dMap, changelog.OpMapRemove, 5, []byte("u1"), pattern(127, 4), nil, 0, 1))
+	add(newRec(dMap, changelog.OpClear, 5, []byte("u2"), nil, nil, 0, 0))
+	cut()
+	// An empty chunk is legal framing.
+	cut()
+	// Third chunk declares a fourth state late; records of all states
+	// still resolve (declarations hold for the rest of the file).
+	p = appendDecls(p, []decl{dTimer})
+	for _, tm := range []int64{0, -1, 1, math.MinInt64, math.MaxInt64, 1700000000000} {
+		add(newRec(dTimer, changelog.OpTimerAdd, 9, []byte("t"), nil, nil, tm, 0))
+		add(newRec(dTimer, changelog.OpTimerDel, 10, []byte("t"), nil, nil, tm, 0))
+	}
+	add(newRec(dValue, changelog.OpSet, 1, []byte("after"), []byte("x"), nil, 0, 1))
+	cut()
+
+	data := changelog.AppendHeader(nil)
+	if len(data) != changelog.HeaderLen || string(data[:8]) != "GFLKCLOG" || binary.BigEndian.Uint32(data[8:]) != 1 {
+		t.Fatalf("header %q, want GFLKCLOG and version 1 in %d bytes", data, changelog.HeaderLen)
+	}
+	for _, pl := range payloads {
+		data = changelog.AppendChunk(data, pl)
+	}
+	got, err := parseAll(data, int64(len(data)), "round-trip.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, "round trip", want, got)
+	if n := len(chunkPayloads(t, data)); n != len(payloads) {
+		t.Fatalf("%d chunks, want %d", n, len(payloads))
+	}
+}
+
+// Parse stops at, and returns, the first error yield returns.
+func TestParseStopsAtYieldError(t *testing.T) {
+	p := appendDecls(nil, []decl{dValue})
+	for i := 0; i < 5; i++ {
+		p = appendRec(p, newRec(dValue, changelog.OpSet, i, nil, []byte{byte(i)}, nil, 0, 0))
+	}
+	data := changelog.AppendChunk(changelog.AppendHeader(nil), p)
+	stop := errors.New("stop here")
+	calls := 0
+	err := changelog.Parse(data, int64(len(data)), "f.log", func(r changelog.Record) error {
+		calls++
+		if calls == 3 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || errors.Is(err, changelog.ErrCorrupt) {
+		t.Fatalf("Parse returned %v, want the yield's error (and not ErrCorrupt)", err)
+	}
+	if calls != 3 {
+		t.Fatalf("yield called %d times after it failed at the 3rd", calls)
+	}
+}
+
+// Property: any sequence of records of any ops over several states, split
+// into any chunks, parses back exactly, in order; bytes written after the
+// size the checkpoint recorded are never read.
+func TestParseRoundTripProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ds := genDecls(t)
+		upfront := rapid.Bool().Draw(t, "declare-upfront")
+		declared := map[uint32]bool{}
+		var p []byte
+		if upfront {
+			p = appendDecls(p, ds)
+		}
+		data := changelog.AppendHeader(nil)
+		var want []rec
+		n := rapid.IntRange(0, 60).Draw(t, "records")
+		for i := 0; i < n; i++ {
+			x := genRec(t, ds)
+			if !upfront && !declared[x.id] {
+				for _, d := range ds {
+					if d.id == x.id {
+						p = appendDecls(p, []decl{d})
+					}
+				}
+				declared[x.id] = true
+			}
+			p = appendRec(p, x)
+			want = append(want, x)
+			if rapid.IntRange(0, 3).Draw(t, "cut") == 0 {
+				data = changelog.AppendChunk(data, p)
+				p = nil
+			}
+		}
+		if len(p) > 0 || rapid.Bool().Draw(t, "final-empty-chunk") {
+			data = changelog.AppendChunk(data, p)
+		}
+		size := int64(len(data))
+		// A tail after the recorded size: a torn chunk, garbage or
+		// nothing.
+		switch rapid.IntRange(0, 2).Draw(t, "tail") {
+		case 1:
+			more := changelog.AppendChunk(nil, appendRec(nil, genRec(t, ds)))
+			data = append(data, more[:rapid.IntRange(0, len(more)).Draw(t, "torn-at")]...)
+		case 2:
+			data = append(data, rapid.SliceOfN(rapid.Byte(), 1, 40).Draw(t, "garbage")...)
+		}
+		got, err := parseAll(data, size, "prop.log")
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		checkRecords(t, "property", want, got)
+	})
+}
+
+// twoChunkFile returns a valid file of two chunks, the records of its first
+// chunk, and where the second chunk starts.
+func twoChunkFile() (data []byte, first []rec, secondAt int) {
+	p := appendDecls(nil, []decl{dValue, dMap})
+	first = []rec{
+		newRec(dValue, changelog.OpSet, 3, []byte("a"), []byte("1"), nil, 0, 0),
+		newRec(dMap, changelog.OpMapPut, 4, []byte("b"), []byte("mk"), pattern(200, 1), 0, 3),
+	}
+	for _, x := range first {
+		p = appendRec(p, x)
+	}
+	data = changelog.AppendChunk(changelog.AppendHeader(nil), p)
+	secondAt = len(data)
+	var q []byte
+	q = appendRec(q, newRec(dValue, changelog.OpClear, 3, []byte("a"), nil, nil, 0, 0))
+	q = appendRec(q, newRec(dMap, changelog.OpMapRemove, 4, []byte("b"), []byte("mk"), nil, 0, 0))
+	data = changelog.AppendChunk(data, q)
+	return data, first, secondAt
+}
+
+// fileWith is a valid header, then one chunk declaring dValue (id 0) and
+// dMap (id 300), then a chunk holding payload.
+func fileWith(payload []byte) []byte {
+	data := changelog.AppendChunk(changelog.AppendHeader(nil), appendDecls(nil, []decl{dValue, dMap}))
+	return changelog.AppendChunk(data, payload)
+}
+
+func TestParseCorrupt(t *testing.T) {
+	good, first, secondAt := twoChunkFile()
+	clone := func() []byte { return append([]byte(nil), good...) }
+	head := func(op changelog.Op, id uint32) []byte { return changelog.AppendHead(nil, op, id, 7, []byte("key")) }
+
+	type tc struct {
+		name string
+		data []byte
+		size int64
+		// records yielded before the error (nil: none checked)
+		before []rec
+	}
+	cases := []tc{
+		{name: "file shorter than the recorded size", data: good, size: int64(len(good)) + 1},
+		{name: "file far shorter than the recorded size", data: good[:5], size: int64(len(good))},
+		{name: "empty file", data: nil, size: 0},
+		{name: "recorded size within the header", data: good, size: 5},
+		{name: "recorded size cuts a chunk header", data: good, size: int64(secondAt) + 5, before: first},
+		{name: "recorded size cuts a chunk payload", data: good, size: int64(len(good)) - 1, before: first},
+		{name: "wrong version", data: func() []byte {
+			d := clone()
+			binary.BigEndian.PutUint32(d[8:], 2)
+			return d
+		}(), size: int64(len(good))},
+		{name: "chunk length beyond the data", data: func() []byte {
+			d := clone()
+			n := binary.BigEndian.Uint32(d[secondAt:])
+			binary.BigEndian.PutUint32(d[secondAt:], n+1)
+			return d
+		}(), size: int64(len(good)), before: first},
+		{name: "chunk length of 4 GiB", data: func() []byte {
+			d := clone()
+			binary.BigEndian.PutUint32(d[changelog.HeaderLen:], math.MaxUint32)
+			return d
+		}(), size: int64(len(good))},
+		{name: "checksum field flipped", data: func() []byte {
+			d := clone()
+			d[secondAt+4] ^= 1
+			return d
+		}(), size: int64(len(good)), before: first},
+		{name: "record of an undeclared state",
+			data: fileWith(append(head(changelog.OpSet, 1), changelog.AppendPrefixed(nil, []byte("v"))...))},
+		{name: "unknown op 0", data: fileWith(head(0, 0))},
+		{name: "unknown op 10", data: fileWith(append(head(10, 300), 0))},
+		{name: "unknown op 255", data: fileWith(head(255, 0))},
+		{name: "value cut short", data: fileWith(append(head(changelog.OpSet, 0), 5, 'a', 'b'))},
+		{name: "map value missing", data: fileWith(append(head(changelog.OpMapPut, 300), 1, 'k'))},
+		{name: "timer cut short", data: fileWith(head(changelog.OpTimerAdd, 0))},
+		{name: "key cut short", data: fileWith(append(changelog.AppendHead(nil, changelog.OpClear, 0, 7, nil)[:3], 9, 'x'))},
+		{name: "state id cut short", data: fileWith([]byte{byte(changelog.OpSet), 0x80})},
+		{name: "declaration cut short", data: fileWith(changelog.AppendDeclare(nil, 5, 1, "abc")[:3])},
+		{name: "declaration name cut short", data: fileWith(changelog.AppendDeclare(nil, 5, 1, "abc")[:6])},
+		{name: "uvarint overflow", data: fileWith(append([]byte{byte(changelog.OpSet)}, bytes.Repeat([]byte{0xff}, 11)...))},
+	}
+	for i := range 8 {
+		d := clone()
+		d[i] ^= 0x20
+		cases = append(cases, tc{name: "bad magic byte " + string(rune('0'+i)), data: d, size: int64(len(d))})
+	}
+	// Every single flipped byte of each chunk's payload fails the
+	// checksum; the records of the chunks before it were yielded, none of
+	// the bad chunk's.
+	for off := changelog.HeaderLen + 8; off < len(good); off++ {
+		if off >= secondAt && off < secondAt+8 {
+			continue
+		}
+		d := clone()
+		d[off] ^= 0x41
+		var before []rec
+		if off > secondAt {
+			before = first
+		}
+		cases = append(cases, tc{name: "payload byte flipped", data: d, size: int64(len(d)), before: before})
+	}
+	for _, c := range cases {
+		size := c.size
+		if size == 0 && c.data != nil {
+			size = int64(len(c.data))
+		}
+		name := "/base/job/dstl/op-3-" + strings.ReplaceAll(c.name, " ", "_") + ".log"
+		var got []changelog.Record
+		err := changelog.Parse(c.data, size, name, func(r changelog.Record) error {
+			got = append(got, r)
+			return nil
+		})
+		if !errors.Is(err, changelog.ErrCorrupt) {
+			t.Fatalf("%s: Parse returned %v, want ErrCorrupt", c.name, err)
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Fatalf("%s: error %q does not name the file", c.name, err)
+		}
+		if c.before != nil {
+			checkRecords(t, c.name+": records before the corruption", c.before, got)
+		}
+		if c.name == "payload byte flipped" && len(got) != len(c.before) {
+			t.Fatalf("%s: %d records yielded, want %d", c.name, len(got), len(c.before))
+		}
+	}
+	// The untouched file is fine, so the errors above are the
+	// corruptions'.
+	if _, err := parseAll(good, int64(len(good)), "good.log"); err != nil {
+		t.Fatal(err)
+	}
+	// And so is a record of a declared state: the undeclared one above
+	// failed for its id.
+	ok := fileWith(append(head(changelog.OpSet, 300), changelog.AppendPrefixed(nil, []byte("v"))...))
+	if _, err := parseAll(ok, int64(len(ok)), "ok.log"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bytes after the recorded size — written after the checkpoint, torn by a
+// crash or garbage — are never read.
+func TestParseIgnoresTailBeyondSize(t *testing.T) {
+	good, first, secondAt := twoChunkFile()
+	all, err := parseAll(good, int64(len(good)), "good.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(first)+2 {
+		t.Fatalf("%d records in the good file, want %d", len(all), len(first)+2)
+	}
+	extra := changelog.AppendChunk(nil, appendRec(nil, newRec(dValue, changelog.OpSet, 1, []byte("late"), []byte("v"), nil, 0, 0)))
+	badCRC := append([]byte(nil), extra...)
+	badCRC[len(badCRC)-1] ^= 0xff
+	tails := map[string][]byte{
+		"garbage":                   []byte("\xde\xad\xbe\xef garbage after the checkpoint"),
+		"partial chunk header":      extra[:5],
+		"partial chunk payload":     extra[:len(extra)-2],
+		"complete chunk":            extra,
+		"chunk with a bad checksum": badCRC,
+		"chunk claiming 4 GiB":      {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 1},
+		"a second header":           changelog.AppendHeader(nil),
+	}
+	for what, tail := range tails {
+		data := append(append([]byte(nil), good...), tail...)
+		got, err := parseAll(data, int64(len(good)), "tail.log")
+		if err != nil {
+			t.Fatalf("tail %s: %v", what, err)
+		}
+		if len(got) != len(all) {
+			t.Fatalf("tail %s: %d records, want %d", what, len(got), len(all))
+		}
+		for i := range got {
+			if !sameRecord(all[i], got[i]) {
+				t.Fatalf("tail %s: record %d is %s, want %s", what, i, showRecord(got[i]), showRecord(all[i]))
+			}
+		}
+		// A checkpoint taken after the first chunk recorded its end:
+		// the second chunk is a tail too.
+		got, err = parseAll(data, int64(secondAt), "tail.log")
+		if err != nil {
+			t.Fatalf("tail %s, size at the first chunk's end: %v", what, err)
+		}
+		checkRecords(t, "first chunk only", first, got)
+	}
+	// A header alone is an empty log.
+	got, err := parseAll(good, changelog.HeaderLen, "header-only.log")
+	if err != nil || len(got) != 0 {
+		t.Fatalf("header only: %d records, %v", len(got), err)
+	}
+}
