@@ -62,6 +62,9 @@ var (
 	ChangelogPreemptive = config.Memory("state.changelog.dstl.dfs.preemptive-persist-threshold").WithDefault(config.MemorySize(5 << 20)).
 				WithDeprecatedKeys("dstl.dfs.preemptive-persist-threshold").WithCheck(positiveMemory).
 				WithDescription("A subtask's changes beyond this size are written pre-emptively, before its checkpoint asks for them.")
+	ChangelogMaxAttempts = config.Int("state.changelog.dstl.dfs.upload.max-attempts").WithDefault(3).
+				WithDeprecatedKeys("dstl.dfs.upload.max-attempts").WithCheck(config.Positive).WithAccepted("an integer >= 1").
+				WithDescription("Attempts to write a log file; one that still fails fails the checkpoints that need it, and the subtask materializes at once so that later checkpoints do not.")
 	ChangelogMaxInFlight = config.Memory("state.changelog.dstl.dfs.upload.max-in-flight").WithDefault(config.MemorySize(100 << 20)).
 				WithDeprecatedKeys("dstl.dfs.upload.max-in-flight").WithCheck(positiveMemory).
 				WithDescription("Changes handed over but not yet written, per subtask, beyond which the subtask waits (backpressure).")
@@ -70,7 +73,7 @@ var (
 // ChangelogOptions lists the changelog's options.
 func ChangelogOptions() []config.AnyOption {
 	return []config.AnyOption{ChangelogEnabled, ChangelogStorage, ChangelogBasePath, ChangelogMaterializeInterval,
-		ChangelogMaterializeEnabled, ChangelogMaxFailures, ChangelogPersistDelay, ChangelogPersistSize, ChangelogPreemptive, ChangelogMaxInFlight}
+		ChangelogMaterializeEnabled, ChangelogMaxFailures, ChangelogPersistDelay, ChangelogPersistSize, ChangelogPreemptive, ChangelogMaxAttempts, ChangelogMaxInFlight}
 }
 
 // ChangelogInfo is what REST reports of the changelog: whether the job
@@ -100,6 +103,7 @@ type changelogConfig struct {
 	persistDelay time.Duration
 	handOff      int
 	inFlight     int
+	attempts     int
 }
 
 // changelogFrom reads the changelog's options and checks its limits
@@ -148,6 +152,9 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		return nil, nil, err
 	}
 	cc.handOff, cc.inFlight = int(min(size, pre)), int(inFlight)
+	if cc.attempts, err = ChangelogMaxAttempts.Get(c); err != nil {
+		return nil, nil, err
+	}
 
 	if cp.MaxConcurrent != 1 {
 		return nil, nil, fmt.Errorf("state.changelog.enabled: true needs execution.checkpointing.max-concurrent-checkpoints: 1 (it is %d): a checkpoint ends the changelog's current file, so two cannot be in progress at once. Set execution.checkpointing.max-concurrent-checkpoints: 1 or turn the changelog off", cp.MaxConcurrent)
@@ -208,7 +215,7 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 			storage = changelog.FSStorage{FS: t.exec.jm.fs, Dir: cc.dir}
 		}
 		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.subtask, randomID()),
-			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight}
+			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight, MaxAttempts: cc.attempts}
 		o.Interval, o.MaxFailures = cc.interval, cc.maxFailures
 		storageOf := t.exec.jm.storage
 		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {

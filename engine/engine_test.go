@@ -74,8 +74,16 @@ func newTestConfig(t testing.TB) *config.Configuration {
 		c.SetString("state.backend.rocksdb.localdir", t.TempDir(), "test")
 		c.SetString("taskmanager.memory.managed.size", "32 mb", "test")
 	}
+	if *stateChangelog {
+		c.SetString("state.changelog.enabled", "true", "test")
+		c.SetString("state.changelog.storage", "filesystem", "test")
+		c.SetString("state.changelog.dstl.dfs.base-path", t.TempDir(), "test")
+		c.SetString("state.changelog.periodic-materialize.interval", "20 ms", "test")
+	}
 	return c
 }
+
+var stateChangelog = flag.Bool("state.changelog", false, "run the engine tests' jobs with the changelog state backend (filesystem log, materialized every 20 ms)")
 
 // run runs word count with a print sink into a buffer.
 func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
@@ -733,7 +741,10 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 	var armed, released atomic.Bool // armed once planning (which reads files too) is done
 	release := make(chan struct{})
 	gated := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.InjectorFunc(func(op vfs.Op, path string) error {
-		if armed.Load() && op == vfs.OpOpen && strings.HasPrefix(path, chk+string(filepath.Separator)) {
+		// The checkpoint's files, and with the changelog its
+		// materialization in shared/ and its log files.
+		if armed.Load() && op == vfs.OpOpen && (strings.HasPrefix(path, filepath.Dir(chk)+string(filepath.Separator)) ||
+			filepath.Base(filepath.Dir(path)) == "dstl") {
 			held.Add(1)
 			<-release
 		}
@@ -795,8 +806,36 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 // failures at p=1 and p=4, retained checkpoints restored, checkpoint ids
 // continuing, failing checkpoint storage, retention on cancel, timers
 // across failures, stop-with-savepoint continuing exactly once, and more.
+// TestEngineTestsOnChangelog runs the engine tests that checkpoint to a
+// directory again with the changelog on, over either backend.
+func TestEngineTestsOnChangelog(t *testing.T) {
+	if *stateBackend != "" || *stateChangelog {
+		t.Skip("running on a chosen backend already")
+	}
+	if testing.Short() {
+		t.Skip("-short: the engine tests run once, on hashmap")
+	}
+	tests := "^(TestWordCountWithoutFailures|TestExactlyOnceUnderInjectedFailures|TestAtLeastOnceNeverCountsLess|" +
+		"TestNoRestartStrategyFailsTheJob|TestRetainedCheckpointRestores|TestRestoredCheckpointIDsContinue|" +
+		"TestFailingCheckpointStorage|TestCancelAppliesRetention|TestTimersSurviveFailures|" +
+		"TestFinalCheckpointDoesNotWaitForTheInterval|TestNoCheckpointingIsAtMostOnce|" +
+		"TestSuppressRestartsFailsTheJobOnce|TestRunningOnlyAfterStateRestored|TestStopWithSavepointContinuesExactlyOnce|TestSavepointErrors)$"
+	for _, backend := range []string{"hashmap", "rocksdb"} {
+		t.Run(backend, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run="+tests, "-test.count=1", "-test.v", "-state.backend="+backend, "-state.changelog")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the engine tests with the changelog over %s failed: %v\n%s", backend, err, out)
+			}
+			if n := bytes.Count(out, []byte("--- PASS")); n < 15 {
+				t.Fatalf("only %d tests passed with the changelog over %s:\n%s", n, backend, out)
+			}
+		})
+	}
+}
+
 func TestEngineTestsOnRocksDB(t *testing.T) {
-	if *stateBackend != "" {
+	if *stateBackend != "" || *stateChangelog {
 		t.Skip("running on a chosen backend already")
 	}
 	if testing.Short() {

@@ -393,8 +393,12 @@ func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*o
 func (o *keyedProcessOperator[K, IN, OUT]) nextTimer() (int64, bool) {
 	ts, ok := o.ptimers.Next()
 	if o.changelog != nil {
-		if due := o.changelog.MaterializationDue(); !due.IsZero() && (!ok || due.UnixMilli() < ts) {
-			return due.UnixMilli(), true
+		// Rounded up: a wake-up before the due time would find nothing to
+		// do and ask to be woken again at once.
+		if due := o.changelog.MaterializationDue(); !due.IsZero() {
+			if ms := (due.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond); !ok || ms < ts {
+				return ms, true
+			}
 		}
 	}
 	return ts, ok

@@ -64,6 +64,11 @@ type schedule struct {
 	// incremental: execution.checkpointing.incremental (rocksdb shares
 	// SST files between checkpoints).
 	incremental bool
+	// changelog: state.changelog.enabled, its log under the checkpoint
+	// directory (so injected file failures hit it too), materialized every
+	// materializeMs.
+	changelog     bool
+	materializeMs int
 }
 
 func drawSchedule(seed int64) schedule {
@@ -84,12 +89,14 @@ func drawSchedule(seed int64) schedule {
 	// before there were two backends.
 	s.backend = []string{"hashmap", "rocksdb"}[r.IntN(2)]
 	s.incremental = r.IntN(2) == 0
+	s.changelog = r.IntN(2) == 0
+	s.materializeMs = 5 + r.IntN(30)
 	return s
 }
 
 func (s schedule) String() string {
-	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s incremental=%v",
-		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend, s.incremental)
+	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s incremental=%v changelog=%v materialize=%dms",
+		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend, s.incremental, s.changelog, s.materializeMs)
 }
 
 const propWordsPerLine, propDistinct = 5, 50
@@ -160,6 +167,12 @@ func (s schedule) run() (o outcome, err error) {
 	} {
 		c.SetString(k, v, "test")
 	}
+	if s.changelog {
+		c.SetString("state.changelog.enabled", "true", "test")
+		c.SetString("state.changelog.storage", "filesystem", "test")
+		c.SetString("state.changelog.dstl.dfs.base-path", filepath.Join(ck, "dstl-base"), "test")
+		c.SetString("state.changelog.periodic-materialize.interval", fmt.Sprintf("%d ms", s.materializeMs), "test")
+	}
 	var creates atomic.Int64
 	fsys := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.InjectorFunc(func(op vfs.Op, path string) error {
 		if op == vfs.OpCreate && strings.HasPrefix(path, ck) && creates.Add(1) == int64(s.ckFailAt) {
@@ -193,6 +206,9 @@ func (s schedule) run() (o outcome, err error) {
 	// file may outlive them, whatever failed on the way.
 	if left, _ := filepath.Glob(filepath.Join(ck, "*", "shared", "*")); len(left) > 0 {
 		return o, fmt.Errorf("%d shared files left after the job finished, e.g. %s", len(left), left[0])
+	}
+	if left, _ := filepath.Glob(filepath.Join(ck, "dstl-base", "*", "dstl", "*")); len(left) > 0 {
+		return o, fmt.Errorf("%d changelog files left after the job finished, e.g. %s", len(left), left[0])
 	}
 	got, err := partUpdates(out)
 	if err != nil {

@@ -44,7 +44,7 @@ type ChangelogBackend[K comparable] struct {
 	nextID uint32
 
 	// restored log files, until every state in them is registered
-	restored []RestoredLog
+	restoredLogs []RestoredLog
 	inLog    map[string]*clDecl // states the restored log has records of
 	replayed map[string]bool
 
@@ -209,6 +209,7 @@ func (b *ChangelogBackend[K]) States() []StateInfo {
 // RestoreKeyGroups loads a materialization's (or any canonical
 // snapshot's) blocks into the wrapped backend.
 func (b *ChangelogBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers int) error {
+	b.restored()
 	return b.inner.RestoreKeyGroups(blocks, workers)
 }
 
@@ -234,11 +235,9 @@ func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
 				return err
 			}
 		}
-		b.restored = append(b.restored, l)
+		b.restoredLogs = append(b.restoredLogs, l)
 	}
-	if b.w != nil {
-		b.forced = true
-	}
+	b.restored()
 	return nil
 }
 
@@ -253,7 +252,7 @@ func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r change
 		return fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, d.kind, kind)
 	}
 	kgr := b.inner.KeyGroupRange()
-	for _, l := range b.restored {
+	for _, l := range b.restoredLogs {
 		for _, f := range l.Files {
 			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
 				if r.State != name || !kgr.Contains(r.KeyGroup) {
@@ -276,7 +275,7 @@ func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r change
 	}
 	b.replayed[name] = true
 	if len(b.replayed) == len(b.inLog) {
-		b.restored = nil // every state has its records
+		b.restoredLogs = nil // every state has its records
 	}
 	return nil
 }
@@ -286,7 +285,7 @@ func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r change
 // (their serializers are unknown), so the log keeps them.
 func (b *ChangelogBackend[K]) carryPending() error {
 	kgr := b.inner.KeyGroupRange()
-	for _, l := range b.restored {
+	for _, l := range b.restoredLogs {
 		for _, f := range l.Files {
 			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
 				if b.replayed[r.State] || !kgr.Contains(r.KeyGroup) {
@@ -324,6 +323,10 @@ func (b *ChangelogBackend[K]) TakeSnapshot(o SnapshotOptions) (Snapshot, error) 
 	if err := b.w.Err(); err != nil {
 		return nil, err
 	}
+	if err := b.collect(b.o.Now()); err != nil {
+		return nil, err
+	}
+	b.checkLog(b.o.Now())
 	if b.forced && b.run == nil {
 		// The first checkpoint after a restore refers to a new
 		// materialization, never to the restored snapshot.
@@ -397,13 +400,19 @@ func (s *ChangelogSnapshot) Wait() (*ChangelogState, error) {
 // MaterializationDue says when the next materialization is due (zero: not
 // scheduled).
 func (b *ChangelogBackend[K]) MaterializationDue() time.Time {
-	if b.w == nil {
-		return time.Time{}
-	}
-	if b.forced && b.run == nil {
-		return b.o.Now()
+	if b.w == nil || b.run != nil || b.o.Interval <= 0 && !b.forced {
+		return time.Time{} // a running one is collected at the next tick
 	}
 	return b.nextMat
+}
+
+// restored: state came from a snapshot, which the log does not hold, so it
+// is materialized at once — before the first checkpoint, which must not
+// refer to the restored snapshot (NO_CLAIM).
+func (b *ChangelogBackend[K]) restored() {
+	if b.w != nil {
+		b.forced, b.nextMat = true, b.o.Now()
+	}
 }
 
 // Tick hands buffered changes to the persister after the persist delay,
@@ -419,6 +428,32 @@ func (b *ChangelogBackend[K]) Tick() error {
 	if err := b.w.Err(); err != nil {
 		return err
 	}
+	if err := b.collect(now); err != nil {
+		return err
+	}
+	b.checkLog(now)
+	due := b.MaterializationDue()
+	if b.run == nil && !due.IsZero() && !now.Before(due) {
+		if !b.dirty && !b.forced {
+			b.nextMat = now.Add(b.o.Interval) // nothing changed: nothing to write
+			return nil
+		}
+		return b.Materialize()
+	}
+	return nil
+}
+
+// checkLog: a log file that could not be written fails every checkpoint
+// that needs it, so the state is materialized past it at once.
+func (b *ChangelogBackend[K]) checkLog(now time.Time) {
+	if f := b.w.Failed(); f >= b.mat.base && !b.forced {
+		b.forced, b.nextMat = true, now
+	}
+}
+
+// collect takes the result of a finished materialization: from then on
+// checkpoints refer to it.
+func (b *ChangelogBackend[K]) collect(now time.Time) error {
 	if r := b.run; r != nil {
 		select {
 		case <-r.done:
@@ -435,25 +470,15 @@ func (b *ChangelogBackend[K]) Tick() error {
 			if b.failures > b.o.MaxFailures {
 				return fmt.Errorf("materialization of the changelog state backend failed %d times in a row (state.changelog.max-failures-allowed: %d): %w", b.failures, b.o.MaxFailures, r.err)
 			}
-			b.nextMat = now.Add(min(b.o.Interval, time.Second))
-			if b.o.Interval <= 0 {
-				b.nextMat = now.Add(time.Second)
+			b.nextMat = now.Add(time.Second)
+			if b.o.Interval > 0 {
+				b.nextMat = now.Add(min(b.o.Interval, time.Second))
 			}
 			return nil
 		}
 		b.failures = 0
 		b.mat, b.forced = r.m, false
-		if b.o.Interval > 0 {
-			b.nextMat = now.Add(b.o.Interval)
-		}
-	}
-	due := b.MaterializationDue()
-	if b.run == nil && !due.IsZero() && !now.Before(due) {
-		if !b.dirty && !b.forced {
-			b.nextMat = now.Add(b.o.Interval) // nothing changed: nothing to write
-			return nil
-		}
-		return b.Materialize()
+		b.nextMat = now.Add(b.o.Interval)
 	}
 	return nil
 }
@@ -522,7 +547,7 @@ func (b *ChangelogBackend[K]) DropUnregistered() []string {
 			out = append(out, name)
 		}
 	}
-	b.restored = nil
+	b.restoredLogs = nil
 	return out
 }
 

@@ -138,7 +138,7 @@ type Record struct {
 // file, a bad checksum, a record that does not parse — is ErrCorrupt. yield
 // gets every change record in order (slices alias data).
 func Parse(data []byte, size int64, name string, yield func(Record) error) error {
-	if int64(len(data)) < size {
+	if size < 0 || int64(len(data)) < size {
 		return fmt.Errorf("changelog file %s has %d bytes, its checkpoint recorded %d: %w", name, len(data), size, ErrCorrupt)
 	}
 	data = data[:size]

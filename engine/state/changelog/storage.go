@@ -74,6 +74,8 @@ func (m *memSink) Close() error {
 	return nil
 }
 
+func (m *memSink) discard() { m.buf = nil }
+
 // Create makes a file that exists once closed.
 func (MemoryStorage) Create(name string) (Sink, string, error) {
 	return &memSink{path: MemoryPrefix + name}, MemoryPrefix + name, nil

@@ -33,6 +33,9 @@ type WriterOptions struct {
 	// (dstl.dfs.upload.max-in-flight): beyond it the task waits, which is
 	// backpressure rather than unbounded memory.
 	InFlight int
+	// MaxAttempts: a file whose write failed is written anew at its roll,
+	// up to this many attempts in all (dstl.dfs.upload.max-attempts).
+	MaxAttempts int
 	// Declarations appends a declaration of every state the writer's
 	// records may refer to; every file starts with them.
 	Declarations func(dst []byte) []byte
@@ -64,6 +67,7 @@ type Writer struct {
 	cond   *sync.Cond
 	rolled int64 // every file up to this one is closed (or never existed)
 	files  map[int64]File
+	failed map[int64]error
 	err    error
 	done   chan struct{}
 }
@@ -78,7 +82,7 @@ func NewWriter(o WriterOptions, first int64, now time.Time) *Writer {
 		depth = min(64, o.InFlight/o.HandOff)
 	}
 	w := &Writer{o: o, fresh: true, seq: first, lastHand: now, rolled: first - 1,
-		ch: make(chan batch, depth), free: make(chan []byte, depth+1), files: map[int64]File{}, done: make(chan struct{})}
+		ch: make(chan batch, depth), free: make(chan []byte, depth+1), files: map[int64]File{}, failed: map[int64]error{}, done: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	w.Buf = make([]byte, 0, w.o.HandOff+w.o.HandOff/8)
 	go w.persist()
@@ -148,85 +152,148 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 	}
 }
 
+// logFile is the file being written: its batches are kept until the roll
+// has it on disk, so that a failed write can be retried whole.
+type logFile struct {
+	seq     int64
+	sink    Sink
+	path    string
+	size    int64
+	batches [][]byte
+	err     error // the first write error; the file is rewritten at the roll
+}
+
 // persist writes handed-over batches, in order.
 func (w *Writer) persist() {
 	defer close(w.done)
-	var (
-		cur  Sink
-		path string
-		size int64
-		err  error
-	)
+	var cur *logFile
 	for b := range w.ch {
-		if err == nil && len(b.data) > 0 {
+		if len(b.data) > 0 {
 			if cur == nil {
-				name := fmt.Sprintf("%s-%d.log", w.o.Prefix, b.seq)
-				if cur, path, err = w.o.Storage.Create(name); err == nil {
-					_, err = cur.Write(AppendHeader(nil))
-					size = HeaderLen
-				}
+				cur = &logFile{seq: b.seq}
 			}
-			if err == nil {
-				var hdr [chunkHeaderLen]byte
-				binary.BigEndian.PutUint32(hdr[:], uint32(len(b.data)))
-				binary.BigEndian.PutUint32(hdr[4:], crc32.Checksum(b.data, crcTab))
-				if _, err = cur.Write(hdr[:]); err == nil {
-					_, err = cur.Write(b.data)
-				}
-				size += chunkHeaderLen + int64(len(b.data))
+			cur.batches = append(cur.batches, b.data)
+			if cur.err == nil {
+				cur.err = w.write(cur, b.data)
 			}
-		}
-		select {
-		case w.free <- b.data:
-		default:
 		}
 		if !b.roll {
-			if err != nil {
-				w.fail(err)
-			}
 			continue
 		}
 		var f File
+		var err error
 		if cur != nil {
-			if err == nil {
-				err = cur.Sync()
+			f, err = w.finish(cur)
+			for _, d := range cur.batches {
+				select {
+				case w.free <- d:
+				default:
+				}
 			}
-			if cerr := cur.Close(); err == nil {
-				err = cerr
-			}
-			f, cur = File{Seq: b.seq, Path: path, Size: size}, nil
+			cur = nil
 		}
 		w.mu.Lock()
-		if err != nil && w.err == nil {
-			w.err = fmt.Errorf("write state changelog %s: %w", path, err)
-		}
-		if f.Path != "" && err == nil {
+		if err != nil {
+			w.failed[b.seq] = err
+		} else if f.Path != "" {
 			w.files[f.Seq] = f
 		}
 		w.rolled = b.seq
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
-	if cur != nil {
-		cur.Close() // a file no checkpoint ended: nothing refers to it
+	if cur != nil && cur.sink != nil {
+		// A file no checkpoint ended: nothing refers to it. In memory it
+		// is dropped rather than kept for the life of the process.
+		if d, ok := cur.sink.(interface{ discard() }); ok {
+			d.discard()
+		} else {
+			cur.sink.Close()
+		}
 	}
 }
 
-func (w *Writer) fail(err error) {
-	w.mu.Lock()
-	if w.err == nil {
-		w.err = fmt.Errorf("write state changelog: %w", err)
+// write appends one batch as a chunk, creating the file first.
+func (w *Writer) write(f *logFile, data []byte) error {
+	if f.sink == nil {
+		name := fmt.Sprintf("%s-%d.log", w.o.Prefix, f.seq)
+		s, path, err := w.o.Storage.Create(name)
+		if err != nil {
+			f.path = name
+			return err
+		}
+		f.sink, f.path, f.size = s, path, HeaderLen
+		if _, err := s.Write(AppendHeader(nil)); err != nil {
+			return err
+		}
 	}
-	w.cond.Broadcast()
-	w.mu.Unlock()
+	var hdr [chunkHeaderLen]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(data)))
+	binary.BigEndian.PutUint32(hdr[4:], crc32.Checksum(data, crcTab))
+	if _, err := f.sink.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := f.sink.Write(data)
+	f.size += chunkHeaderLen + int64(len(data))
+	return err
 }
 
-// Err is the first write error, after which the log has a gap: the task
-// must fail over rather than checkpoint on.
+// finish puts the file on disk at a roll: fsynced and closed, or, after a
+// failed write, rewritten from its batches (dstl.dfs.upload.max-attempts).
+func (w *Writer) finish(f *logFile) (File, error) {
+	err := f.err
+	if err == nil {
+		err = f.sink.Sync()
+		if cerr := f.sink.Close(); err == nil {
+			err = cerr
+		}
+		f.sink = nil
+	}
+	for attempt := 1; err != nil && attempt < max(1, w.o.MaxAttempts); attempt++ {
+		if f.sink != nil {
+			f.sink.Close()
+		}
+		f.sink, f.err = nil, nil
+		for _, d := range f.batches {
+			if err = w.write(f, d); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = f.sink.Sync()
+			if cerr := f.sink.Close(); err == nil {
+				err = cerr
+			}
+			f.sink = nil
+		}
+	}
+	if err != nil {
+		if f.sink != nil {
+			f.sink.Close()
+		}
+		return File{}, fmt.Errorf("write state changelog %s (%d attempts): %w", f.path, max(1, w.o.MaxAttempts), err)
+	}
+	return File{Seq: f.seq, Path: f.path, Size: f.size}, nil
+}
+
+// Err is an error of the writer as a whole (none so far: a file that
+// cannot be written fails only the checkpoints that need it; see Failed).
 func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
+}
+
+// Failed returns the last file that could not be written, 0 if none:
+// checkpoints that need it fail until a materialization covers it.
+func (w *Writer) Failed() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last int64
+	for s := range w.failed {
+		last = max(last, s)
+	}
+	return last
 }
 
 // Files waits until file to is closed and returns the closed files from
@@ -239,6 +306,11 @@ func (w *Writer) Files(from, to int64) ([]File, error) {
 	}
 	if w.err != nil {
 		return nil, w.err
+	}
+	for s, err := range w.failed {
+		if s >= from && s <= to {
+			return nil, err
+		}
 	}
 	var out []File
 	for s, f := range w.files {
@@ -259,6 +331,11 @@ func (w *Writer) Forget(before int64) {
 	for s := range w.files {
 		if s < before {
 			delete(w.files, s)
+		}
+	}
+	for s := range w.failed {
+		if s < before {
+			delete(w.failed, s)
 		}
 	}
 }

@@ -493,52 +493,41 @@ func TestWriterCloseFlushesHandedOff(t *testing.T) {
 	checkRecords(t, "handed-off records at Close", recs, got)
 }
 
-// A storage that fails makes Files and Err report the error; nothing
-// hangs, later Rolls included.
+// A storage that always fails: Files reports the error for every file
+// rolled, after the configured attempts; Failed names the last such file;
+// nothing hangs, and the writer as a whole (Err, Close) is not broken.
 func TestWriterWriteErrorMissingDir(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		handOff int
-		roll    bool
-	}{
-		{"at a hand-off", 64, false},
-		{"at a roll", 1 << 20, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, handOff := range []int{64, 1 << 20} {
+		t.Run(fmt.Sprint(handOff), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "missing", changelog.DirName)
 			w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.FSStorage{FS: vfs.Default, Dir: dir},
-				Prefix: "err", HandOff: tc.handOff, Declarations: declarations(wDecls)}, 1, time.Unix(0, 0))
+				Prefix: "err", HandOff: handOff, MaxAttempts: 3, Declarations: declarations(wDecls)}, 1, time.Unix(0, 0))
 			defer w.Close()
-			for _, x := range fixedRecs(20, 0) {
-				write(w, x)
-			}
-			if tc.roll {
-				w.Roll()
-			}
-			// Without a Roll, Files(1, 1) would wait for file 1 to be
-			// closed: it returns because the write failed.
-			list, err := files(t, w, 1, 1)
-			if err == nil || len(list) != 0 {
-				t.Fatalf("Files = %v, %v; want an error", list, err)
-			}
-			if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "write state changelog") {
-				t.Fatalf("error %q: want the missing directory's, as a write of the state changelog", err)
-			}
-			if werr := w.Err(); werr == nil || !errors.Is(werr, fs.ErrNotExist) {
-				t.Fatalf("Err() = %v", werr)
-			}
-			// The error sticks; the writer goes on draining.
 			for i := 0; i < 3; i++ {
 				for _, x := range fixedRecs(20, i) {
 					write(w, x)
 				}
 				s := w.Roll()
-				if _, err := files(t, w, s, s); err == nil {
-					t.Fatalf("Files after a failed write returned no error")
+				list, err := files(t, w, s, s)
+				if err == nil || len(list) != 0 {
+					t.Fatalf("Files = %v, %v; want an error", list, err)
+				}
+				if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "write state changelog") || !strings.Contains(err.Error(), "3 attempts") {
+					t.Fatalf("error %q: want the missing directory's, as a write of the state changelog after 3 attempts", err)
+				}
+				if got := w.Failed(); got != s {
+					t.Fatalf("Failed() = %d; want %d", got, s)
 				}
 			}
-			if err := w.Close(); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("Close = %v, want the write error", err)
+			if werr := w.Err(); werr != nil {
+				t.Fatalf("Err() = %v; a failed file fails only the checkpoints that need it", werr)
+			}
+			w.Forget(4)
+			if got := w.Failed(); got != 0 {
+				t.Fatalf("Failed() after Forget = %d", got)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatalf("Close = %v", err)
 			}
 			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("the writer created %s", dir)
@@ -547,46 +536,75 @@ func TestWriterWriteErrorMissingDir(t *testing.T) {
 	}
 }
 
-// A failed write or fsync of a file, injected: the file is not listed,
-// and the error names it.
+// A failed write, fsync or close of a file, injected once: the file is
+// written anew at its roll and comes back whole. Injected every time, it
+// fails after the attempts, the error names it, and the next file is fine.
 func TestWriterInjectedErrors(t *testing.T) {
 	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpClose} {
-		t.Run(string(op), func(t *testing.T) {
-			dir := fsDir(t)
-			efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(3, func(o vfs.Op, path string) bool {
-				return o == op && strings.HasSuffix(path, "-2.log")
-			})}
-			if op != vfs.OpWrite {
-				efs.Inj = vfs.FailNth(1, func(o vfs.Op, path string) bool { return o == op && strings.HasSuffix(path, "-2.log") })
-			}
-			w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.FSStorage{FS: efs, Dir: dir},
-				Prefix: "inj", HandOff: 64, Declarations: declarations(wDecls)}, 1, time.Unix(0, 0))
-			defer w.Close()
-			recs := fixedRecs(10, 0)
-			for _, x := range recs {
-				write(w, x)
-			}
-			w.Roll()
-			ok, err := files(t, w, 1, 1)
-			if err != nil || len(ok) != 1 {
-				t.Fatalf("file 1: %v, %v", ok, err)
-			}
-			checkFile(t, vfs.Default, ok[0], appendDecls(nil, wDecls), recs)
-			for _, x := range fixedRecs(10, 1) {
-				write(w, x)
-			}
-			w.Roll()
-			list, err := files(t, w, 1, 2)
-			if err == nil || !errors.Is(err, vfs.ErrInjected) {
-				t.Fatalf("Files(1, 2) = %v, %v; want the injected error", list, err)
-			}
-			if op != vfs.OpWrite && !strings.Contains(err.Error(), filepath.Join(dir, "inj-2.log")) {
-				t.Fatalf("error %q does not name the file", err)
-			}
-			if !errors.Is(w.Err(), vfs.ErrInjected) {
-				t.Fatalf("Err() = %v", w.Err())
-			}
-		})
+		for _, always := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/always=%v", op, always), func(t *testing.T) {
+				dir := fsDir(t)
+				match := func(o vfs.Op, path string) bool { return o == op && strings.HasSuffix(path, "-2.log") }
+				var inj vfs.Injector = vfs.FailNth(1, match)
+				if op == vfs.OpWrite {
+					inj = vfs.FailNth(3, match)
+				}
+				if always {
+					inj = vfs.InjectorFunc(func(o vfs.Op, path string) error {
+						if match(o, path) {
+							return vfs.ErrInjected
+						}
+						return nil
+					})
+				}
+				efs := vfs.ErrorFS{FS: vfs.Default, Inj: inj}
+				w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.FSStorage{FS: efs, Dir: dir},
+					Prefix: "inj", HandOff: 64, MaxAttempts: 3, Declarations: declarations(wDecls)}, 1, time.Unix(0, 0))
+				defer w.Close()
+				recs := fixedRecs(10, 0)
+				for _, x := range recs {
+					write(w, x)
+				}
+				w.Roll()
+				ok, err := files(t, w, 1, 1)
+				if err != nil || len(ok) != 1 {
+					t.Fatalf("file 1: %v, %v", ok, err)
+				}
+				checkFile(t, vfs.Default, ok[0], appendDecls(nil, wDecls), recs)
+				recs2 := fixedRecs(10, 1)
+				for _, x := range recs2 {
+					write(w, x)
+				}
+				w.Roll()
+				list, err := files(t, w, 1, 2)
+				if !always {
+					if err != nil || len(list) != 2 {
+						t.Fatalf("Files(1, 2) = %v, %v; want both files, the second rewritten", list, err)
+					}
+					checkFile(t, vfs.Default, list[1], appendDecls(nil, wDecls), recs2)
+					return
+				}
+				if err == nil || !errors.Is(err, vfs.ErrInjected) {
+					t.Fatalf("Files(1, 2) = %v, %v; want the injected error", list, err)
+				}
+				if !strings.Contains(err.Error(), filepath.Join(dir, "inj-2.log")) {
+					t.Fatalf("error %q does not name the file", err)
+				}
+				if w.Failed() != 2 || w.Err() != nil {
+					t.Fatalf("Failed() = %d, Err() = %v; want 2, nil", w.Failed(), w.Err())
+				}
+				recs3 := fixedRecs(10, 2)
+				for _, x := range recs3 {
+					write(w, x)
+				}
+				w.Roll()
+				list, err = files(t, w, 3, 3)
+				if err != nil || len(list) != 1 {
+					t.Fatalf("Files(3, 3) = %v, %v; a later file is written", list, err)
+				}
+				checkFile(t, vfs.Default, list[0], appendDecls(nil, wDecls), recs3)
+			})
+		}
 	}
 }
 
