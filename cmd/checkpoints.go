@@ -59,7 +59,7 @@ func newCheckpointsCmd(f *Factory, g *globalOptions, runF func(*CheckpointsOptio
 type snapshotRow struct {
 	ID        int64  `json:"id"`
 	Kind      string `json:"kind"`   // checkpoint | savepoint
-	Type      string `json:"type"`   // full | incremental
+	Type      string `json:"type"`   // full | incremental | changelog
 	Format    string `json:"format"` // NATIVE | CANONICAL
 	Completed int64  `json:"completed"`
 	Size      int64  `json:"size"`
@@ -69,6 +69,9 @@ type snapshotRow struct {
 	JobID    string `json:"jobId,omitempty"`
 	Owner    string `json:"owner,omitempty"`
 	Restored bool   `json:"restored,omitempty"`
+	// Changelog: the materializations a changelog checkpoint refers to
+	// and the log since them.
+	Changelog *savepoint.ChangelogSummary `json:"changelog,omitempty"`
 }
 
 func runCheckpoints(f *Factory, o *CheckpointsOptions) error {
@@ -155,11 +158,14 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]restore.Snaps
 		var rows []restore.Snapshot
 		for _, r := range retained {
 			typ := "full"
-			if r.Incremental {
+			switch {
+			case r.Changelog != nil:
+				typ = "changelog"
+			case r.Incremental:
 				typ = "incremental"
 			}
 			row := restore.Snapshot{ID: r.ID, Kind: restore.KindOf(r.Type), Type: typ, Format: r.Format, Completed: r.Completed,
-				Size: r.Size, Added: r.Added, Path: r.Path, JobID: id, Restored: r.Restored, Owner: restore.OwnerUser}
+				Size: r.Size, Added: r.Added, Path: r.Path, JobID: id, Restored: r.Restored, Owner: restore.OwnerUser, Changelog: r.Changelog}
 			if r.Owned {
 				row.Owner = restore.OwnerJob
 			}
@@ -281,7 +287,11 @@ func printSnapshots(f *Factory, rows []restore.Snapshot) {
 		if path == "" {
 			path = "(in memory)"
 		}
-		return []string{fmt.Sprint(r.ID), r.Kind + " (" + r.Type + ")", r.Format, completed, humanSize(r.Size), humanSize(r.Added), ownerText(r), path}
+		kind := r.Kind + " (" + r.Type + ")"
+		if c := r.Changelog; c != nil {
+			kind = r.Kind + " (changelog: " + materializations(c) + ", log " + humanSize(c.LogBytes) + ")"
+		}
+		return []string{fmt.Sprint(r.ID), kind, r.Format, completed, humanSize(r.Size), humanSize(r.Added), ownerText(r), path}
 	}
 	if f.IO.OutTTY && !f.IO.NoColor {
 		tw := tablewriter.NewWriter(f.IO.Out)
@@ -298,6 +308,18 @@ func printSnapshots(f *Factory, rows []restore.Snapshot) {
 		writeRow(w, cells(r))
 	}
 	w.Flush()
+}
+
+// materializations names the materializations a changelog checkpoint's
+// subtasks refer to.
+func materializations(c *savepoint.ChangelogSummary) string {
+	switch {
+	case c.MaxMaterialization == 0:
+		return "not materialized yet"
+	case c.MinMaterialization == c.MaxMaterialization:
+		return fmt.Sprintf("materialization %d", c.MaxMaterialization)
+	}
+	return fmt.Sprintf("materializations %d-%d", c.MinMaterialization, c.MaxMaterialization)
 }
 
 func toAny(xs []string) []any {

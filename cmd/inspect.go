@@ -52,6 +52,17 @@ type inspectedOperator struct {
 	Finished       bool             `json:"finished,omitempty"`
 	Size           int64            `json:"size"`
 	States         []inspectedState `json:"states"`
+	// Changelog: per subtask, the materialization and the log since it
+	// (checkpoints of the changelog state backend).
+	Changelog []inspectedChangelog `json:"changelog,omitempty"`
+}
+
+type inspectedChangelog struct {
+	Subtask           int   `json:"subtask"`
+	MaterializationID int64 `json:"materializationId"`
+	MaterializedBytes int64 `json:"materializedBytes"`
+	LogFiles          int   `json:"logFiles"`
+	LogBytes          int64 `json:"logBytes"`
 }
 
 func runInspect(f *Factory, o *InspectOptions) error {
@@ -72,6 +83,14 @@ func runInspect(f *Factory, o *InspectOptions) error {
 			MaxParallelism: op.MaxParallelism, Finished: op.Finished, States: []inspectedState{}}
 		for _, st := range op.Subtasks {
 			io.Size += st.Bytes
+			if st.Keyed != nil && st.Keyed.Changelog != nil {
+				c := st.Keyed.Changelog
+				ic := inspectedChangelog{Subtask: st.Index, MaterializationID: c.MaterializationID, MaterializedBytes: c.MaterializedSize, LogFiles: len(c.Log)}
+				for _, f := range c.Log {
+					ic.LogBytes += f.Size
+				}
+				io.Changelog = append(io.Changelog, ic)
+			}
 		}
 		for _, s := range op.States {
 			io.States = append(io.States, inspectedState{Name: s.Name, Kind: s.Kind, Type: s.Type, Entries: s.Entries})
@@ -83,6 +102,9 @@ func runInspect(f *Factory, o *InspectOptions) error {
 		"checkpointId": m.CheckpointID, "kind": m.Kind, "format": m.Format, "stateBackend": m.Backend,
 		"maxParallelism": maxPar, "formatVersion": m.Version, "triggerTimestamp": m.TriggerTimestamp,
 		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "checkpointedSize": m.CheckpointedSize(), "sharedFiles": sharedOrEmpty(m.SharedFiles()), "operators": ops, "intact": verr == nil}
+	if c := m.Changelog(); c != nil {
+		res["changelog"] = c
+	}
 	if verr != nil {
 		res["damage"] = verr.Error()
 	}
@@ -97,7 +119,10 @@ func runInspect(f *Factory, o *InspectOptions) error {
 		fmt.Fprintf(w, "Completed:        %s\n", time.UnixMilli(m.CompletionTimestamp).Format("2006-01-02 15:04:05.000"))
 		fmt.Fprintf(w, "Max parallelism:  %d\n", maxPar)
 		fmt.Fprintf(w, "State size:       %s\n", humanSize(m.StateSize()))
-		if n := len(m.SharedFiles()); n > 0 {
+		if c := m.Changelog(); c != nil {
+			fmt.Fprintf(w, "Changelog:        %s (%s), then a log of %s in %d files; added %s\n",
+				materializations(c), humanSize(c.MaterializedBytes), humanSize(c.LogBytes), c.LogFiles, humanSize(m.CheckpointedSize()))
+		} else if n := len(m.SharedFiles()); n > 0 {
 			fmt.Fprintf(w, "Added:            %s (incremental: refers to %d files in the job's shared/ directory)\n", humanSize(m.CheckpointedSize()), n)
 		}
 		if verr != nil {
@@ -134,10 +159,23 @@ func runInspect(f *Factory, o *InspectOptions) error {
 			}
 			tw.Flush()
 		}
+		if m.Changelog() != nil {
+			fmt.Fprintf(w, "\nChangelog by subtask (materialization, then the log replayed on it):\n")
+			for _, op := range ops {
+				for _, c := range op.Changelog {
+					mat := "not materialized yet"
+					if c.MaterializationID > 0 {
+						mat = fmt.Sprintf("materialization %d (%s)", c.MaterializationID, humanSize(c.MaterializedBytes))
+					}
+					fmt.Fprintf(w, "  %s subtask %d: %s, log %s in %d files\n", op.UID, c.Subtask, mat, humanSize(c.LogBytes), c.LogFiles)
+				}
+			}
+		}
 		if shared := m.SharedFiles(); len(shared) > 0 {
-			// Which files of the job's shared/ directory this checkpoint
-			// needs: deleting one breaks it.
-			fmt.Fprintf(w, "\nShared files it refers to (relative to its directory):\n")
+			// Which files of the job's shared/ directory (and, with the
+			// changelog, of its base path) this checkpoint needs:
+			// deleting one breaks it.
+			fmt.Fprintf(w, "\nShared files it refers to (relative to its directory; changelog files by absolute path):\n")
 			for _, f := range shared {
 				fmt.Fprintf(w, "  %s\n", f)
 			}

@@ -111,6 +111,43 @@ func TestScriptsRocksDB(t *testing.T) {
 	}))
 }
 
+// TestScriptsChangelog runs the same scripts with the changelog state
+// backend (its log on the filesystem, materialized every 200 ms) over
+// hashmap and over rocksdb.
+func TestScriptsChangelog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the scripts run once, with the default backend")
+	}
+	for _, backend := range []string{"hashmap", "rocksdb"} {
+		t.Run(backend, func(t *testing.T) {
+			confDir := t.TempDir()
+			conf := fmt.Sprintf("state.backend.type: %s\nstate.changelog.enabled: true\nstate.changelog.storage: filesystem\nstate.changelog.dstl.dfs.base-path: %s\nstate.changelog.periodic-materialize.interval: 200 ms\n",
+				backend, filepath.Join(t.TempDir(), "dstl"))
+			if err := os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte(conf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			scripts := t.TempDir()
+			for _, name := range []string{"recovery", "restore", "rescale", "filesink_restore", "operate", "interrupt"} {
+				b, err := os.ReadFile(filepath.Join("testdata", "script", name+".txtar"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = []byte(strings.ReplaceAll(string(b), "NATIVE format, hashmap state backend", "NATIVE format, "+backend+" state backend"))
+				// The job's checkpoints are the changelog's.
+				b = []byte(strings.ReplaceAll(string(b), `checkpoint \(full\) +NATIVE`, `checkpoint \(changelog: (materialization [0-9]+|not materialized yet), log [0-9.]+ [KM]?i?B\) +NATIVE`))
+				// First, proof that the configuration directory took effect.
+				b = append([]byte("exec gflink run -Dexecution.checkpointing.interval=1s -Dexecution.checkpointing.dir=$WORK/proof wordcount\nstderr 'Using the changelog state backend over "+backend+"'\n\n"), b...)
+				if err := os.WriteFile(filepath.Join(scripts, name+".txtar"), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testscript.Run(t, scriptParams(scripts, func(env *testscript.Env) {
+				env.Setenv("GFLINK_CONF_DIR", confDir)
+			}))
+		})
+	}
+}
+
 func scriptParams(dir string, setup func(*testscript.Env)) testscript.Params {
 	return testscript.Params{
 		Dir: dir,

@@ -357,6 +357,7 @@ type RetainedSnapshot struct {
 	// Incremental it refers to shared files of earlier checkpoints.
 	Added       int64
 	Incremental bool
+	Changelog   *savepoint.ChangelogSummary
 	Owned       bool
 	Restored    bool // the snapshot the job was started from
 }
@@ -369,7 +370,7 @@ func (jm *jobMaster) refreshRetained() {
 		h := cp.Handle
 		r := RetainedSnapshot{ID: cp.ID, Kind: cp.Type.Kind, Format: cp.Type.Format, Owned: cp.Owned,
 			CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize(),
-			Added: h.Meta.CheckpointedSize(), Incremental: len(h.Meta.SharedFiles()) > 0}
+			Added: h.Meta.CheckpointedSize(), Incremental: len(h.Meta.SharedFiles()) > 0, Changelog: h.Meta.Changelog()}
 		if h.Loc.Dir != "" {
 			r.Path = savepoint.URI(h.Loc.Dir)
 		}

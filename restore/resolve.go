@@ -8,6 +8,7 @@ package restore
 import (
 	"errors"
 	"fmt"
+	"github.com/gflink/gflink/engine/state/changelog"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -151,6 +152,13 @@ func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
 						return err
 					}
 				}
+				if c := st.Keyed.Changelog; c != nil {
+					for _, f := range c.Log {
+						if err := verifyLogFile(fsys, f); err != nil {
+							return err
+						}
+					}
+				}
 			}
 			if st.Operator != nil {
 				if _, err := br.Read(st.Operator, st.Operator.Offset, st.Operator.Length); err != nil {
@@ -158,6 +166,19 @@ func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// verifyLogFile reads a state changelog file as far as its checkpoint
+// recorded and checks every chunk and record.
+func verifyLogFile(fsys vfs.FS, f savepoint.ChangelogFile) error {
+	data, err := changelog.ReadFile(fsys, f.Path)
+	if err != nil {
+		return err
+	}
+	if err := changelog.Parse(data, f.Size, f.Path, func(changelog.Record) error { return nil }); err != nil {
+		return fmt.Errorf("%w: %w", err, savepoint.ErrCorrupt)
 	}
 	return nil
 }

@@ -32,11 +32,16 @@ type Snapshot struct {
 	Owner string
 	// Restored: the running job was restored from it.
 	Restored bool
+	// Changelog sums up a changelog checkpoint, nil otherwise.
+	Changelog *savepoint.ChangelogSummary
 }
 
-// TypeOf is "incremental" for a snapshot that refers to shared files, else
-// "full".
+// TypeOf is "changelog" for a checkpoint of the changelog state backend,
+// "incremental" for a snapshot that refers to shared files, else "full".
 func TypeOf(m *savepoint.Metadata) string {
+	if m.Changelog() != nil {
+		return "changelog"
+	}
 	if len(m.SharedFiles()) > 0 {
 		return "incremental"
 	}
@@ -102,10 +107,15 @@ func FindSnapshots(fsys vfs.FS, dir string) ([]Snapshot, []string, error) {
 			return
 		}
 		for _, f := range m.SharedFiles() {
+			if filepath.IsAbs(f) {
+				referenced[f] = true // a changelog file, under its base path
+				continue
+			}
 			referenced[filepath.Clean(filepath.Join(d, f))] = true
 		}
 		s := Snapshot{ID: m.CheckpointID, Kind: KindOf(m.Kind), Type: TypeOf(m), Format: m.Format,
-			Completed: m.CompletionTimestamp, Size: m.StateSize(), Added: m.CheckpointedSize(), Path: savepoint.URI(d), JobID: m.JobID}
+			Completed: m.CompletionTimestamp, Size: m.StateSize(), Added: m.CheckpointedSize(), Path: savepoint.URI(d), JobID: m.JobID,
+			Changelog: m.Changelog()}
 		if s.Kind == KindSavepoint {
 			s.Owner = OwnerUser // no job ever deletes a savepoint
 		}

@@ -367,6 +367,42 @@ func DecodeMetadata(data []byte, name string) (*Metadata, error) {
 	return &m, nil
 }
 
+// ChangelogSummary sums up a checkpoint of the changelog state backend:
+// the materializations its subtasks refer to (each subtask numbers its
+// own) and the log written since them.
+type ChangelogSummary struct {
+	MinMaterialization int64 `json:"minMaterializationId"`
+	MaxMaterialization int64 `json:"maxMaterializationId"`
+	MaterializedBytes  int64 `json:"materializedBytes"`
+	LogFiles           int   `json:"logFiles"`
+	LogBytes           int64 `json:"logBytes"`
+}
+
+// Changelog sums up the changelog part of a checkpoint; nil for a
+// snapshot without one.
+func (m *Metadata) Changelog() *ChangelogSummary {
+	var s *ChangelogSummary
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			c := changelogOf(st)
+			if c == nil {
+				continue
+			}
+			if s == nil {
+				s = &ChangelogSummary{MinMaterialization: c.MaterializationID, MaxMaterialization: c.MaterializationID}
+			}
+			s.MinMaterialization = min(s.MinMaterialization, c.MaterializationID)
+			s.MaxMaterialization = max(s.MaxMaterialization, c.MaterializationID)
+			s.MaterializedBytes += c.MaterializedSize
+			s.LogFiles += len(c.Log)
+			for _, f := range c.Log {
+				s.LogBytes += f.Size
+			}
+		}
+	}
+	return s
+}
+
 func changelogOf(st SubtaskState) *ChangelogStateHandle {
 	if st.Keyed == nil {
 		return nil

@@ -742,7 +742,7 @@ func (s *Server) checkpointStats() CheckpointingStatistics {
 	}
 	for _, r := range info.Retained {
 		out.Retained = append(out.Retained, RetainedJSON{ID: r.ID, Type: r.Kind, Format: r.Format, Path: r.Path,
-			Completed: r.CompletionTimestamp, Size: r.Size, Added: r.Added, Incremental: r.Incremental, Owned: r.Owned, Restored: r.Restored})
+			Completed: r.CompletionTimestamp, Size: r.Size, Added: r.Added, Incremental: r.Incremental, Changelog: r.Changelog, Owned: r.Owned, Restored: r.Restored})
 	}
 	return out
 }

@@ -1,5 +1,7 @@
 package rest
 
+import "github.com/gflink/gflink/savepoint"
+
 // JSON bodies of Flink's REST API, with Flink's field names.
 
 // ErrorBody is every error response: {"errors": [...]}.
@@ -97,8 +99,10 @@ type RetainedJSON struct {
 	Size        int64  `json:"state_size"`
 	Added       int64  `json:"checkpointed_size"`
 	Incremental bool   `json:"incremental,omitempty"`
-	Owned       bool   `json:"owned"`
-	Restored    bool   `json:"restored"`
+	// Changelog sums up a checkpoint of the changelog state backend.
+	Changelog *savepoint.ChangelogSummary `json:"changelog,omitempty"`
+	Owned     bool                        `json:"owned"`
+	Restored  bool                        `json:"restored"`
 }
 
 // ClusterOverview is GET /overview: one job, one "task manager".
