@@ -45,8 +45,8 @@ type ChangelogBackend[K comparable] struct {
 
 	// restored log files, until every state in them is registered
 	restoredLogs []RestoredLog
-	inLog    map[string]*clDecl // states the restored log has records of
-	replayed map[string]bool
+	inLog        map[string]*clDecl // states the restored log has records of
+	replayed     map[string]bool
 
 	// materialization: the latest completed one, the one running, and
 	// failures in a row.
