@@ -175,7 +175,11 @@ func runInspect(f *Factory, o *InspectOptions) error {
 			// Which files of the job's shared/ directory (and, with the
 			// changelog, of its base path) this checkpoint needs:
 			// deleting one breaks it.
-			fmt.Fprintf(w, "\nShared files it refers to (relative to its directory; changelog files by absolute path):\n")
+			where := "relative to its directory"
+			if len(m.ChangelogFiles()) > 0 {
+				where += "; changelog files by absolute path"
+			}
+			fmt.Fprintf(w, "\nShared files it refers to (%s):\n", where)
 			for _, f := range shared {
 				fmt.Fprintf(w, "  %s\n", f)
 			}

@@ -12,9 +12,9 @@ import (
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/state"
-	"github.com/gflink/gflink/engine/state/changelog"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 

@@ -8,7 +8,7 @@ package restore
 import (
 	"errors"
 	"fmt"
-	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"io/fs"
 	"path/filepath"
 	"slices"

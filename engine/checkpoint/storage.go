@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gflink/gflink/engine/state/changelog"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gflink/gflink/engine/state/changelog"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
 )
 
 // ChangelogBackend is Flink's changelog state backend: it wraps a hashmap

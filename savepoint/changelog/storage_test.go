@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 

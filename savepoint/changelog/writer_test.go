@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"pgregory.net/rapid"
 )

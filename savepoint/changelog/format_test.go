@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"pgregory.net/rapid"
 )
 

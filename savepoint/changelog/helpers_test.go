@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/gflink/gflink/engine/state/changelog"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"pgregory.net/rapid"
 )
 
