@@ -161,6 +161,8 @@ type logFile struct {
 	size    int64
 	batches [][]byte
 	err     error // the first write error; the file is rewritten at the roll
+	// unsynced counts the bytes written since the last fsync.
+	unsynced int64
 }
 
 // persist writes handed-over batches, in order.
@@ -235,8 +237,17 @@ func (w *Writer) write(f *logFile, data []byte) error {
 	}
 	_, err := f.sink.Write(data)
 	f.size += chunkHeaderLen + int64(len(data))
+	f.unsynced += chunkHeaderLen + int64(len(data))
+	if err == nil && f.unsynced >= syncEvery {
+		// Flushed to disk as it goes, on this goroutine: the checkpoint's
+		// fsync at the roll then has only the tail left to wait for.
+		err, f.unsynced = f.sink.Sync(), 0
+	}
 	return err
 }
+
+// syncEvery: a file being written is fsynced after this many bytes.
+const syncEvery = 2 << 20
 
 // finish puts the file on disk at a roll: fsynced and closed, or, after a
 // failed write, rewritten from its batches (dstl.dfs.upload.max-attempts).

@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -64,6 +65,11 @@ var (
 	cacheMB  = flag.Int("cache-mb", 0, "state.backend.rocksdb.block.cache-size in MB (0: the default)")
 	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
+	matEvery = flag.Duration("materialize", 10*time.Second, "-mode changelog: state.changelog.periodic-materialize.interval")
+	recProf  = flag.String("recovery-profile", "", "-mode changelog: write a CPU profile of one recovery with the changelog to this file")
+	rate     = flag.Float64("rate", 0, "-mode changelog: words per second (0: as fast as possible)")
+	// changelogOn adds the changelog to conf (-mode changelog).
+	changelogOn bool
 )
 
 func main() {
@@ -93,6 +99,8 @@ func main() {
 		backendRatio(scratch)
 	case "incremental":
 		incrementalRatio(scratch)
+	case "changelog":
+		changelogRatios(scratch)
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
@@ -127,13 +135,13 @@ func check(err error) {
 }
 
 func generator() *connectors.WordGenerator {
-	return &connectors.WordGenerator{Words: *words, Distinct: *keys, Seed: 7, WordsPerLine: 10}
+	return &connectors.WordGenerator{Words: *words, Distinct: *keys, Seed: 7, WordsPerLine: 10, Rate: *rate}
 }
 
 // unbounded is the same text without an end, for the restore measurement:
 // its job runs until cancelled, and the restored job reads on.
 func unbounded() *connectors.WordGenerator {
-	return &connectors.WordGenerator{Distinct: *keys, Seed: 7, WordsPerLine: 10}
+	return &connectors.WordGenerator{Distinct: *keys, Seed: 7, WordsPerLine: 10, Rate: *rate}
 }
 
 // gapSink discards records and notes every span longer than a millisecond
@@ -235,6 +243,12 @@ func conf(ckDir string, checkpointing bool, extra ...string) *config.Configurati
 		c.SetString("execution.checkpointing.interval", interval.String(), "scale")
 		c.SetString("execution.checkpointing.dir", ckDir, "scale")
 		c.SetString("execution.checkpointing.incremental", fmt.Sprint(*incr), "scale")
+	}
+	if changelogOn && checkpointing {
+		c.SetString("state.changelog.enabled", "true", "scale")
+		c.SetString("state.changelog.storage", "filesystem", "scale")
+		c.SetString("state.changelog.dstl.dfs.base-path", filepath.Join(filepath.Dir(ckDir), "dstl"), "scale")
+		c.SetString("state.changelog.periodic-materialize.interval", matEvery.String(), "scale")
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		c.SetString(extra[i], extra[i+1], "scale")
@@ -631,4 +645,177 @@ func incrementalRatio(scratch string) {
 	}
 	report("R6", r6)
 	report("RINC", rinc)
+}
+
+// changelogRatios compares word count with the changelog on and off, both
+// checkpointing every -interval on hashmap (or -backend), in one run:
+// checkpoint durations (p50 and p99 over every checkpoint of every round),
+// throughput, recovery (restore until RUNNING, from a checkpoint taken
+// 8 intervals in, so past one materialization with -materialize 5s), and
+// the bytes on disk (checkpoint directory plus log) when that checkpoint
+// completed.
+func changelogRatios(scratch string) {
+	durs := map[bool][]float64{}
+	var thr, rec, disk []float64
+	for r := range *rounds {
+		el := map[bool]float64{}
+		for _, on := range []bool{r%2 == 0, r%2 != 0} {
+			changelogOn = on
+			x, ds := runCollecting(scratch)
+			el[on] = x.elapsed.Seconds()
+			durs[on] = append(durs[on], ds...)
+			fmt.Printf("# round %d changelog=%v: %.2fs, %d checkpoints, median %.0f ms, max %.0f ms\n",
+				r+1, on, x.elapsed.Seconds(), len(ds), median(ds), slices.Max(ds))
+		}
+		thr = append(thr, el[false]/el[true])
+		rt := map[bool]time.Duration{}
+		bytes := map[bool]int64{}
+		for _, on := range []bool{r%2 == 0, r%2 != 0} {
+			changelogOn = on
+			d := filepath.Join(scratch, fmt.Sprintf("rec-%d-%v", r, on))
+			chk, onDisk := checkpointAfter(d, 8)
+			bytes[on] = onDisk
+			if on && *recProf != "" {
+				f, err := os.Create(*recProf)
+				check(err)
+				check(pprof.StartCPUProfile(f))
+				rt[on] = timeRunning(d, chk)
+				pprof.StopCPUProfile()
+			} else {
+				rt[on] = timeRunning(d, chk)
+			}
+			os.RemoveAll(d)
+		}
+		rec = append(rec, rt[true].Seconds()/rt[false].Seconds())
+		disk = append(disk, float64(bytes[true])/float64(bytes[false]))
+		fmt.Printf("# round %d: recovery until RUNNING %v with the changelog, %v without; on disk %d MB with, %d MB without\n",
+			r+1, rt[true].Round(time.Millisecond), rt[false].Round(time.Millisecond), bytes[true]>>20, bytes[false]>>20)
+	}
+	p := func(xs []float64, q float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	fmt.Printf("# checkpoint duration without the changelog: p50 %.0f ms, p99 %.0f ms (%d checkpoints); with: p50 %.0f ms, p99 %.0f ms (%d)\n",
+		p(durs[false], 0.5), p(durs[false], 0.99), len(durs[false]), p(durs[true], 0.5), p(durs[true], 0.99), len(durs[true]))
+	fmt.Printf("RCL_P50=%.3f\n", p(durs[true], 0.5)/max(1, p(durs[false], 0.5)))
+	fmt.Printf("RCL_P99=%.3f\n", p(durs[true], 0.99)/max(1, p(durs[false], 0.99)))
+	report("RCL_THROUGHPUT", thr)
+	report("RCL_RECOVERY", rec)
+	report("RCL_DISK", disk)
+}
+
+// runCollecting runs word count with checkpoints to its end and returns
+// the duration of every checkpoint that completed (polled: the job's
+// history holds only the newest).
+func runCollecting(scratch string) (run, []float64) {
+	ck := filepath.Join(scratch, "ck")
+	os.RemoveAll(ck)
+	os.RemoveAll(filepath.Join(scratch, "dstl"))
+	sink := &gapSink{}
+	g := wordCountJob(generator(), sink)
+	start := time.Now()
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf(ck, true)})
+	check(err)
+	seen := map[int64]float64{}
+	at := map[int64]int64{}
+	collect := func() {
+		for _, c := range j.Info().Checkpoints.History {
+			if c.Status == "COMPLETED" && !c.IsSavepoint() {
+				seen[c.ID], at[c.ID] = float64(c.EndToEndDuration), c.TriggerTimestamp-start.UnixMilli()
+			}
+		}
+	}
+	defer func() {
+		for id, d := range seen {
+			if d > 50 {
+				fmt.Printf("#   changelog=%v: checkpoint %d took %.0f ms, triggered at +%d ms\n", changelogOn, id, d, at[id])
+			}
+		}
+	}()
+	for done := false; !done; {
+		select {
+		case <-j.Done():
+			done = true
+		case <-time.After(200 * time.Millisecond):
+		}
+		collect()
+	}
+	res := j.Wait()
+	if res.Status != engine.StatusFinished {
+		check(fmt.Errorf("job ended %s: %v", res.Status, res.Err))
+	}
+	// The final checkpoint, taken after the input ended, is written whole
+	// in both variants (a finished task's state is kept for later
+	// checkpoints): not what a running job's checkpoints cost.
+	last := int64(0)
+	for id := range seen {
+		last = max(last, id)
+	}
+	ds := make([]float64, 0, len(seen))
+	for id, d := range seen {
+		if id != last {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		check(errors.New("no checkpoint completed: give more -words"))
+	}
+	return run{start: start, elapsed: time.Since(start), info: j.Info(), sink: sink}, ds
+}
+
+// checkpointAfter runs word count over unbounded text until checkpoint n
+// has completed, measures what the job keeps on disk (checkpoints, shared
+// files, log), cancels it with the checkpoint retained and returns it.
+func checkpointAfter(scratch string, n int64) (string, int64) {
+	ck := filepath.Join(scratch, "ck")
+	g := wordCountJob(unbounded(), &gapSink{})
+	c := conf(ck, true, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
+	check(err)
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) && j.Info().Checkpoints.Completed < n {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var onDisk int64
+	filepath.WalkDir(scratch, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && !strings.Contains(p, string(filepath.Separator)+"lsm"+string(filepath.Separator)) {
+			if info, err := d.Info(); err == nil {
+				onDisk += info.Size()
+			}
+		}
+		return nil
+	})
+	j.Cancel()
+	res := j.Wait()
+	if len(res.Retained) == 0 {
+		check(errors.New("no checkpoint was retained"))
+	}
+	p, err := savepoint.LocalPath(res.Retained[len(res.Retained)-1])
+	check(err)
+	return p, onDisk
+}
+
+// timeRunning restores word count from chk, with the changelog as the
+// variant has it, and times it until the job reports RUNNING (its state
+// loaded, the log replayed).
+func timeRunning(scratch, chk string) time.Duration {
+	g := wordCountJob(unbounded(), &gapSink{})
+	running := make(chan struct{})
+	var once sync.Once
+	start := time.Now()
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	check(err)
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf(filepath.Join(scratch, "ck2"), true), Restore: resolved,
+		OnStatus: func(s engine.JobStatus, _ time.Time) {
+			if s == engine.StatusRunning {
+				once.Do(func() { close(running) })
+			}
+		}})
+	check(err)
+	<-running
+	d := time.Since(start)
+	j.Cancel()
+	j.Wait()
+	return d
 }
