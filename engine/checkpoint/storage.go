@@ -252,7 +252,9 @@ func (s *Storage) WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savep
 	if s.JobDir == "" {
 		return nil, 0, errors.New("the changelog state backend materializes into checkpoint storage: set execution.checkpointing.dir")
 	}
-	f := &spillFile{fs: s.FS, dir: filepath.Join(s.JobDir, savepoint.SharedDirName)}
+	// Synced as it goes: a materialization is written beside the job's
+	// checkpoints, whose fsyncs would otherwise wait behind one large one.
+	f := &spillFile{fs: s.FS, dir: filepath.Join(s.JobDir, savepoint.SharedDirName), syncEvery: 2 << 20}
 	w := savepoint.NewStateFileWriter(f)
 	kh := &savepoint.KeyedStateHandle{Start: start, End: end}
 	var scratch []byte
@@ -400,11 +402,21 @@ type spillFile struct {
 	f         vfs.File
 	bw        *bufio.Writer
 	name      string
+	// syncEvery, when set, fsyncs the file after so many bytes.
+	syncEvery int64
+	unsynced  int64
 }
 
 func (s *spillFile) Write(p []byte) (int, error) {
 	if s.bw != nil {
-		return s.bw.Write(p)
+		n, err := s.bw.Write(p)
+		if s.unsynced += int64(n); err == nil && s.syncEvery > 0 && s.unsynced >= s.syncEvery {
+			if err = s.bw.Flush(); err == nil {
+				err = s.f.Sync()
+			}
+			s.unsynced = 0
+		}
+		return n, err
 	}
 	s.mem.Write(p)
 	if s.dir != "" && int64(s.mem.Len()) >= s.threshold {

@@ -167,7 +167,10 @@ func (b *ChangelogBackend[K]) declare(name string, kind Kind) *clDecl {
 func (b *ChangelogBackend[K]) KeyGroupRange() KeyGroupRange { return b.inner.KeyGroupRange() }
 func (b *ChangelogBackend[K]) MaxParallelism() int          { return b.inner.MaxParallelism() }
 func (b *ChangelogBackend[K]) KeyGroupOf(k K) int           { return b.inner.KeyGroupOf(k) }
-func (b *ChangelogBackend[K]) CurrentKey() K                { return b.cur }
+
+// CurrentKey is the wrapped backend's: a timer firing sets it there (its
+// queue is the wrapped backend's when the changelog is off).
+func (b *ChangelogBackend[K]) CurrentKey() K { return b.inner.CurrentKey() }
 
 func (b *ChangelogBackend[K]) SetCurrentKey(k K) { b.SetCurrentKeyAndGroup(k, b.inner.KeyGroupOf(k)) }
 
@@ -467,6 +470,7 @@ func (b *ChangelogBackend[K]) collect(now time.Time) error {
 		}
 		if r.err != nil {
 			b.failures++
+			b.dirty = true // what it would have covered still needs one
 			if b.failures > b.o.MaxFailures {
 				return fmt.Errorf("materialization of the changelog state backend failed %d times in a row (state.changelog.max-failures-allowed: %d): %w", b.failures, b.o.MaxFailures, r.err)
 			}

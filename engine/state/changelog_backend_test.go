@@ -1,0 +1,312 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
+	"github.com/gflink/gflink/savepoint/vfs"
+	"pgregory.net/rapid"
+)
+
+// clHarness is a changelog backend over a hashmap backend whose
+// materializations are kept in memory, by handle.
+type clHarness struct {
+	b    *ChangelogBackend[string]
+	mats map[*savepoint.KeyedStateHandle][]KeyGroupBlock
+	fail error // Materialize fails with it when set
+}
+
+func newCLHarness(t testing.TB, maxPar int, now func() time.Time, interval time.Duration, maxFailures int) *clHarness {
+	h := &clHarness{mats: map[*savepoint.KeyedStateHandle][]KeyGroupBlock{}}
+	inner := NewKeyedBackend(SerializerFor[string](), maxPar, KeyGroupRange{Start: 0, End: maxPar - 1})
+	h.b = NewChangelogBackend[string](inner, SerializerFor[string](), ChangelogOptions{
+		Logging: true, Now: now, Interval: interval, MaxFailures: maxFailures,
+		Writer: changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()),
+			PersistDelay: time.Millisecond, HandOff: 64, MaxAttempts: 1},
+		Materialize: func(s Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
+			if h.fail != nil {
+				return nil, 0, h.fail
+			}
+			var blocks []KeyGroupBlock
+			var size int64
+			r := s.KeyGroupRange()
+			for kg := r.Start; kg <= r.End; kg++ {
+				b := s.EncodeKeyGroup(nil, kg)
+				if len(b) == 1 && b[0] == 0 {
+					continue
+				}
+				blocks, size = append(blocks, KeyGroupBlock{KeyGroup: kg, Block: b}), size+int64(len(b))
+			}
+			hd := &savepoint.KeyedStateHandle{Start: r.Start, End: r.End}
+			h.mats[hd] = blocks
+			return hd, size, nil
+		},
+	})
+	t.Cleanup(func() { h.b.Dispose() })
+	return h
+}
+
+// settle waits for a running materialization and collects it.
+func (h *clHarness) settle(t testing.TB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for h.b.run != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("materialization did not finish within 10 s")
+		}
+		if err := h.b.collect(h.b.o.Now()); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// clStates are the states the property test uses, in either backend.
+type clStates struct {
+	v  ValueState[int64]
+	l  ListState[string]
+	m  MapState[string, int64]
+	pt TimerQueue
+}
+
+func registerCL(t testing.TB, be Backend[string]) clStates {
+	var s clStates
+	var err error
+	if s.v, err = GetValueState[int64](be, "v", SerializerFor[int64]()); err != nil {
+		t.Fatal(err)
+	}
+	if s.l, err = GetListState[string](be, "l", SerializerFor[string]()); err != nil {
+		t.Fatal(err)
+	}
+	if s.m, err = GetMapState[string, int64](be, "m", SerializerFor[string](), SerializerFor[int64]()); err != nil {
+		t.Fatal(err)
+	}
+	if s.pt, err = TimersFor(be, KindProcessingTime); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// dump renders every key's state in a key-group range, and the timers.
+func dumpCL(be Backend[string], s clStates, keys []string, r KeyGroupRange) string {
+	var out []string
+	for _, k := range keys {
+		if !r.Contains(be.KeyGroupOf(k)) {
+			continue
+		}
+		be.SetCurrentKey(k)
+		v, ok := s.v.Value()
+		var mk []string
+		s.m.All(func(uk string, uv int64) bool { mk = append(mk, fmt.Sprintf("%s=%d", uk, uv)); return true })
+		slices.Sort(mk)
+		out = append(out, fmt.Sprintf("%s: v=%d/%v l=%v m=%v", k, v, ok, s.l.Get(), mk))
+	}
+	var timers []string
+	s.pt.FireDue(math.MaxInt64, func(ts int64) error {
+		if k := be.CurrentKey(); r.Contains(be.KeyGroupOf(k)) {
+			timers = append(timers, fmt.Sprintf("%s@%d", k, ts))
+		}
+		return nil
+	})
+	slices.Sort(timers)
+	return strings.Join(out, "\n") + "\ntimers " + strings.Join(timers, " ")
+}
+
+// TestPropertyChangelogRestore: any sequence of changes to value, list and
+// map state and timers, with materializations at any points, restored from
+// a checkpoint of the changelog backend (the materialization's blocks,
+// then the log since) at any key-group sub-range, equals a plain backend
+// that saw the same changes.
+func TestPropertyChangelogRestore(t *testing.T) {
+	const maxPar = 16
+	keys := make([]string, 24)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		h := newCLHarness(t, maxPar, time.Now, 0, 0)
+		ref := NewKeyedBackend(SerializerFor[string](), maxPar, KeyGroupRange{Start: 0, End: maxPar - 1})
+		sub, want := registerCL(t, h.b), registerCL(t, ref)
+		n := rapid.IntRange(0, 300).Draw(rt, "ops")
+		for i := range n {
+			k := rapid.SampledFrom(keys).Draw(rt, "key")
+			h.b.SetCurrentKey(k)
+			ref.SetCurrentKey(k)
+			x := int64(i)
+			switch op := rapid.IntRange(0, 10).Draw(rt, "op"); op {
+			case 0, 1:
+				sub.v.Update(x)
+				want.v.Update(x)
+			case 2:
+				sub.v.Clear()
+				want.v.Clear()
+			case 3:
+				sub.l.Add(fmt.Sprint(x))
+				want.l.Add(fmt.Sprint(x))
+			case 4:
+				vs := []string{fmt.Sprint(x), strings.Repeat("y", int(x%200))} // long values widen the prefix
+				sub.l.Update(vs)
+				want.l.Update(vs)
+			case 5:
+				mk := fmt.Sprint("m", x%5)
+				sub.m.Put(mk, x)
+				want.m.Put(mk, x)
+			case 6:
+				mk := fmt.Sprint("m", x%5)
+				sub.m.Remove(mk)
+				want.m.Remove(mk)
+			case 7:
+				sub.pt.Register(x % 50)
+				want.pt.Register(x % 50)
+			case 8:
+				sub.pt.Delete(x % 50)
+				want.pt.Delete(x % 50)
+			case 9:
+				if err := h.b.Materialize(); err != nil {
+					rt.Fatal(err)
+				}
+				if rapid.Bool().Draw(rt, "settle") {
+					if err := h.settle(t); err != nil {
+						rt.Fatal(err)
+					}
+				}
+			case 10:
+				// Timers firing are changes too.
+				var a, b []int64
+				sub.pt.FireDue(x%50, func(ts int64) error { a = append(a, ts); return nil })
+				want.pt.FireDue(x%50, func(ts int64) error { b = append(b, ts); return nil })
+				if !slices.Equal(a, b) {
+					rt.Fatalf("fired %v; the plain backend fired %v", a, b)
+				}
+			}
+		}
+		snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		st, err := snap.(*ChangelogSnapshot).Wait()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		start := rapid.IntRange(0, maxPar-1).Draw(rt, "start")
+		r := KeyGroupRange{Start: start, End: rapid.IntRange(start, maxPar-1).Draw(rt, "end")}
+		restored := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), maxPar, r), SerializerFor[string](), ChangelogOptions{})
+		defer restored.Dispose()
+		var blocks []KeyGroupBlock
+		for _, b := range h.mats[st.Materialized] {
+			if r.Contains(b.KeyGroup) {
+				blocks = append(blocks, b)
+			}
+		}
+		if err := restored.RestoreKeyGroups(blocks, 2); err != nil {
+			rt.Fatal(err)
+		}
+		var log RestoredLog
+		for _, f := range st.Log {
+			data, err := changelog.ReadFile(vfs.Default, f.Path)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
+		}
+		if err := restored.RestoreChangelog([]RestoredLog{log}); err != nil {
+			rt.Fatal(err)
+		}
+		got := dumpCL(restored, registerCL(t, restored), keys, r)
+		if exp := dumpCL(ref, want, keys, r); got != exp {
+			rt.Fatalf("restored at %v (materialization %d, %d log files):\n%s\nwant:\n%s", r, st.MaterializationID, len(st.Log), got, exp)
+		}
+	})
+}
+
+// TestMaterializationFailuresFailOver: a materialization that fails is
+// retried; once failures in a row exceed max-failures-allowed, Tick
+// returns the error that fails the task over, naming the key.
+func TestMaterializationFailuresFailOver(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := newCLHarness(t, 4, func() time.Time { return now }, time.Second, 2)
+	h.fail = errors.New("disk full")
+	s := registerCL(t, h.b)
+	var err error
+	for i := 0; i < 10 && err == nil; i++ {
+		h.b.SetCurrentKey(fmt.Sprint("k", i))
+		s.v.Update(int64(i))
+		now = now.Add(2 * time.Second)
+		if err = h.b.Tick(); err == nil { // starts one
+			err = h.settle(t) // collects it
+		}
+		if err == nil && h.b.failures != min(i+1, 2) {
+			t.Fatalf("after attempt %d: %d failures counted", i+1, h.b.failures)
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "failed 3 times in a row (state.changelog.max-failures-allowed: 2)") || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("err = %v", err)
+	}
+	// A success resets the count.
+	h2 := newCLHarness(t, 4, func() time.Time { return now }, time.Second, 2)
+	h2.fail = errors.New("once")
+	s2 := registerCL(t, h2.b)
+	h2.b.SetCurrentKey("a")
+	s2.v.Update(1)
+	now = now.Add(2 * time.Second)
+	if err := h2.b.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.settle(t); err != nil || h2.b.failures != 1 {
+		t.Fatalf("settle = %v, failures %d", err, h2.b.failures)
+	}
+	h2.fail = nil
+	now = now.Add(2 * time.Second)
+	if err := h2.b.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.settle(t); err != nil || h2.b.failures != 0 || h2.b.mat.id == 0 {
+		t.Fatalf("settle = %v, failures %d, materialization %d", err, h2.b.failures, h2.b.mat.id)
+	}
+}
+
+// BenchmarkChangelogReplay restores a log of b.N value updates over 100 K
+// keys (the cost per replayed record).
+func BenchmarkChangelogReplay(b *testing.B) {
+	h := newCLHarness(b, 128, time.Now, 0, 0)
+	s := registerCL(b, h.b)
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("word-", i)
+	}
+	for i := range b.N {
+		h.b.SetCurrentKey(keys[(i*7919)%len(keys)])
+		s.v.Update(int64(i))
+	}
+	snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := snap.(*ChangelogSnapshot).Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var log RestoredLog
+	for _, f := range st.Log {
+		data, err := changelog.ReadFile(vfs.Default, f.Path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
+	}
+	b.ResetTimer()
+	r := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127}), SerializerFor[string](), ChangelogOptions{})
+	if err := r.RestoreChangelog([]RestoredLog{log}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := GetValueState[int64](r, "v", SerializerFor[int64]()); err != nil {
+		b.Fatal(err)
+	}
+}
