@@ -33,10 +33,10 @@
 #           distinct words, checkpoints every 1 s       (rocksdb < 1024 MB)
 #   RCL_P50, RCL_P99  checkpoint duration with the changelog ÷ without,
 #           word count over 1 M distinct words on hashmap, checkpoints every
-#           1 s, materialized every 5 s                 (target p99 ≤ 0.2)
+#           1 s, materialized every 6 s                 (target p99 ≤ 0.2)
 #   RCL_THROUGHPUT  throughput with the changelog ÷ without (target ≥ 0.85)
 #   RCL_RECOVERY    restore until RUNNING with ÷ without    (target ≤ 1.5)
-#   RCL_DISK  bytes on disk with ÷ without, when checkpoint 8 completes
+#   RCL_DISK  bytes on disk with ÷ without, when checkpoint 10 completes
 #           (one materialization in)                           (reported)
 #   ..._100K  the same with the input paced at 100,000 words/s
 #
@@ -141,9 +141,9 @@ else
 fi
 # The changelog state backend: full speed (every key rewritten about once a
 # second) and paced at 100,000 words/s.
-sc=$(scale -mode changelog -keys 1000000 -words 30000000 -rounds 2 -materialize 5s)
+sc=$(scale -mode changelog -keys 1000000 -words 30000000 -rounds 2 -materialize 6s)
 echo "$sc" | grep '^# [rc]' | sed 's/^# /# changelog, 1M keys, full speed: /'
-scp=$(scale -mode changelog -keys 1000000 -words 3000000 -rate 100000 -rounds 2 -materialize 5s)
+scp=$(scale -mode changelog -keys 1000000 -words 3000000 -rate 100000 -rounds 2 -materialize 6s)
 echo "$scp" | grep '^# [rc]' | sed 's/^# /# changelog, 1M keys, 100K words\/s: /'
 rlsm=$(echo "$sl" | field RLSM)
 r6=$(echo "$si" | field R6)

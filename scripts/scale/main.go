@@ -651,7 +651,7 @@ func incrementalRatio(scratch string) {
 // checkpointing every -interval on hashmap (or -backend), in one run:
 // checkpoint durations (p50 and p99 over every checkpoint of every round),
 // throughput, recovery (restore until RUNNING, from a checkpoint taken
-// 8 intervals in, so past one materialization with -materialize 5s), and
+// 10 intervals in, so past one materialization with -materialize 6s), and
 // the bytes on disk (checkpoint directory plus log) when that checkpoint
 // completed.
 func changelogRatios(scratch string) {
@@ -673,7 +673,7 @@ func changelogRatios(scratch string) {
 		for _, on := range []bool{r%2 == 0, r%2 != 0} {
 			changelogOn = on
 			d := filepath.Join(scratch, fmt.Sprintf("rec-%d-%v", r, on))
-			chk, onDisk := checkpointAfter(d, 8)
+			chk, onDisk := checkpointAfter(d, 10)
 			bytes[on] = onDisk
 			if on && *recProf != "" {
 				f, err := os.Create(*recProf)
