@@ -130,7 +130,7 @@ func (v *validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func startJob(t *testing.T, dir string) *engine.Job {
+func startJob(t *testing.T, dir string, conf ...string) *engine.Job {
 	t.Helper()
 	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: io.Discard})
 	src := &connectors.WordGenerator{Distinct: 100, Seed: 1, Rate: 20000}
@@ -143,6 +143,9 @@ func startJob(t *testing.T, dir string) *engine.Job {
 	c.SetString("execution.checkpointing.interval", "30 ms", "test")
 	c.SetString("execution.checkpointing.dir", filepath.Join(dir, "ck"), "test")
 	c.SetString("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION", "test")
+	for i := 0; i+1 < len(conf); i += 2 {
+		c.SetString(conf[i], conf[i+1], "test")
+	}
 	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c})
 	if err != nil {
 		t.Fatal(err)
@@ -309,4 +312,41 @@ func TestRESTContract(t *testing.T) {
 		t.Errorf("endpoints not exercised: %v", missing)
 	}
 	t.Logf("validated %d operations", len(v.seen))
+}
+
+// TestCheckpointConfigReportsTheChangelog: checkpoints/config says whether
+// the job uses the changelog, with its storage and materialization
+// interval as configured (Flink's defaults when it is off).
+func TestCheckpointConfigReportsTheChangelog(t *testing.T) {
+	for _, tc := range []struct {
+		conf     []string
+		enabled  bool
+		storage  string
+		interval int64
+	}{
+		{nil, false, "memory", 600000},
+		{[]string{"state.changelog.enabled", "true", "state.changelog.storage", "filesystem",
+			"state.changelog.dstl.dfs.base-path", "", "state.changelog.periodic-materialize.interval", "2 min"}, true, "filesystem", 120000},
+	} {
+		dir := t.TempDir()
+		if len(tc.conf) > 5 {
+			tc.conf[5] = filepath.Join(dir, "dstl")
+		}
+		j := startJob(t, dir, tc.conf...)
+		srv := NewServer(j, ServerOptions{Version: "gflink test", Token: testToken})
+		hs := httptest.NewServer(srv)
+		code, body := get(t, hs.URL, "/jobs/"+j.ID()+"/checkpoints/config")
+		hs.Close()
+		srv.Close()
+		j.Cancel()
+		j.Wait()
+		var got CheckpointConfigInfo
+		if err := json.Unmarshal(body, &got); code != http.StatusOK || err != nil {
+			t.Fatalf("GET checkpoints/config: %d %s %v", code, body, err)
+		}
+		if got.StateChangelogEnabled != tc.enabled || got.ChangelogStorage != tc.storage || got.ChangelogPeriodicMaterializationInterval != tc.interval {
+			t.Errorf("with %v: state_changelog_enabled=%v changelog_storage=%q interval=%d; want %v %q %d", tc.conf,
+				got.StateChangelogEnabled, got.ChangelogStorage, got.ChangelogPeriodicMaterializationInterval, tc.enabled, tc.storage, tc.interval)
+		}
+	}
 }
