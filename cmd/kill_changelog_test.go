@@ -81,6 +81,11 @@ func TestKillChangelog(t *testing.T) {
 							if c := st.Keyed; c != nil && c.Changelog != nil {
 								materialized = materialized || c.Changelog.MaterializationID > 0
 								logged = logged || len(c.Changelog.Log) > 0
+								// rocksdb materializes its own files, hashmap
+								// canonical blocks.
+								if c.Changelog.MaterializationID > 0 && (c.Native != nil) != (backend == "rocksdb") {
+									t.Fatalf("%s: a %s materialization with native files: %v", chk, backend, c.Native != nil)
+								}
 							}
 						}
 					}

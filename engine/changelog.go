@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -219,8 +220,20 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 		o.Interval, o.MaxFailures = cc.interval, cc.maxFailures
 		storageOf := t.exec.jm.storage
 		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
+			if n, ok := s.(*state.NativeSnapshot); ok {
+				return storageOf.UploadMaterialized(id, &checkpoint.NativeFiles{Wait: n.Wait, Dir: n.Dir, BackendID: n.BackendID,
+					Incremental: n.Incremental, Shared: n.Shared, Uploaded: n.Uploaded})
+			}
 			r := s.KeyGroupRange()
 			return storageOf.WriteMaterialized(r.Start, r.End, yieldingEncoder{s})
+		}
+		if sb := t.exec.jm.backends; sb != nil && sb.dir != nil {
+			// rocksdb: materializations are the LSM's own files, and
+			// each uploads only the SST files the last one did not.
+			o.MaterializeOptions = func(id int64) state.SnapshotOptions {
+				return state.SnapshotOptions{ID: -id, Native: true, Incremental: true, RemoveDir: os.RemoveAll,
+					LocalDir: sb.dir.SnapshotDir(uid, t.subtask, t.exec.attempt, -id)}
+			}
 		}
 		o.OnMaterialized = func(id, size int64, took time.Duration, err error) {
 			if err != nil {

@@ -272,13 +272,15 @@ func (m *Metadata) CheckpointedSize() int64 {
 	n := m.StateSize()
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
-			if st.Keyed != nil && st.Keyed.Native != nil {
+			if st.Keyed != nil && st.Keyed.Native != nil && st.Keyed.Changelog == nil {
 				for _, f := range st.Keyed.Native.Files {
 					if !f.Added {
 						n -= f.Size
 					}
 				}
 			}
+			// A changelog checkpoint's materialization counts whole, once:
+			// in the first checkpoint that refers to it.
 			if c := changelogOf(st); c != nil {
 				if !c.MaterializedAdded {
 					n -= c.MaterializedSize

@@ -299,6 +299,61 @@ func (s *Storage) WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savep
 	return kh, w.Size(), nil
 }
 
+// UploadMaterialized uploads a changelog materialization of the LSM: every
+// file into the job's shared/ directory — SST files as
+// <store>-<file>.sst, referred to instead of uploaded when the previous
+// materialization did (Shared), the others under the materialization's
+// number — so that checkpoints, in whatever chk-N, find them as
+// ../shared/<file>. It returns the handle and the state's full size.
+func (s *Storage) UploadMaterialized(id int64, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error) {
+	if s.JobDir == "" {
+		return nil, 0, errors.New("the changelog state backend materializes into checkpoint storage: set execution.checkpointing.dir")
+	}
+	if err := n.Wait(); err != nil {
+		return nil, 0, err
+	}
+	ents, err := os.ReadDir(n.Dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	dir := filepath.Join(s.JobDir, savepoint.SharedDirName)
+	h := &savepoint.NativeStateHandle{BackendID: n.BackendID}
+	shared := map[string]string{}
+	var size int64
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			return nil, 0, err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		name := e.Name()
+		f := savepoint.NativeFile{Name: name, Size: info.Size()}
+		size += f.Size
+		if p, ok := n.Shared(name); ok && shareable(name) {
+			f.Path = p
+		} else {
+			file := fmt.Sprintf("%s-m%d-%s", n.BackendID, id, name)
+			if shareable(name) {
+				file = n.BackendID + "-" + name
+			}
+			f.Path, f.Added = filepath.Join("..", savepoint.SharedDirName, file), true
+			if err := s.copyIn(filepath.Join(n.Dir, name), dir, file); err != nil {
+				return nil, 0, err
+			}
+		}
+		if shareable(name) {
+			shared[name] = f.Path
+		}
+		h.Files = append(h.Files, f)
+	}
+	if n.Uploaded != nil {
+		n.Uploaded(shared)
+	}
+	return &savepoint.KeyedStateHandle{Native: h}, size, nil
+}
+
 // uploadNative writes an LSM's files into loc: SST files of an incremental
 // checkpoint into the job's shared/ directory (unless an earlier
 // checkpoint did), everything else into the checkpoint's own directory.

@@ -73,6 +73,12 @@ type ChangelogOptions struct {
 	// storage, returning the handle of its blocks and its size; it runs
 	// on a goroutine of its own.
 	Materialize func(s Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error)
+	// MaterializeOptions, when set, says how the wrapped backend takes a
+	// materialization's snapshot (the LSM: natively, incrementally, into
+	// a local directory); otherwise it is canonical blocks. Its ID is the
+	// materialization's, negated: the wrapped backend's upload bookkeeping
+	// keeps materializations apart from checkpoints.
+	MaterializeOptions func(id int64) SnapshotOptions
 	// Interval between materializations; 0: only when forced.
 	Interval    time.Duration
 	MaxFailures int
@@ -482,6 +488,11 @@ func (b *ChangelogBackend[K]) collect(now time.Time) error {
 		}
 		b.failures = 0
 		b.mat, b.forced = r.m, false
+		if b.o.MaterializeOptions != nil {
+			// The next incremental materialization may refer to this
+			// one's files.
+			b.inner.CheckpointComplete(-r.m.id)
+		}
 		b.nextMat = now.Add(b.o.Interval)
 	}
 	return nil
@@ -495,7 +506,11 @@ func (b *ChangelogBackend[K]) Materialize() error {
 	if b.w == nil || b.run != nil {
 		return nil
 	}
-	snap, err := b.inner.TakeSnapshot(SnapshotOptions{})
+	var opts SnapshotOptions
+	if b.o.MaterializeOptions != nil {
+		opts = b.o.MaterializeOptions(b.matSeq + 1)
+	}
+	snap, err := b.inner.TakeSnapshot(opts)
 	if err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
@@ -533,7 +548,11 @@ func protectMaterialize(f func() error) (err error) {
 // CheckpointComplete: the log files before the checkpoint's
 // materialization are no checkpoint-to-come's business.
 func (b *ChangelogBackend[K]) CheckpointComplete(id int64) {
-	b.inner.CheckpointComplete(id)
+	if b.w == nil || b.o.MaterializeOptions == nil {
+		// With incremental materializations, the wrapped backend's
+		// uploads are theirs, not the checkpoints'.
+		b.inner.CheckpointComplete(id)
+	}
 	if b.w != nil {
 		b.lastMatID = b.mat.id
 		b.w.Forget(b.mat.base)

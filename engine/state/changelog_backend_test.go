@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 // materializations are kept in memory, by handle.
 type clHarness struct {
 	b    *ChangelogBackend[string]
+	mu   sync.Mutex // mats is written by materializations' goroutines
 	mats map[*savepoint.KeyedStateHandle][]KeyGroupBlock
 	fail error // Materialize fails with it when set
 }
@@ -45,7 +47,9 @@ func newCLHarness(t testing.TB, maxPar int, now func() time.Time, interval time.
 				blocks, size = append(blocks, KeyGroupBlock{KeyGroup: kg, Block: b}), size+int64(len(b))
 			}
 			hd := &savepoint.KeyedStateHandle{Start: r.Start, End: r.End}
+			h.mu.Lock()
 			h.mats[hd] = blocks
+			h.mu.Unlock()
 			return hd, size, nil
 		},
 	})
@@ -200,7 +204,10 @@ func TestPropertyChangelogRestore(t *testing.T) {
 		restored := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), maxPar, r), SerializerFor[string](), ChangelogOptions{})
 		defer restored.Dispose()
 		var blocks []KeyGroupBlock
-		for _, b := range h.mats[st.Materialized] {
+		h.mu.Lock()
+		mat := h.mats[st.Materialized]
+		h.mu.Unlock()
+		for _, b := range mat {
 			if r.Contains(b.KeyGroup) {
 				blocks = append(blocks, b)
 			}
