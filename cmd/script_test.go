@@ -85,67 +85,53 @@ func TestScripts(t *testing.T) {
 // file sink's restore — again with state.backend.type: rocksdb, set in a
 // configuration directory (GFLINK_CONF_DIR) as a user would set it.
 func TestScriptsRocksDB(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the scripts run once, with the default backend")
-	}
-	confDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte("state.backend.type: rocksdb\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	scripts := t.TempDir()
-	for _, name := range []string{"recovery", "restore", "rescale", "filesink_restore", "operate", "interrupt"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "script", name+".txtar"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// What inspect says of a checkpoint names the backend that wrote it.
-		b = []byte(strings.ReplaceAll(string(b), "NATIVE format, hashmap state backend", "NATIVE format, rocksdb state backend"))
-		// First, proof that the configuration directory took effect.
-		b = append([]byte("exec gflink run wordcount\nstderr 'Using the embedded LSM state backend \\(Pebble\\) for state.backend.type=rocksdb'\n\n"), b...)
-		if err := os.WriteFile(filepath.Join(scripts, name+".txtar"), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testscript.Run(t, scriptParams(scripts, func(env *testscript.Env) {
-		env.Setenv("GFLINK_CONF_DIR", confDir)
-	}))
+	rerunScripts(t, "state.backend.type: rocksdb\n", "rocksdb", "exec gflink run wordcount\nstderr 'Using the embedded LSM state backend \\(Pebble\\) for state.backend.type=rocksdb'\n\n")
 }
 
 // TestScriptsChangelog runs the same scripts with the changelog state
 // backend (its log on the filesystem, materialized every 200 ms) over
 // hashmap and over rocksdb.
 func TestScriptsChangelog(t *testing.T) {
+	for _, backend := range []string{"hashmap", "rocksdb"} {
+		t.Run(backend, func(t *testing.T) {
+			conf := fmt.Sprintf("state.backend.type: %s\nstate.changelog.enabled: true\nstate.changelog.storage: filesystem\nstate.changelog.dstl.dfs.base-path: %s\nstate.changelog.periodic-materialize.interval: 200 ms\n",
+				backend, filepath.Join(t.TempDir(), "dstl"))
+			rerunScripts(t, conf, backend,
+				"exec gflink run -Dexecution.checkpointing.interval=1s -Dexecution.checkpointing.dir=$WORK/proof wordcount\nstderr 'Using the changelog state backend over "+backend+"'\n\n",
+				// The job's checkpoints are the changelog's.
+				`checkpoint \(full\) +NATIVE`, `checkpoint \(changelog: (materializations? [0-9-]+|not materialized yet), log [0-9.]+ [KM]?i?B\) +NATIVE`)
+		})
+	}
+}
+
+// rerunScripts runs the state-flow scripts again with conf in a
+// configuration directory (GFLINK_CONF_DIR), as a user would set it: each
+// starts with proof, a few lines showing the configuration took effect;
+// what inspect says of a checkpoint names backend; replace lists further
+// old, new pairs of script text.
+func rerunScripts(t *testing.T, conf, backend, proof string, replace ...string) {
 	if testing.Short() {
 		t.Skip("-short: the scripts run once, with the default backend")
 	}
-	for _, backend := range []string{"hashmap", "rocksdb"} {
-		t.Run(backend, func(t *testing.T) {
-			confDir := t.TempDir()
-			conf := fmt.Sprintf("state.backend.type: %s\nstate.changelog.enabled: true\nstate.changelog.storage: filesystem\nstate.changelog.dstl.dfs.base-path: %s\nstate.changelog.periodic-materialize.interval: 200 ms\n",
-				backend, filepath.Join(t.TempDir(), "dstl"))
-			if err := os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte(conf), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			scripts := t.TempDir()
-			for _, name := range []string{"recovery", "restore", "rescale", "filesink_restore", "operate", "interrupt"} {
-				b, err := os.ReadFile(filepath.Join("testdata", "script", name+".txtar"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				b = []byte(strings.ReplaceAll(string(b), "NATIVE format, hashmap state backend", "NATIVE format, "+backend+" state backend"))
-				// The job's checkpoints are the changelog's.
-				b = []byte(strings.ReplaceAll(string(b), `checkpoint \(full\) +NATIVE`, `checkpoint \(changelog: (materialization [0-9]+|not materialized yet), log [0-9.]+ [KM]?i?B\) +NATIVE`))
-				// First, proof that the configuration directory took effect.
-				b = append([]byte("exec gflink run -Dexecution.checkpointing.interval=1s -Dexecution.checkpointing.dir=$WORK/proof wordcount\nstderr 'Using the changelog state backend over "+backend+"'\n\n"), b...)
-				if err := os.WriteFile(filepath.Join(scripts, name+".txtar"), b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			testscript.Run(t, scriptParams(scripts, func(env *testscript.Env) {
-				env.Setenv("GFLINK_CONF_DIR", confDir)
-			}))
-		})
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	replace = append(replace, "NATIVE format, hashmap state backend", "NATIVE format, "+backend+" state backend")
+	scripts := t.TempDir()
+	for _, name := range []string{"recovery", "restore", "rescale", "filesink_restore", "operate", "interrupt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "script", name+".txtar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.NewReplacer(replace...).Replace(string(b))
+		if err := os.WriteFile(filepath.Join(scripts, name+".txtar"), []byte(proof+text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testscript.Run(t, scriptParams(scripts, func(env *testscript.Env) {
+		env.Setenv("GFLINK_CONF_DIR", confDir)
+	}))
 }
 
 func scriptParams(dir string, setup func(*testscript.Env)) testscript.Params {

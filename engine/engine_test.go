@@ -800,58 +800,49 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 	}
 }
 
-// TestEngineTestsOnRocksDB runs the engine's fault-injection and restore
-// tests again with the rocksdb backend, in a child process of this test
-// binary (the backend is chosen by a flag): exactly-once under injected
-// failures at p=1 and p=4, retained checkpoints restored, checkpoint ids
-// continuing, failing checkpoint storage, retention on cancel, timers
-// across failures, stop-with-savepoint continuing exactly once, and more.
-// TestEngineTestsOnChangelog runs the engine tests that checkpoint to a
-// directory again with the changelog on, over either backend.
-func TestEngineTestsOnChangelog(t *testing.T) {
+// rerunTests are the engine's fault-injection and restore tests that run
+// again on another backend, in a child process of this test binary (the
+// backend is chosen by flags): exactly-once under injected failures at p=1
+// and p=4, retained checkpoints restored, checkpoint ids continuing,
+// failing checkpoint storage, retention on cancel, timers across failures,
+// stop-with-savepoint continuing exactly once, and more. jobManager adds
+// the two that keep checkpoints in memory, which the changelog refuses.
+func rerunTests(t *testing.T, what string, jobManager bool, flags ...string) {
 	if *stateBackend != "" || *stateChangelog {
 		t.Skip("running on a chosen backend already")
 	}
 	if testing.Short() {
 		t.Skip("-short: the engine tests run once, on hashmap")
 	}
-	tests := "^(TestWordCountWithoutFailures|TestExactlyOnceUnderInjectedFailures|TestAtLeastOnceNeverCountsLess|" +
-		"TestNoRestartStrategyFailsTheJob|TestRetainedCheckpointRestores|TestRestoredCheckpointIDsContinue|" +
-		"TestFailingCheckpointStorage|TestCancelAppliesRetention|TestTimersSurviveFailures|" +
-		"TestFinalCheckpointDoesNotWaitForTheInterval|TestNoCheckpointingIsAtMostOnce|" +
-		"TestSuppressRestartsFailsTheJobOnce|TestRunningOnlyAfterStateRestored|TestStopWithSavepointContinuesExactlyOnce|TestSavepointErrors)$"
-	for _, backend := range []string{"hashmap", "rocksdb"} {
-		t.Run(backend, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run="+tests, "-test.count=1", "-test.v", "-state.backend="+backend, "-state.changelog")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("the engine tests with the changelog over %s failed: %v\n%s", backend, err, out)
-			}
-			if n := bytes.Count(out, []byte("--- PASS")); n < 15 {
-				t.Fatalf("only %d tests passed with the changelog over %s:\n%s", n, backend, out)
-			}
-		})
+	tests := []string{"TestWordCountWithoutFailures", "TestExactlyOnceUnderInjectedFailures", "TestAtLeastOnceNeverCountsLess",
+		"TestNoRestartStrategyFailsTheJob", "TestRetainedCheckpointRestores", "TestRestoredCheckpointIDsContinue",
+		"TestFailingCheckpointStorage", "TestCancelAppliesRetention", "TestTimersSurviveFailures",
+		"TestFinalCheckpointDoesNotWaitForTheInterval", "TestNoCheckpointingIsAtMostOnce", "TestSuppressRestartsFailsTheJobOnce",
+		"TestRunningOnlyAfterStateRestored", "TestStopWithSavepointContinuesExactlyOnce", "TestSavepointErrors"}
+	if jobManager {
+		tests = append(tests, "TestJobManagerStorageRecovers", "TestCheckpointsAfterTasksFinishDisabled")
+	}
+	args := append([]string{"-test.run=^(" + strings.Join(tests, "|") + ")$", "-test.count=1", "-test.v"}, flags...)
+	out, err := exec.Command(os.Args[0], args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the engine tests %s failed: %v\n%s", what, err, out)
+	}
+	if n := bytes.Count(out, []byte("--- PASS")); n < len(tests) {
+		t.Fatalf("only %d of %d tests passed %s:\n%s", n, len(tests), what, out)
 	}
 }
 
+// TestEngineTestsOnRocksDB runs the engine tests again on rocksdb.
 func TestEngineTestsOnRocksDB(t *testing.T) {
-	if *stateBackend != "" || *stateChangelog {
-		t.Skip("running on a chosen backend already")
-	}
-	if testing.Short() {
-		t.Skip("-short: the engine tests run once, on hashmap")
-	}
-	tests := "^(TestWordCountWithoutFailures|TestExactlyOnceUnderInjectedFailures|TestAtLeastOnceNeverCountsLess|" +
-		"TestNoRestartStrategyFailsTheJob|TestRetainedCheckpointRestores|TestRestoredCheckpointIDsContinue|" +
-		"TestFailingCheckpointStorage|TestCancelAppliesRetention|TestTimersSurviveFailures|TestJobManagerStorageRecovers|" +
-		"TestCheckpointsAfterTasksFinishDisabled|TestFinalCheckpointDoesNotWaitForTheInterval|TestNoCheckpointingIsAtMostOnce|" +
-		"TestSuppressRestartsFailsTheJobOnce|TestRunningOnlyAfterStateRestored|TestStopWithSavepointContinuesExactlyOnce|TestSavepointErrors)$"
-	cmd := exec.Command(os.Args[0], "-test.run="+tests, "-test.count=1", "-test.v", "-state.backend=rocksdb")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the engine tests on rocksdb failed: %v\n%s", err, out)
-	}
-	if n := bytes.Count(out, []byte("--- PASS")); n < 17 {
-		t.Fatalf("only %d tests passed on rocksdb:\n%s", n, out)
+	rerunTests(t, "on rocksdb", true, "-state.backend=rocksdb")
+}
+
+// TestEngineTestsOnChangelog runs the engine tests that checkpoint to a
+// directory again with the changelog on, over either backend.
+func TestEngineTestsOnChangelog(t *testing.T) {
+	for _, backend := range []string{"hashmap", "rocksdb"} {
+		t.Run(backend, func(t *testing.T) {
+			rerunTests(t, "with the changelog over "+backend, false, "-state.backend="+backend, "-state.changelog")
+		})
 	}
 }
