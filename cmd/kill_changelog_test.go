@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
-	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // TestKillChangelog kills gflink (SIGKILL) while the changelog state
@@ -65,18 +63,8 @@ func TestKillChangelog(t *testing.T) {
 					t.Fatalf("no checkpoint within 60 s\n%s", errOut.String())
 				}
 				jobDir := filepath.Dir(filepath.Dir(metas[0]))
-				ids, err := restore.CheckpointIDs(vfs.Default, jobDir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				restored := 0
-				for i, id := range ids {
-					chk := savepoint.CheckpointDir(jobDir, id)
-					r, err := restore.Resolve(vfs.Default, chk)
-					if err != nil {
-						continue // half-written when killed
-					}
-					for _, op := range r.Metadata.Operators {
+				restored := restoreRetained(t, dir, jobDir, out.String(), want, func(i int, chk string, md *savepoint.Metadata) []string {
+					for _, op := range md.Operators {
 						for _, st := range op.Subtasks {
 							if c := st.Keyed; c != nil && c.Changelog != nil {
 								materialized = materialized || c.Changelog.MaterializationID > 0
@@ -91,25 +79,13 @@ func TestKillChangelog(t *testing.T) {
 					}
 					// Restore with the changelog on (its own log, at another
 					// parallelism) and off (replayed into the plain backend).
-					args := []string{"run", "-p", "3", "-Dstate.backend.type=" + backend}
+					args := []string{"-p", "3", "-Dstate.backend.type=" + backend}
 					if i%2 == 0 {
 						args = append(args, changelogConf(backend, filepath.Join(dir, backend, "dstl-restore"))...)
 						args = append(args, "-Dexecution.checkpointing.interval=50ms", "-Dexecution.checkpointing.dir="+filepath.Join(dir, backend, "ck-restore"))
 					}
-					res := gflinkCmd(dir, append(args, "-s", chk, "wordcount", "--input", "words.txt")...)
-					var out2, errOut2 bytes.Buffer
-					res.Stdout, res.Stderr = &out2, &errOut2
-					if err := res.Run(); err != nil {
-						t.Fatalf("attempt %d: restore from %s failed: %v\n%s", attempt, chk, err, errOut2.String())
-					}
-					got := countsOf(out.String(), out2.String())
-					for w, n := range want {
-						if got[w] != n {
-							t.Fatalf("attempt %d: count of %q after kill and restore from %s = %d; want %d", attempt, w, chk, got[w], n)
-						}
-					}
-					restored++
-				}
+					return args
+				})
 				if restored == 0 {
 					t.Fatalf("attempt %d: no complete checkpoint in %s", attempt, jobDir)
 				}

@@ -53,35 +53,14 @@ func TestKillIncrementalRocksDB(t *testing.T) {
 			t.Fatal("no checkpoint within 60 s")
 		}
 		jobDir := filepath.Dir(filepath.Dir(metas[0]))
-		ids, err := restore.CheckpointIDs(vfs.Default, jobDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		restored, shared := 0, 0
-		for _, id := range ids {
-			chk := savepoint.CheckpointDir(jobDir, id)
-			r, err := restore.Resolve(vfs.Default, chk)
-			if err != nil {
-				continue // half-written when killed
-			}
-			shared += len(r.Metadata.SharedFiles())
-			if err := restore.VerifyStateFiles(vfs.Default, r.Dir, r.Metadata); err != nil {
+		shared := 0
+		restored := restoreRetained(t, dir, jobDir, out.String(), want, func(_ int, chk string, md *savepoint.Metadata) []string {
+			shared += len(md.SharedFiles())
+			if err := restore.VerifyStateFiles(vfs.Default, chk, md); err != nil {
 				t.Fatalf("attempt %d: %s has _metadata but a file is missing or damaged: %v", attempt, chk, err)
 			}
-			res := gflinkCmd(dir, "run", "-p", "3", "-Dstate.backend.type=rocksdb", "-s", chk, "wordcount", "--input", "words.txt")
-			var out2, errOut bytes.Buffer
-			res.Stdout, res.Stderr = &out2, &errOut
-			if err := res.Run(); err != nil {
-				t.Fatalf("attempt %d: restore from %s failed: %v\n%s", attempt, chk, err, errOut.String())
-			}
-			got := countsOf(out.String(), out2.String())
-			for w, n := range want {
-				if got[w] != n {
-					t.Fatalf("attempt %d: count of %q after kill and restore from %s = %d; want %d", attempt, w, chk, got[w], n)
-				}
-			}
-			restored++
-		}
+			return []string{"-p", "3", "-Dstate.backend.type=rocksdb"}
+		})
 		if restored == 0 {
 			t.Fatalf("attempt %d: no complete checkpoint in %s", attempt, jobDir)
 		}
@@ -231,4 +210,40 @@ func runRocksDBDetached(t *testing.T, dir string, conf ...string) string {
 	}
 	out = bytes.TrimSpace(out)
 	return string(out[bytes.LastIndexByte(out, ' ')+1:])
+}
+
+// restoreRetained restores every complete chk-N of jobDir on its own, with
+// `gflink run <args> -s chk-N wordcount --input words.txt` (args says what
+// else, and may check the snapshot first), and checks that what the killed
+// run printed (before) and the restored run's output add up to exactly
+// want. It returns how many it restored; half-written ones are skipped.
+func restoreRetained(t *testing.T, dir, jobDir, before string, want map[string]int64, args func(i int, chk string, md *savepoint.Metadata) []string) int {
+	t.Helper()
+	ids, err := restore.CheckpointIDs(vfs.Default, jobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := 0
+	for i, id := range ids {
+		chk := savepoint.CheckpointDir(jobDir, id)
+		r, err := restore.Resolve(vfs.Default, chk)
+		if err != nil {
+			continue // half-written when killed
+		}
+		a := append([]string{"run"}, args(i, r.Dir, r.Metadata)...)
+		res := gflinkCmd(dir, append(a, "-s", chk, "wordcount", "--input", "words.txt")...)
+		var out, errOut bytes.Buffer
+		res.Stdout, res.Stderr = &out, &errOut
+		if err := res.Run(); err != nil {
+			t.Fatalf("restore from %s failed: %v\n%s", chk, err, errOut.String())
+		}
+		got := countsOf(before, out.String())
+		for w, n := range want {
+			if got[w] != n {
+				t.Fatalf("count of %q after kill and restore from %s = %d; want %d", w, chk, got[w], n)
+			}
+		}
+		restored++
+	}
+	return restored
 }
