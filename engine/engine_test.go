@@ -259,7 +259,10 @@ func TestNoRestartStrategyFailsTheJob(t *testing.T) {
 // checkpoint is chk-(N+1).
 func TestRetainedCheckpointRestores(t *testing.T) {
 	dir := t.TempDir()
-	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 1_000_000}
+	// Paced so that the failure (at 12,000 records, 60 ms in at the
+	// earliest) comes after a checkpoint (every 20 ms) on a loaded machine
+	// too: at 1 M lines/s the first rocksdb checkpoint could lose the race.
+	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 200_000}
 	first := base
 	first.conf = checkpointConf(dir, "restart-strategy.type", "none",
 		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
@@ -718,7 +721,10 @@ func TestSuppressRestartsFailsTheJobOnce(t *testing.T) {
 // them go: until then the job must not be RUNNING.
 func TestRunningOnlyAfterStateRestored(t *testing.T) {
 	dir := t.TempDir()
-	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 1_000_000}
+	// Paced so that the failure (at 12,000 records, 60 ms in at the
+	// earliest) comes after a checkpoint (every 20 ms) on a loaded machine
+	// too: at 1 M lines/s the first rocksdb checkpoint could lose the race.
+	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 200_000}
 	first := base
 	first.conf = checkpointConf(dir, "restart-strategy.type", "none",
 		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
