@@ -405,8 +405,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) nextTimer() (int64, bool) {
 }
 
 // tickChangelog persists buffered changes and runs materializations; an
-// error (the log has a gap, or materialization failed too often) fails
-// the task at its next timer or checkpoint.
+// error (materialization failed too often) fails the task at its next
+// timer or checkpoint.
 func (o *keyedProcessOperator[K, IN, OUT]) tickChangelog() error {
 	if o.changelog != nil && o.clErr == nil {
 		o.clErr = o.changelog.Tick()
