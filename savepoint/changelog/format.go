@@ -138,6 +138,11 @@ type Record struct {
 // file, a bad checksum, a record that does not parse — is ErrCorrupt. yield
 // gets every change record in order (slices alias data).
 func Parse(data []byte, size int64, name string, yield func(Record) error) error {
+	return parse(data, size, name, func(r *Record, _ []byte) error { return yield(*r) })
+}
+
+// parse is Parse, yielding each record's body too.
+func parse(data []byte, size int64, name string, yield func(r *Record, body []byte) error) error {
 	if size < 0 || int64(len(data)) < size {
 		return fmt.Errorf("changelog file %s has %d bytes, its checkpoint recorded %d: %w", name, len(data), size, ErrCorrupt)
 	}
@@ -148,7 +153,7 @@ func Parse(data []byte, size int64, name string, yield func(Record) error) error
 	if v := binary.BigEndian.Uint32(data[8:12]); v != version {
 		return fmt.Errorf("changelog file %s has version %d; this gflink reads version %d: %w", name, v, version, ErrCorrupt)
 	}
-	decls := map[uint64]Record{}
+	var decls declTable
 	off := int64(HeaderLen)
 	for rest := data[HeaderLen:]; len(rest) > 0; {
 		if len(rest) < chunkHeaderLen {
@@ -162,7 +167,7 @@ func Parse(data []byte, size int64, name string, yield func(Record) error) error
 		if crc32.Checksum(payload, crcTab) != binary.BigEndian.Uint32(rest[4:]) {
 			return fmt.Errorf("changelog file %s: checksum mismatch in the chunk at offset %d: %w", name, off, ErrCorrupt)
 		}
-		if err := parseRecords(payload, decls, yield); err != nil {
+		if err := parseRecords(payload, &decls, yield); err != nil {
 			return fmt.Errorf("changelog file %s, chunk at offset %d: %w", name, off, err)
 		}
 		rest = rest[chunkHeaderLen+n:]
@@ -171,8 +176,12 @@ func Parse(data []byte, size int64, name string, yield func(Record) error) error
 	return nil
 }
 
-func parseRecords(p []byte, decls map[uint64]Record, yield func(Record) error) error {
+// parseRecords reads records back to back. yield gets each change record
+// (valid during the call: records are not copied around)
+// and its body: its bytes from the key group on, which an Index copies.
+func parseRecords(p []byte, decls *declTable, yield func(r *Record, body []byte) error) error {
 	var err error
+	r := new(Record) // one per call, reused: yield keeps none
 	for len(p) > 0 {
 		op := Op(p[0])
 		p = p[1:]
@@ -189,14 +198,15 @@ func parseRecords(p []byte, decls map[uint64]Record, yield func(Record) error) e
 			if name, p, err = prefixed(p[1:]); err != nil {
 				return err
 			}
-			decls[id] = Record{State: string(name), Kind: kind}
+			decls.set(id, string(name), kind)
 			continue
 		}
-		d, ok := decls[id]
+		d, ok := decls.get(id)
 		if !ok {
 			return fmt.Errorf("record of undeclared state %d: %w", id, ErrCorrupt)
 		}
-		r := Record{Op: op, State: d.State, Kind: d.Kind}
+		*r = Record{Op: op, State: d.name, Kind: d.kind}
+		body := p
 		var kg uint64
 		if kg, p, err = uvarint(p); err != nil {
 			return err
@@ -225,11 +235,63 @@ func parseRecords(p []byte, decls map[uint64]Record, yield func(Record) error) e
 		if err != nil {
 			return err
 		}
-		if err := yield(r); err != nil {
+		if err := yield(r, body[:len(body)-len(p)]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// declTable maps a file's state ids to their declarations. Writers number
+// states densely from 1, so a slice serves them (a map lookup per record was
+// a tenth of replay); any other id the format allows goes to a map.
+type declTable struct {
+	small []decl
+	big   map[uint64]decl
+}
+
+type decl struct {
+	name     string
+	kind     byte
+	declared bool
+}
+
+// smallIDs is how many ids the slice holds at most.
+const smallIDs = 1 << 12
+
+func (t *declTable) set(id uint64, name string, kind byte) {
+	d := decl{name: name, kind: kind, declared: true}
+	if id < smallIDs {
+		for uint64(len(t.small)) <= id {
+			t.small = append(t.small, decl{})
+		}
+		t.small[id] = d
+		return
+	}
+	if t.big == nil {
+		t.big = map[uint64]decl{}
+	}
+	t.big[id] = d
+}
+
+func (t *declTable) get(id uint64) (decl, bool) {
+	if id < uint64(len(t.small)) {
+		return t.small[id], t.small[id].declared
+	}
+	d, ok := t.big[id]
+	return d, ok
+}
+
+// each calls f with every declaration.
+func (t *declTable) each(f func(decl)) {
+	for _, d := range t.small {
+		if d.declared {
+			f(d)
+		}
+	}
+	for _, d := range t.big {
+		f(d)
+	}
 }
 
 func uvarint(p []byte) (uint64, []byte, error) {

@@ -1,0 +1,139 @@
+package changelog_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gflink/gflink/savepoint/changelog"
+	"pgregory.net/rapid"
+)
+
+// logFile writes one log file: declarations of ds, then recs in chunks of
+// up to three records.
+func logFile(ds []decl, recs []rec) []byte {
+	data := changelog.AppendChunk(changelog.AppendHeader(nil), appendDecls(nil, ds))
+	for i := 0; i < len(recs); i += 3 {
+		var p []byte
+		for _, x := range recs[i:min(i+3, len(recs))] {
+			p = appendRec(p, x)
+		}
+		data = changelog.AppendChunk(data, p)
+	}
+	return data
+}
+
+// indexed reads every key group of the range back from x.
+func indexed(t tb, x *changelog.Index, start, end int) map[int][]changelog.Record {
+	t.Helper()
+	out := map[int][]changelog.Record{}
+	for kg := start; kg <= end; kg++ {
+		err := x.KeyGroup(kg, func(r *changelog.Record) error {
+			c := *r
+			out[kg] = append(out[kg], c)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("KeyGroup(%d): %v", kg, err)
+		}
+	}
+	return out
+}
+
+// TestIndexKeepsLogOrderPerKeyGroup: whatever the files, their order, the
+// key-group range and the number of goroutines, each key group yields
+// exactly its records of the range, in log order — file by file, record by
+// record — which is what makes replay by key group equal to replay in log
+// order.
+func TestIndexKeepsLogOrderPerKeyGroup(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		// The same states in every file, under ids of each file's own (as
+		// logs of different old subtasks have them).
+		states := genDecls(t)
+		start := rapid.IntRange(0, 40).Draw(t, "start")
+		end := start + rapid.IntRange(0, 40).Draw(t, "width")
+		var files []changelog.Contents
+		want := map[int][]rec{}
+		n := 0
+		for f := range rapid.IntRange(0, 4).Draw(t, "files") {
+			ids := rapid.Permutation([]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 70000}).Draw(t, fmt.Sprint("ids", f))
+			ds := make([]decl, len(states))
+			for i, d := range states {
+				ds[i] = decl{id: ids[i], kind: d.kind, name: d.name}
+			}
+			var recs []rec
+			for range rapid.IntRange(0, 30).Draw(t, fmt.Sprint("records", f)) {
+				x := genRec(t, ds)
+				x.r.KeyGroup = rapid.IntRange(0, 90).Draw(t, "kg")
+				recs = append(recs, x)
+				if x.r.KeyGroup >= start && x.r.KeyGroup <= end {
+					want[x.r.KeyGroup] = append(want[x.r.KeyGroup], x)
+					n++
+				}
+			}
+			data := logFile(ds, recs)
+			size := int64(len(data))
+			data = append(data, pattern(rapid.IntRange(0, 20).Draw(t, "tail"), 9)...) // beyond the recorded size
+			files = append(files, changelog.Contents{Name: fmt.Sprint("f", f), Data: data, Size: size})
+		}
+		x := changelog.NewIndex(start, end)
+		// Added in one call or several, in log order.
+		split := rapid.IntRange(0, len(files)).Draw(t, "split")
+		workers := rapid.IntRange(1, 3).Draw(t, "workers")
+		for _, part := range [][]changelog.Contents{files[:split], files[split:]} {
+			if err := x.Add(part, workers); err != nil {
+				t.Fatalf("Add: %v", err)
+			}
+		}
+		if x.Len() != n {
+			t.Fatalf("Len() = %d, want %d", x.Len(), n)
+		}
+		got := indexed(t, x, start-1, end+1)
+		for kg := start - 1; kg <= end+1; kg++ {
+			checkRecords(t, fmt.Sprint("key group ", kg), want[kg], got[kg])
+		}
+		seen := map[string]byte{}
+		x.States(func(name string, kind byte) { seen[name] = kind })
+		for _, ws := range want {
+			for _, w := range ws {
+				if k, ok := seen[w.r.State]; !ok || k != w.r.Kind {
+					t.Fatalf("States() = %v: state %q (kind %d) missing", seen, w.r.State, w.r.Kind)
+				}
+			}
+		}
+	})
+}
+
+// TestIndexRejectsCorruptLogs: a corrupt file or a state recorded with two
+// kinds fails Add with ErrCorrupt, naming the file or the state, and the
+// index keeps none of the records.
+func TestIndexRejectsCorruptLogs(t *testing.T) {
+	good := logFile([]decl{dValue}, []rec{newRec(dValue, changelog.OpSet, 3, []byte("a"), []byte("1"), nil, 0, 0)})
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-1] ^= 1 // the last chunk's checksum no longer matches
+	otherKind := decl{id: dValue.id, kind: dValue.kind + 1, name: dValue.name}
+	conflict := logFile([]decl{otherKind}, []rec{newRec(otherKind, changelog.OpClear, 3, []byte("a"), nil, nil, 0, 0)})
+	for _, tc := range []struct {
+		name  string
+		files []changelog.Contents
+		in    string
+	}{
+		{"a checksum mismatch", []changelog.Contents{{Name: "ok.log", Data: good, Size: int64(len(good))}, {Name: "bad.log", Data: bad, Size: int64(len(bad))}}, "bad.log"},
+		{"a file shorter than recorded", []changelog.Contents{{Name: "short.log", Data: good[:20], Size: int64(len(good))}}, "short.log"},
+		{"a state with two kinds", []changelog.Contents{{Name: "ok.log", Data: good, Size: int64(len(good))}, {Name: "other.log", Data: conflict, Size: int64(len(conflict))}}, dValue.name},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, workers := range []int{1, 2} {
+				x := changelog.NewIndex(0, 127)
+				err := x.Add(tc.files, workers)
+				if !errors.Is(err, changelog.ErrCorrupt) || !strings.Contains(err.Error(), tc.in) {
+					t.Fatalf("Add (%d workers) = %v, want ErrCorrupt naming %q", workers, err, tc.in)
+				}
+				if x.Len() != 0 || len(indexed(t, x, 0, 127)) != 0 {
+					t.Fatalf("Add failed but the index kept %d records", x.Len())
+				}
+			}
+		})
+	}
+}
