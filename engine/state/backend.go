@@ -101,6 +101,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -368,10 +369,12 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind 
 		if raw.kind != kind {
 			return zero, fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, raw.kind, kind)
 		}
-		for kgi, payload := range raw.byKG {
-			if err := s.restore(kgi, payload); err != nil {
-				return zero, fmt.Errorf("restore state %q (declared %s, snapshot has %s): %w", name, s.typeName(), raw.typ, err)
-			}
+		// Key groups decode independently, as in RestoreKeyGroups: on
+		// every core.
+		kgis := slices.Sorted(maps.Keys(raw.byKG))
+		err := inParallel(len(kgis), runtime.GOMAXPROCS(0), func(i int) error { return s.restore(kgis[i], raw.byKG[kgis[i]]) })
+		if err != nil {
+			return zero, fmt.Errorf("restore state %q (declared %s, snapshot has %s): %w", name, s.typeName(), raw.typ, err)
 		}
 		if f, ok := any(s).(restoreFinisher); ok {
 			f.finishRestore()
@@ -829,6 +832,25 @@ func (s *valueState[K, V]) Clear() {
 	}
 	s.present, s.presentEpoch = false, b.keyEpoch
 }
+
+// updateAt and clearAt change key k of key group kg without the current
+// key, for changelog replay, which calls them on several goroutines for
+// distinct key groups: a key group's layers are its own, and the pin book
+// is only read (it changes on the task goroutine, which waits for the
+// replay). k must be the caller's own copy. endReplay then forgets what
+// Update knew of the current key.
+func (s *valueState[K, V]) updateAt(kg int, k K, v V) {
+	s.t.set(kg-s.b.kgRange.Start, k, v, true)
+}
+
+func (s *valueState[K, V]) clearAt(kg int, k K) {
+	kgi := kg - s.b.kgRange.Start
+	if _, ok := s.t.get(kgi, k); ok {
+		s.t.del(kgi, k)
+	}
+}
+
+func (s *valueState[K, V]) endReplay() { s.present, s.presentEpoch = false, 0 }
 
 func (s *valueState[K, V]) kind() Kind       { return KindValue }
 func (s *valueState[K, V]) typeName() string { return s.typ }

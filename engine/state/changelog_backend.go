@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -43,10 +44,10 @@ type ChangelogBackend[K comparable] struct {
 	states map[string]*clDecl
 	nextID uint32
 
-	// restored log files, until every state in them is registered
-	restoredLogs []RestoredLog
-	inLog        map[string]*clDecl // states the restored log has records of
-	replayed     map[string]bool
+	// the restored log's records, until every state in them is registered
+	index    *changelog.Index
+	inLog    map[string]*clDecl // states the restored log has records of
+	replayed map[string]bool
 
 	// materialization: the latest completed one, the one running, and
 	// failures in a row.
@@ -221,46 +222,52 @@ func (b *ChangelogBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers i
 	return b.inner.RestoreKeyGroups(blocks, workers)
 }
 
-// RestoreChangelog takes the log files to replay, checking every record
-// now, so a corrupt log fails the restore before the job runs. With
-// logging on, the restored state is materialized before the first
-// checkpoint: no checkpoint of this job refers to the restored snapshot.
+// RestoreChangelog takes the log files to replay and indexes their records
+// by key group, checking every record now, so a corrupt log fails the
+// restore before the job runs. With logging on, the restored state is
+// materialized before the first checkpoint: no checkpoint of this job
+// refers to the restored snapshot.
 func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
-	kgr := b.inner.KeyGroupRange()
+	if b.index == nil {
+		kgr := b.inner.KeyGroupRange()
+		b.index = changelog.NewIndex(kgr.Start, kgr.End)
+	}
+	var files []changelog.Contents
 	for _, l := range logs {
 		for _, f := range l.Files {
-			// Records of one state come in runs: look a state up only
-			// when the name changes (a map lookup per record was a fifth
-			// of the restore).
-			var last string
-			var lastKind byte
-			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
-				if r.State == last && r.Kind == lastKind || !kgr.Contains(r.KeyGroup) {
-					return nil
-				}
-				last, lastKind = r.State, r.Kind
-				if d, ok := b.inLog[r.State]; ok {
-					if d.kind != Kind(r.Kind) {
-						return fmt.Errorf("state %q is both %s and %s state in the changelog: %w", r.State, d.kind, Kind(r.Kind), changelog.ErrCorrupt)
-					}
-					return nil
-				}
-				b.inLog[r.State] = &clDecl{kind: Kind(r.Kind), name: r.State}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+			files = append(files, changelog.Contents{Name: f.Name, Data: f.Data, Size: f.Size})
 		}
-		b.restoredLogs = append(b.restoredLogs, l)
+	}
+	if err := b.index.Add(files, runtime.GOMAXPROCS(0)); err != nil {
+		return err
+	}
+	var err error
+	b.index.States(func(name string, kind byte) {
+		if d, ok := b.inLog[name]; ok && d.kind != Kind(kind) {
+			err = errors.Join(err, fmt.Errorf("state %q is both %s and %s state in the changelog: %w", name, d.kind, Kind(kind), changelog.ErrCorrupt))
+		}
+		b.inLog[name] = &clDecl{kind: Kind(kind), name: name}
+	})
+	if err != nil {
+		return err
 	}
 	b.restored()
 	return nil
 }
 
 // replay applies the restored log's records of one state, as it is
-// registered.
-func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r changelog.Record) error) error {
+// registered, through the current key.
+func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r *changelog.Record) error) error {
+	return b.replayKeyGroups(name, kind, 1, func(kg int, k K, r *changelog.Record) error {
+		b.inner.SetCurrentKeyAndGroup(k, kg)
+		return apply(r)
+	})
+}
+
+// replayKeyGroups applies the restored log's records of one state key group
+// by key group, in log order within each, on up to workers goroutines
+// (apply must then be safe for distinct key groups at once).
+func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers int, apply func(kg int, k K, r *changelog.Record) error) error {
 	d, ok := b.inLog[name]
 	if !ok || b.replayed[name] {
 		return nil
@@ -269,30 +276,28 @@ func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r change
 		return fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, d.kind, kind)
 	}
 	kgr := b.inner.KeyGroupRange()
-	for _, l := range b.restoredLogs {
-		for _, f := range l.Files {
-			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
-				if r.State != name || !kgr.Contains(r.KeyGroup) {
-					return nil
-				}
-				k, _, err := b.keySer.Decode(r.Key)
-				if err != nil {
-					return fmt.Errorf("replay state %q: key: %w", name, err)
-				}
-				b.inner.SetCurrentKeyAndGroup(k, r.KeyGroup)
-				if err := apply(r); err != nil {
-					return fmt.Errorf("replay state %q: %w", name, err)
-				}
+	err := inParallel(kgr.End-kgr.Start+1, workers, func(i int) error {
+		kg := kgr.Start + i
+		return b.index.KeyGroup(kg, func(r *changelog.Record) error {
+			if r.State != name {
 				return nil
-			})
-			if err != nil {
-				return err
 			}
-		}
+			k, _, err := b.keySer.Decode(r.Key)
+			if err != nil {
+				return fmt.Errorf("replay state %q: key: %w", name, err)
+			}
+			if err := apply(kg, k, r); err != nil {
+				return fmt.Errorf("replay state %q: %w", name, err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
 	}
 	b.replayed[name] = true
 	if len(b.replayed) == len(b.inLog) {
-		b.restoredLogs = nil // every state has its records
+		b.index = nil // every state has its records
 	}
 	return nil
 }
@@ -301,29 +306,30 @@ func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r change
 // after a materialization's boundary: the materialization cannot hold them
 // (their serializers are unknown), so the log keeps them.
 func (b *ChangelogBackend[K]) carryPending() error {
+	if b.index == nil {
+		return nil
+	}
 	kgr := b.inner.KeyGroupRange()
-	for _, l := range b.restoredLogs {
-		for _, f := range l.Files {
-			err := changelog.Parse(f.Data, f.Size, f.Name, func(r changelog.Record) error {
-				if b.replayed[r.State] || !kgr.Contains(r.KeyGroup) {
-					return nil
-				}
-				d := b.declare(r.State, Kind(r.Kind))
-				b.w.Head(r.Op, d.id, r.KeyGroup, r.Key)
-				switch r.Op {
-				case changelog.OpSet, changelog.OpListAdd, changelog.OpListSet, changelog.OpMapRemove:
-					b.w.Buf = changelog.AppendPrefixed(b.w.Buf, r.A)
-				case changelog.OpMapPut:
-					b.w.Buf = changelog.AppendPrefixed(changelog.AppendPrefixed(b.w.Buf, r.A), r.B)
-				case changelog.OpTimerAdd, changelog.OpTimerDel:
-					b.w.Buf = binary.AppendVarint(b.w.Buf, r.Time)
-				}
-				b.w.Done()
+	for kg := kgr.Start; kg <= kgr.End; kg++ {
+		err := b.index.KeyGroup(kg, func(r *changelog.Record) error {
+			if b.replayed[r.State] {
 				return nil
-			})
-			if err != nil {
-				return err
 			}
+			d := b.declare(r.State, Kind(r.Kind))
+			b.w.Head(r.Op, d.id, r.KeyGroup, r.Key)
+			switch r.Op {
+			case changelog.OpSet, changelog.OpListAdd, changelog.OpListSet, changelog.OpMapRemove:
+				b.w.Buf = changelog.AppendPrefixed(b.w.Buf, r.A)
+			case changelog.OpMapPut:
+				b.w.Buf = changelog.AppendPrefixed(changelog.AppendPrefixed(b.w.Buf, r.A), r.B)
+			case changelog.OpTimerAdd, changelog.OpTimerDel:
+				b.w.Buf = binary.AppendVarint(b.w.Buf, r.Time)
+			}
+			b.w.Done()
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -573,7 +579,7 @@ func (b *ChangelogBackend[K]) DropUnregistered() []string {
 			out = append(out, name)
 		}
 	}
-	b.restoredLogs = nil
+	b.index = nil
 	return out
 }
 
@@ -624,25 +630,54 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if err != nil {
 		return nil, err
 	}
-	err = b.replay(name, KindValue, func(r changelog.Record) error {
-		switch r.Op {
-		case changelog.OpSet:
-			v, _, err := ser.Decode(r.A)
-			if err != nil {
-				return err
+	// Where the wrapped state can change any key of any key group
+	// (hashmap), key groups replay on every core.
+	if at, ok := in.(valueStateAt[K, V]); ok {
+		err = b.replayKeyGroups(name, KindValue, runtime.GOMAXPROCS(0), func(kg int, k K, r *changelog.Record) error {
+			v, set, err := valueRecord(r, ser)
+			if err == nil && set {
+				at.updateAt(kg, k, v)
+			} else if err == nil {
+				at.clearAt(kg, k)
 			}
-			in.Update(v)
-		case changelog.OpClear:
-			in.Clear()
-		default:
-			return fmt.Errorf("op %d on value state: %w", r.Op, changelog.ErrCorrupt)
-		}
-		return nil
-	})
+			return err
+		})
+		at.endReplay()
+	} else {
+		err = b.replay(name, KindValue, func(r *changelog.Record) error {
+			v, set, err := valueRecord(r, ser)
+			if err == nil && set {
+				in.Update(v)
+			} else if err == nil {
+				in.Clear()
+			}
+			return err
+		})
+	}
 	if err != nil || b.w == nil {
 		return in, err
 	}
 	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue)}, nil
+}
+
+// valueRecord reads a value state's record: a value to set, or a clear.
+func valueRecord[V any](r *changelog.Record, ser Serializer[V]) (v V, set bool, err error) {
+	switch r.Op {
+	case changelog.OpSet:
+		v, _, err = ser.Decode(r.A)
+		return v, true, err
+	case changelog.OpClear:
+		return v, false, nil
+	}
+	return v, false, fmt.Errorf("op %d on value state: %w", r.Op, changelog.ErrCorrupt)
+}
+
+// valueStateAt is a value state whose entries replay can change without
+// the current key, on several goroutines for distinct key groups.
+type valueStateAt[K comparable, V any] interface {
+	updateAt(kg int, k K, v V)
+	clearAt(kg int, k K)
+	endReplay()
 }
 
 type clListState[K comparable, V any] struct {
@@ -687,7 +722,7 @@ func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name str
 	if err != nil {
 		return nil, err
 	}
-	err = b.replay(name, KindList, func(r changelog.Record) error {
+	err = b.replay(name, KindList, func(r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpListAdd:
 			v, _, err := ser.Decode(r.A)
@@ -763,7 +798,7 @@ func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBacke
 	if err != nil {
 		return nil, err
 	}
-	err = b.replay(name, KindMap, func(r changelog.Record) error {
+	err = b.replay(name, KindMap, func(r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpMapPut:
 			uk, _, err := ukSer.Decode(r.A)
@@ -836,7 +871,7 @@ func getChangelogTimers[K comparable](b *ChangelogBackend[K], kind Kind) (TimerQ
 	if kind == KindEventTime {
 		name = EventTimersName
 	}
-	err = b.replay(name, kind, func(r changelog.Record) error {
+	err = b.replay(name, kind, func(r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpTimerAdd:
 			in.Register(r.Time)

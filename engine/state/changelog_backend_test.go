@@ -281,16 +281,24 @@ func TestMaterializationFailuresFailOver(t *testing.T) {
 
 // BenchmarkChangelogReplay restores a log of b.N value updates over 100 K
 // keys (the cost per replayed record).
+// BenchmarkChangelogReplay measures recovery's share of the log: 400 K
+// value-state updates, drawn from 1 M keys, replayed over 450 K keys
+// already restored (the paced case of scripts/bench.sh), reported per
+// record for indexing the files and for applying the records.
 func BenchmarkChangelogReplay(b *testing.B) {
-	h := newCLHarness(b, 128, time.Now, 0, 0)
-	s := registerCL(b, h.b)
-	keys := make([]string, 100_000)
+	const space, restored, records = 1_000_000, 450_000, 400_000
+	keys := make([]string, space)
 	for i := range keys {
-		keys[i] = fmt.Sprint("word-", i)
+		keys[i] = fmt.Sprint("word-", (i*7919)%space)
 	}
-	for i := range b.N {
-		h.b.SetCurrentKey(keys[(i*7919)%len(keys)])
-		s.v.Update(int64(i))
+	h := newCLHarness(b, 128, time.Now, 0, 0)
+	s, err := GetValueState[int64](h.b, "v", SerializerFor[int64]())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range records {
+		h.b.SetCurrentKey(keys[(i*104729)%space])
+		s.Update(int64(i))
 	}
 	snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
 	if err != nil {
@@ -308,12 +316,47 @@ func BenchmarkChangelogReplay(b *testing.B) {
 		}
 		log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
 	}
-	b.ResetTimer()
-	r := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127}), SerializerFor[string](), ChangelogOptions{})
-	if err := r.RestoreChangelog([]RestoredLog{log}); err != nil {
+	// The restored materialization: keys spread over the whole space.
+	base := NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127})
+	v, err := GetValueState[int64](base, "v", SerializerFor[int64]())
+	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := GetValueState[int64](r, "v", SerializerFor[int64]()); err != nil {
+	for i := range restored {
+		base.SetCurrentKey(keys[(i*31)%space])
+		v.Update(int64(i))
+	}
+	bs, err := base.TakeSnapshot(SnapshotOptions{ID: 1})
+	if err != nil {
 		b.Fatal(err)
 	}
+	var blocks []KeyGroupBlock
+	for kg := range 128 {
+		blocks = append(blocks, KeyGroupBlock{KeyGroup: kg, Block: bs.EncodeKeyGroup(nil, kg)})
+	}
+	bs.Release()
+	var index, apply time.Duration
+	for b.Loop() {
+		r := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127}), SerializerFor[string](), ChangelogOptions{})
+		if err := r.RestoreKeyGroups(blocks, 2); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := r.RestoreChangelog([]RestoredLog{log}); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := GetValueState[int64](r.inner, "v", SerializerFor[int64]()); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if _, err := GetValueState[int64](r, "v", SerializerFor[int64]()); err != nil {
+			b.Fatal(err)
+		}
+		index, apply = index+t1.Sub(t0), apply+time.Since(t2)
+	}
+	n := float64(b.N) * records
+	b.ReportMetric(float64(index.Nanoseconds())/n, "ns-index/record")
+	b.ReportMetric(float64(apply.Nanoseconds())/n, "ns-apply/record")
+	b.ReportMetric(0, "ns/op")
 }

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // KeyedSnapshot is the synchronous part of a keyed state snapshot: a view
@@ -295,41 +294,13 @@ func (b *KeyedBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers int) 
 		return nil
 	}
 	slices.Sort(kgis)
-	errs := make([]error, len(kgis))
-	workers = max(1, min(workers, len(kgis)))
-	if workers == 1 {
-		for i, kgi := range kgis {
-			if errs[i] = decode(kgi); errs[i] != nil {
-				break
-			}
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(kgis) {
-						return
-					}
-					errs[i] = decode(kgis[i])
-				}
-			})
-		}
-		wg.Wait()
-	}
+	err := inParallel(len(kgis), workers, func(i int) error { return decode(kgis[i]) })
 	for _, st := range b.states {
 		if f, ok := st.(restoreFinisher); ok {
 			f.finishRestore()
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // DropUnregistered discards restored state that no operator registered and
