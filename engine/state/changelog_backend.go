@@ -27,9 +27,13 @@ import (
 //	   └──────────── log: dstl/<id>-<seq>.log ─────────────┘ = checkpoint
 //
 // Restore loads the materialization (canonical blocks, into either
-// backend), then replays the log, in order, filtered by key group, so it
-// works at any parallelism. Records of a state are replayed when the state
-// is registered (only then are its serializers known).
+// backend), then replays the log filtered by key group, so it works at any
+// parallelism. The log's records are first indexed by key group
+// (changelog.Index) and replayed one key group after the other, in log
+// order within each: a key group's maps stay in the cache for all its
+// records, and for hashmap value state key groups replay on every core.
+// Records of a state are replayed when the state is registered (only then
+// are its serializers known).
 type ChangelogBackend[K comparable] struct {
 	inner  Backend[K]
 	keySer KeySerializer[K]
