@@ -833,18 +833,17 @@ func (s *valueState[K, V]) Clear() {
 	s.present, s.presentEpoch = false, b.keyEpoch
 }
 
-// updateAt and clearAt change key k of key group kg without the current
-// key, for changelog replay, which calls them on several goroutines for
-// distinct key groups: a key group's layers are its own, and the pin book
-// is only read (it changes on the task goroutine, which waits for the
-// replay). k must be the caller's own copy. endReplay then forgets what
-// Update knew of the current key.
-func (s *valueState[K, V]) updateAt(kg int, k K, v V) {
-	s.t.set(kg-s.b.kgRange.Start, k, v, true)
+// updateAt and clearAt change key k of key group index kgi without the
+// current key, for changelog replay, which calls them on several
+// goroutines for distinct key groups: a key group's layers are its own, and
+// the pin book is only read (it changes on the task goroutine, which waits
+// for the replay). k must be the caller's own copy. endReplay then forgets
+// what Update knew of the current key.
+func (s *valueState[K, V]) updateAt(kgi int, k K, v V) {
+	s.t.set(kgi, k, v, true)
 }
 
-func (s *valueState[K, V]) clearAt(kg int, k K) {
-	kgi := kg - s.b.kgRange.Start
+func (s *valueState[K, V]) clearAt(kgi int, k K) {
 	if _, ok := s.t.get(kgi, k); ok {
 		s.t.del(kgi, k)
 	}
@@ -907,30 +906,34 @@ func (s *listState[K, V]) Get() []V {
 // and never reads past it, and no list is ever shortened in place (Update
 // and Clear replace it), so appending into spare capacity of an array a
 // snapshot shares is safe without a copy.
-func (s *listState[K, V]) Add(v V) {
-	b := s.b
-	old, ok := s.t.get(b.kgIndex, b.currentKey)
+func (s *listState[K, V]) Add(v V)       { s.addAt(s.b.kgIndex, s.b.currentKey, v) }
+func (s *listState[K, V]) Update(vs []V) { s.updateAt(s.b.kgIndex, s.b.currentKey, vs) }
+func (s *listState[K, V]) Clear()        { s.clearAt(s.b.kgIndex, s.b.currentKey) }
+
+// addAt, updateAt and clearAt are Add, Update and Clear on key k of key
+// group index kgi; changelog replay calls them on several goroutines for
+// distinct key groups (see valueState.updateAt).
+func (s *listState[K, V]) addAt(kgi int, k K, v V) {
+	old, ok := s.t.get(kgi, k)
 	if ok {
-		s.t.set(b.kgIndex, b.currentKey, append(old, v), true)
+		s.t.set(kgi, k, append(old, v), true)
 	} else {
-		s.t.set(b.kgIndex, b.currentKey, []V{v}, false)
+		s.t.set(kgi, k, []V{v}, false)
 	}
 }
 
-func (s *listState[K, V]) Update(vs []V) {
+func (s *listState[K, V]) updateAt(kgi int, k K, vs []V) {
 	if len(vs) == 0 {
-		s.Clear()
+		s.clearAt(kgi, k)
 		return
 	}
-	b := s.b
-	_, ok := s.t.get(b.kgIndex, b.currentKey)
-	s.t.set(b.kgIndex, b.currentKey, slices.Clone(vs), ok)
+	_, ok := s.t.get(kgi, k)
+	s.t.set(kgi, k, slices.Clone(vs), ok)
 }
 
-func (s *listState[K, V]) Clear() {
-	b := s.b
-	if _, ok := s.t.get(b.kgIndex, b.currentKey); ok {
-		s.t.del(b.kgIndex, b.currentKey)
+func (s *listState[K, V]) clearAt(kgi int, k K) {
+	if _, ok := s.t.get(kgi, k); ok {
+		s.t.del(kgi, k)
 	}
 }
 
@@ -1017,36 +1020,25 @@ func (s *mapState[K, UK, UV]) inner() map[UK]UV {
 	return e.m
 }
 
-func (s *mapState[K, UK, UV]) writableInner() map[UK]UV {
-	b := s.b
-	kgi := b.kgIndex
-	e, ok := s.t.get(kgi, b.currentKey)
+func (s *mapState[K, UK, UV]) writableInner(kgi int, k K) map[UK]UV {
+	e, ok := s.t.get(kgi, k)
 	switch {
 	case !ok:
 		e = mapEntry[UK, UV]{m: make(map[UK]UV), tag: s.t.p.ver}
-		s.t.set(kgi, b.currentKey, e, false)
+		s.t.set(kgi, k, e, false)
 	case e.tag <= s.t.p.kgs[kgi].maxPin:
 		e = mapEntry[UK, UV]{m: maps.Clone(e.m), tag: s.t.p.ver}
-		s.t.set(kgi, b.currentKey, e, true)
+		s.t.set(kgi, k, e, true)
 	}
 	return e.m
 }
 
 func (s *mapState[K, UK, UV]) Get(uk UK) (UV, bool) { v, ok := s.inner()[uk]; return v, ok }
-func (s *mapState[K, UK, UV]) Put(uk UK, uv UV)     { s.writableInner()[uk] = uv }
+func (s *mapState[K, UK, UV]) Put(uk UK, uv UV)     { s.putAt(s.b.kgIndex, s.b.currentKey, uk, uv) }
 func (s *mapState[K, UK, UV]) Contains(uk UK) bool  { _, ok := s.inner()[uk]; return ok }
 func (s *mapState[K, UK, UV]) Len() int             { return len(s.inner()) }
-
-func (s *mapState[K, UK, UV]) Remove(uk UK) {
-	if !s.Contains(uk) {
-		return
-	}
-	m := s.writableInner()
-	delete(m, uk)
-	if len(m) == 0 {
-		s.Clear()
-	}
-}
+func (s *mapState[K, UK, UV]) Remove(uk UK)         { s.removeAt(s.b.kgIndex, s.b.currentKey, uk) }
+func (s *mapState[K, UK, UV]) Clear()               { s.clearAt(s.b.kgIndex, s.b.currentKey) }
 
 func (s *mapState[K, UK, UV]) All(f func(UK, UV) bool) {
 	for k, v := range s.inner() {
@@ -1056,10 +1048,26 @@ func (s *mapState[K, UK, UV]) All(f func(UK, UV) bool) {
 	}
 }
 
-func (s *mapState[K, UK, UV]) Clear() {
-	b := s.b
-	if _, ok := s.t.get(b.kgIndex, b.currentKey); ok {
-		s.t.del(b.kgIndex, b.currentKey)
+// putAt, removeAt and clearAt are Put, Remove and Clear on key k of key
+// group index kgi; changelog replay calls them on several goroutines for
+// distinct key groups (see valueState.updateAt).
+func (s *mapState[K, UK, UV]) putAt(kgi int, k K, uk UK, uv UV) { s.writableInner(kgi, k)[uk] = uv }
+
+func (s *mapState[K, UK, UV]) removeAt(kgi int, k K, uk UK) {
+	e, _ := s.t.get(kgi, k)
+	if _, ok := e.m[uk]; !ok {
+		return
+	}
+	m := s.writableInner(kgi, k)
+	delete(m, uk)
+	if len(m) == 0 {
+		s.clearAt(kgi, k)
+	}
+}
+
+func (s *mapState[K, UK, UV]) clearAt(kgi int, k K) {
+	if _, ok := s.t.get(kgi, k); ok {
+		s.t.del(kgi, k)
 	}
 }
 

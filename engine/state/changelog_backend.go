@@ -262,16 +262,18 @@ func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
 // replay applies the restored log's records of one state, as it is
 // registered, through the current key.
 func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r *changelog.Record) error) error {
-	return b.replayKeyGroups(name, kind, 1, func(kg int, k K, r *changelog.Record) error {
-		b.inner.SetCurrentKeyAndGroup(k, kg)
+	at := b.viaCurrentKey()
+	return b.replayKeyGroups(name, kind, 1, func(kgi int, k K, r *changelog.Record) error {
+		at.set(kgi, k)
 		return apply(r)
 	})
 }
 
 // replayKeyGroups applies the restored log's records of one state key group
 // by key group, in log order within each, on up to workers goroutines
-// (apply must then be safe for distinct key groups at once).
-func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers int, apply func(kg int, k K, r *changelog.Record) error) error {
+// (apply must then be safe for distinct key groups at once). apply gets
+// the key group's index in the range.
+func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers int, apply func(kgi int, k K, r *changelog.Record) error) error {
 	d, ok := b.inLog[name]
 	if !ok || b.replayed[name] {
 		return nil
@@ -290,7 +292,7 @@ func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers in
 			if err != nil {
 				return fmt.Errorf("replay state %q: key: %w", name, err)
 			}
-			if err := apply(kg, k, r); err != nil {
+			if err := apply(i, k, r); err != nil {
 				return fmt.Errorf("replay state %q: %w", name, err)
 			}
 			return nil
@@ -634,29 +636,28 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if err != nil {
 		return nil, err
 	}
-	// Where the wrapped state can change any key of any key group
-	// (hashmap), key groups replay on every core.
-	if at, ok := in.(valueStateAt[K, V]); ok {
-		err = b.replayKeyGroups(name, KindValue, runtime.GOMAXPROCS(0), func(kg int, k K, r *changelog.Record) error {
-			v, set, err := valueRecord(r, ser)
-			if err == nil && set {
-				at.updateAt(kg, k, v)
-			} else if err == nil {
-				at.clearAt(kg, k)
+	var at valueAt[K, V] = valueViaKey[K, V]{b.viaCurrentKey(), in}
+	workers := 1
+	if n, ok := in.(valueAt[K, V]); ok {
+		at, workers = n, runtime.GOMAXPROCS(0)
+	}
+	err = b.replayKeyGroups(name, KindValue, workers, func(kgi int, k K, r *changelog.Record) error {
+		switch r.Op {
+		case changelog.OpSet:
+			v, _, err := ser.Decode(r.A)
+			if err != nil {
+				return err
 			}
-			return err
-		})
-		at.endReplay()
-	} else {
-		err = b.replay(name, KindValue, func(r *changelog.Record) error {
-			v, set, err := valueRecord(r, ser)
-			if err == nil && set {
-				in.Update(v)
-			} else if err == nil {
-				in.Clear()
-			}
-			return err
-		})
+			at.updateAt(kgi, k, v)
+		case changelog.OpClear:
+			at.clearAt(kgi, k)
+		default:
+			return fmt.Errorf("op %d on value state: %w", r.Op, changelog.ErrCorrupt)
+		}
+		return nil
+	})
+	if e, ok := in.(interface{ endReplay() }); ok {
+		e.endReplay()
 	}
 	if err != nil || b.w == nil {
 		return in, err
@@ -664,25 +665,64 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue)}, nil
 }
 
-// valueRecord reads a value state's record: a value to set, or a clear.
-func valueRecord[V any](r *changelog.Record, ser Serializer[V]) (v V, set bool, err error) {
-	switch r.Op {
-	case changelog.OpSet:
-		v, _, err = ser.Decode(r.A)
-		return v, true, err
-	case changelog.OpClear:
-		return v, false, nil
+// Replay writes through these: a state's entries by key group index and
+// key. The hashmap's states are them (safe on several goroutines for
+// distinct key groups, so key groups replay on every core); any other
+// state is adapted through the current key, on one goroutine.
+type (
+	valueAt[K comparable, V any] interface {
+		updateAt(kgi int, k K, v V)
+		clearAt(kgi int, k K)
 	}
-	return v, false, fmt.Errorf("op %d on value state: %w", r.Op, changelog.ErrCorrupt)
+	listAt[K comparable, V any] interface {
+		addAt(kgi int, k K, v V)
+		updateAt(kgi int, k K, vs []V)
+		clearAt(kgi int, k K)
+	}
+	mapAt[K comparable, UK comparable, UV any] interface {
+		putAt(kgi int, k K, uk UK, uv UV)
+		removeAt(kgi int, k K, uk UK)
+		clearAt(kgi int, k K)
+	}
+)
+
+// currentKey sets the wrapped backend's current key for an adapted state.
+type currentKey[K comparable] struct {
+	be    Backend[K]
+	first int
 }
 
-// valueStateAt is a value state whose entries replay can change without
-// the current key, on several goroutines for distinct key groups.
-type valueStateAt[K comparable, V any] interface {
-	updateAt(kg int, k K, v V)
-	clearAt(kg int, k K)
-	endReplay()
+func (b *ChangelogBackend[K]) viaCurrentKey() currentKey[K] {
+	return currentKey[K]{b.inner, b.inner.KeyGroupRange().Start}
 }
+
+func (c currentKey[K]) set(kgi int, k K) { c.be.SetCurrentKeyAndGroup(k, c.first+kgi) }
+
+type valueViaKey[K comparable, V any] struct {
+	currentKey[K]
+	in ValueState[V]
+}
+
+func (a valueViaKey[K, V]) updateAt(kgi int, k K, v V) { a.set(kgi, k); a.in.Update(v) }
+func (a valueViaKey[K, V]) clearAt(kgi int, k K)       { a.set(kgi, k); a.in.Clear() }
+
+type listViaKey[K comparable, V any] struct {
+	currentKey[K]
+	in ListState[V]
+}
+
+func (a listViaKey[K, V]) addAt(kgi int, k K, v V)       { a.set(kgi, k); a.in.Add(v) }
+func (a listViaKey[K, V]) updateAt(kgi int, k K, vs []V) { a.set(kgi, k); a.in.Update(vs) }
+func (a listViaKey[K, V]) clearAt(kgi int, k K)          { a.set(kgi, k); a.in.Clear() }
+
+type mapViaKey[K comparable, UK comparable, UV any] struct {
+	currentKey[K]
+	in MapState[UK, UV]
+}
+
+func (a mapViaKey[K, UK, UV]) putAt(kgi int, k K, uk UK, uv UV) { a.set(kgi, k); a.in.Put(uk, uv) }
+func (a mapViaKey[K, UK, UV]) removeAt(kgi int, k K, uk UK)     { a.set(kgi, k); a.in.Remove(uk) }
+func (a mapViaKey[K, UK, UV]) clearAt(kgi int, k K)             { a.set(kgi, k); a.in.Clear() }
 
 type clListState[K comparable, V any] struct {
 	b   *ChangelogBackend[K]
@@ -726,20 +766,25 @@ func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name str
 	if err != nil {
 		return nil, err
 	}
-	err = b.replay(name, KindList, func(r *changelog.Record) error {
+	var at listAt[K, V] = listViaKey[K, V]{b.viaCurrentKey(), in}
+	workers := 1
+	if n, ok := in.(listAt[K, V]); ok {
+		at, workers = n, runtime.GOMAXPROCS(0)
+	}
+	err = b.replayKeyGroups(name, KindList, workers, func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpListAdd:
 			v, _, err := ser.Decode(r.A)
 			if err != nil {
 				return err
 			}
-			in.Add(v)
+			at.addAt(kgi, k, v)
 		case changelog.OpListSet:
-			n, k := binary.Uvarint(r.A)
-			if k <= 0 {
+			n, w := binary.Uvarint(r.A)
+			if w <= 0 {
 				return ErrShortBuffer
 			}
-			src := r.A[k:]
+			src := r.A[w:]
 			vs := make([]V, 0, min(n, uint64(len(src))))
 			for range n {
 				v, rest, err := ser.Decode(src)
@@ -748,9 +793,9 @@ func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name str
 				}
 				vs, src = append(vs, v), rest
 			}
-			in.Update(vs)
+			at.updateAt(kgi, k, vs)
 		case changelog.OpClear:
-			in.Clear()
+			at.clearAt(kgi, k)
 		default:
 			return fmt.Errorf("op %d on list state: %w", r.Op, changelog.ErrCorrupt)
 		}
@@ -802,7 +847,12 @@ func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBacke
 	if err != nil {
 		return nil, err
 	}
-	err = b.replay(name, KindMap, func(r *changelog.Record) error {
+	var at mapAt[K, UK, UV] = mapViaKey[K, UK, UV]{b.viaCurrentKey(), in}
+	workers := 1
+	if n, ok := in.(mapAt[K, UK, UV]); ok {
+		at, workers = n, runtime.GOMAXPROCS(0)
+	}
+	err = b.replayKeyGroups(name, KindMap, workers, func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpMapPut:
 			uk, _, err := ukSer.Decode(r.A)
@@ -813,15 +863,15 @@ func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBacke
 			if err != nil {
 				return err
 			}
-			in.Put(uk, uv)
+			at.putAt(kgi, k, uk, uv)
 		case changelog.OpMapRemove:
 			uk, _, err := ukSer.Decode(r.A)
 			if err != nil {
 				return err
 			}
-			in.Remove(uk)
+			at.removeAt(kgi, k, uk)
 		case changelog.OpClear:
-			in.Clear()
+			at.clearAt(kgi, k)
 		default:
 			return fmt.Errorf("op %d on map state: %w", r.Op, changelog.ErrCorrupt)
 		}
