@@ -372,7 +372,12 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind 
 		// Key groups decode independently, as in RestoreKeyGroups: on
 		// every core.
 		kgis := slices.Sorted(maps.Keys(raw.byKG))
-		err := inParallel(len(kgis), runtime.GOMAXPROCS(0), func(i int) error { return s.restore(kgis[i], raw.byKG[kgis[i]]) })
+		err := inParallel(len(kgis), runtime.GOMAXPROCS(0), func(i int) error {
+			if err := s.restore(kgis[i], raw.byKG[kgis[i]]); err != nil {
+				return fmt.Errorf("key group %d: %w", kgis[i]+b.kgRange.Start, err)
+			}
+			return nil
+		})
 		if err != nil {
 			return zero, fmt.Errorf("restore state %q (declared %s, snapshot has %s): %w", name, s.typeName(), raw.typ, err)
 		}
@@ -838,7 +843,9 @@ func (s *valueState[K, V]) Clear() {
 // goroutines for distinct key groups: a key group's layers are its own, and
 // the pin book is only read (it changes on the task goroutine, which waits
 // for the replay). k must be the caller's own copy. endReplay then forgets
-// what Update knew of the current key.
+// whether the current key has a value (Update's cache): the replay may have
+// changed its entry, and a stale "has a value" would make Update store the
+// caller's key uncopied.
 func (s *valueState[K, V]) updateAt(kgi int, k K, v V) {
 	s.t.set(kgi, k, v, true)
 }

@@ -279,8 +279,6 @@ func TestMaterializationFailuresFailOver(t *testing.T) {
 	}
 }
 
-// BenchmarkChangelogReplay restores a log of b.N value updates over 100 K
-// keys (the cost per replayed record).
 // BenchmarkChangelogReplay measures recovery's share of the log: 400 K
 // value-state updates, drawn from 1 M keys, replayed over 450 K keys
 // already restored (the paced case of scripts/bench.sh), reported per

@@ -13,7 +13,9 @@ import (
 
 // Serializer turns values into bytes for snapshots. The encoding is part of
 // the canonical snapshot format: it must never change for a type that has
-// been written.
+// been written. Restore decodes key groups on several goroutines, so
+// Append and Decode must be safe for concurrent use (a stateless
+// serializer is).
 type Serializer[T any] interface {
 	// Append appends v's encoding to dst.
 	Append(dst []byte, v T) []byte

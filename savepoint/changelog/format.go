@@ -138,11 +138,12 @@ type Record struct {
 // file, a bad checksum, a record that does not parse — is ErrCorrupt. yield
 // gets every change record in order (slices alias data).
 func Parse(data []byte, size int64, name string, yield func(Record) error) error {
-	return parse(data, size, name, func(r *Record, _ []byte) error { return yield(*r) })
+	return parse(data, size, name, func(r *Record, _ []byte) error { return yield(*r) }, new(declTable))
 }
 
-// parse is Parse, yielding each record's body too.
-func parse(data []byte, size int64, name string, yield func(r *Record, body []byte) error) error {
+// parse is Parse, yielding each record's bytes too, and keeping the file's
+// declarations in decls.
+func parse(data []byte, size int64, name string, yield func(r *Record, raw []byte) error, decls *declTable) error {
 	if size < 0 || int64(len(data)) < size {
 		return fmt.Errorf("changelog file %s has %d bytes, its checkpoint recorded %d: %w", name, len(data), size, ErrCorrupt)
 	}
@@ -153,7 +154,6 @@ func parse(data []byte, size int64, name string, yield func(r *Record, body []by
 	if v := binary.BigEndian.Uint32(data[8:12]); v != version {
 		return fmt.Errorf("changelog file %s has version %d; this gflink reads version %d: %w", name, v, version, ErrCorrupt)
 	}
-	var decls declTable
 	off := int64(HeaderLen)
 	for rest := data[HeaderLen:]; len(rest) > 0; {
 		if len(rest) < chunkHeaderLen {
@@ -167,7 +167,7 @@ func parse(data []byte, size int64, name string, yield func(r *Record, body []by
 		if crc32.Checksum(payload, crcTab) != binary.BigEndian.Uint32(rest[4:]) {
 			return fmt.Errorf("changelog file %s: checksum mismatch in the chunk at offset %d: %w", name, off, ErrCorrupt)
 		}
-		if err := parseRecords(payload, &decls, yield); err != nil {
+		if err := parseRecords(payload, decls, yield); err != nil {
 			return fmt.Errorf("changelog file %s, chunk at offset %d: %w", name, off, err)
 		}
 		rest = rest[chunkHeaderLen+n:]
@@ -177,12 +177,13 @@ func parse(data []byte, size int64, name string, yield func(r *Record, body []by
 }
 
 // parseRecords reads records back to back. yield gets each change record
-// (valid during the call: records are not copied around)
-// and its body: its bytes from the key group on, which an Index copies.
-func parseRecords(p []byte, decls *declTable, yield func(r *Record, body []byte) error) error {
+// (valid during the call: records are not copied around) and its bytes,
+// which an Index copies.
+func parseRecords(p []byte, decls *declTable, yield func(r *Record, raw []byte) error) error {
 	var err error
 	r := new(Record) // one per call, reused: yield keeps none
 	for len(p) > 0 {
+		raw := p
 		op := Op(p[0])
 		p = p[1:]
 		var id uint64
@@ -198,7 +199,9 @@ func parseRecords(p []byte, decls *declTable, yield func(r *Record, body []byte)
 			if name, p, err = prefixed(p[1:]); err != nil {
 				return err
 			}
-			decls.set(id, string(name), kind)
+			if err := decls.set(id, string(name), kind); err != nil {
+				return err
+			}
 			continue
 		}
 		d, ok := decls.get(id)
@@ -206,7 +209,6 @@ func parseRecords(p []byte, decls *declTable, yield func(r *Record, body []byte)
 			return fmt.Errorf("record of undeclared state %d: %w", id, ErrCorrupt)
 		}
 		*r = Record{Op: op, State: d.name, Kind: d.kind}
-		body := p
 		var kg uint64
 		if kg, p, err = uvarint(p); err != nil {
 			return err
@@ -235,7 +237,7 @@ func parseRecords(p []byte, decls *declTable, yield func(r *Record, body []byte)
 		if err != nil {
 			return err
 		}
-		if err := yield(r, body[:len(body)-len(p)]); err != nil {
+		if err := yield(r, raw[:len(raw)-len(p)]); err != nil {
 			return err
 		}
 	}
@@ -259,19 +261,26 @@ type decl struct {
 // smallIDs is how many ids the slice holds at most.
 const smallIDs = 1 << 12
 
-func (t *declTable) set(id uint64, name string, kind byte) {
+// set declares id. An id stands for one state in a file (a writer's ids
+// never change): declared again, it must be the same state, else records
+// before and after could not be told apart.
+func (t *declTable) set(id uint64, name string, kind byte) error {
 	d := decl{name: name, kind: kind, declared: true}
+	if was, ok := t.get(id); ok && was != d {
+		return fmt.Errorf("state id %d declared as %q (kind %d) and as %q (kind %d): %w", id, was.name, was.kind, name, kind, ErrCorrupt)
+	}
 	if id < smallIDs {
 		for uint64(len(t.small)) <= id {
 			t.small = append(t.small, decl{})
 		}
 		t.small[id] = d
-		return
+		return nil
 	}
 	if t.big == nil {
 		t.big = map[uint64]decl{}
 	}
 	t.big[id] = d
+	return nil
 }
 
 func (t *declTable) get(id uint64) (decl, bool) {

@@ -1,7 +1,6 @@
 package changelog
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,18 +14,27 @@ import (
 // to key group at every record: at 1 M keys each record then waits for a
 // cache miss, and that was most of a recovery's time.)
 //
-// The records are copied, each rewritten with an id of the index's own, so
-// the files' bytes need not be kept; the copy is about the size of the
-// records. Files are indexed on several goroutines, each into segments of
-// its own, which a key group then reads in file order.
+// The records are copied as they are in their file, so the files' bytes
+// need not be kept; the copy is about the size of the records. Files are
+// indexed on several goroutines, each into segments of its own that keep
+// their file's declarations, and a key group then reads its segments in
+// file order.
 type Index struct {
 	start int
-	kgs   [][][]byte // per key group of the range: segments, in log order
+	kgs   [][]segment // per key group of the range, in log order
 	n     int
+	kinds map[string]stateSeen
+}
 
-	mu    sync.Mutex // guards decls and ids while files are indexed
-	decls declTable  // the index's state ids
-	ids   map[string]uint64
+// segment is one file's records of one key group.
+type segment struct {
+	data  []byte
+	decls *declTable // the file's state ids
+}
+
+type stateSeen struct {
+	kind byte
+	file string
 }
 
 // Contents is one log file to index: its bytes, the size its checkpoint
@@ -39,94 +47,118 @@ type Contents struct {
 
 // NewIndex returns an empty index keeping the key groups start..end.
 func NewIndex(start, end int) *Index {
-	return &Index{start: start, kgs: make([][][]byte, end-start+1), ids: map[string]uint64{}}
+	return &Index{start: start, kgs: make([][]segment, end-start+1), kinds: map[string]stateSeen{}}
+}
+
+// fileIndex is one file's part of an index, before it is added.
+type fileIndex struct {
+	kgs   [][]byte
+	decls declTable
+	kinds map[string]byte // states the kept records change
+	n     int
+	err   error
 }
 
 // Add reads log files, in log order, each as Parse does (anything wrong
 // is ErrCorrupt), on up to workers goroutines, and keeps the records of the
-// index's key groups. A state that appears with two kinds is ErrCorrupt.
-// On error none of the files' records are kept.
+// index's key groups. A state recorded with two kinds is ErrCorrupt, naming
+// both files. On error the index is unchanged.
 func (x *Index) Add(files []Contents, workers int) error {
-	type part struct {
-		kgs [][]byte
-		n   int
-		err error
-	}
-	parts := make([]part, len(files))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, len(files))) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(files) {
-					return
-				}
-				p := &parts[i]
-				p.kgs = make([][]byte, len(x.kgs))
-				p.n, p.err = x.index(files[i], p.kgs)
+	workers = max(1, min(workers, len(files)))
+	parts := make([]fileIndex, len(files))
+	// Files go in rounds of workers, so that at most that many per-key-group
+	// tables are alive at once (a file's table has a slot per key group).
+	for lo := 0; lo < len(files); lo += workers {
+		hi := min(lo+workers, len(files))
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range hi - lo {
+			wg.Go(func() {
+				i := lo + int(next.Add(1)-1)
+				parts[i] = x.index(files[i])
+			})
+		}
+		wg.Wait()
+		for i := lo; i < hi; i++ {
+			if parts[i].err != nil {
+				return parts[i].err
 			}
-		})
-	}
-	wg.Wait()
-	for _, p := range parts {
-		if p.err != nil {
-			return p.err
+			// Only the segments are kept: the table goes with its round.
+			parts[i].kgs = compact(parts[i].kgs)
 		}
 	}
-	for _, p := range parts {
-		for i, seg := range p.kgs {
-			if len(seg) > 0 {
-				x.kgs[i] = append(x.kgs[i], seg)
+	// Kinds are checked in log order, before anything is added.
+	seen := map[string]stateSeen{}
+	for i, p := range parts {
+		for name, kind := range p.kinds {
+			was, ok := x.kinds[name]
+			if !ok {
+				was, ok = seen[name]
 			}
+			if ok && was.kind != kind {
+				return fmt.Errorf("state %q is recorded with kind %d in %s and kind %d in %s: %w", name, was.kind, was.file, kind, files[i].Name, ErrCorrupt)
+			}
+			if !ok {
+				seen[name] = stateSeen{kind: kind, file: files[i].Name}
+			}
+		}
+	}
+	for name, s := range seen {
+		x.kinds[name] = s
+	}
+	for i := range parts {
+		p := &parts[i]
+		for _, seg := range p.kgs {
+			kgi := int(seg[0]) | int(seg[1])<<8 | int(seg[2])<<16 | int(seg[3])<<24
+			x.kgs[kgi] = append(x.kgs[kgi], segment{data: seg[4:], decls: &p.decls})
 		}
 		x.n += p.n
 	}
 	return nil
 }
 
-// index copies one file's records of the index's key groups into kgs.
-func (x *Index) index(f Contents, kgs [][]byte) (int, error) {
-	n := 0
-	var id uint64
-	var last string
-	var lastKind byte
-	err := parse(f.Data, f.Size, f.Name, func(r *Record, body []byte) error {
-		i := r.KeyGroup - x.start
-		if i < 0 || i >= len(kgs) {
-			return nil
+// compact keeps the non-empty key groups of a file's table, each prefixed
+// with its key group index (4 bytes, little endian).
+func compact(kgs [][]byte) [][]byte {
+	var out [][]byte
+	for kgi, b := range kgs {
+		if len(b) > 0 {
+			out = append(out, b)
+			kgs[kgi] = nil
 		}
-		// Records of a state come in runs: look its id up only when the
-		// state changes.
-		if id == 0 || r.State != last || r.Kind != lastKind {
-			var err error
-			if id, err = x.id(r.State, r.Kind); err != nil {
-				return err
-			}
-			last, lastKind = r.State, r.Kind
-		}
-		p := append(kgs[i], byte(r.Op))
-		p = binary.AppendUvarint(p, id)
-		kgs[i] = append(p, body...)
-		n++
-		return nil
-	})
-	return n, err
+	}
+	return out
 }
 
-// id returns the index's id for a state, declaring it on first sight.
-func (x *Index) id(name string, kind byte) (uint64, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	d, ok := x.ids[name]
-	if !ok {
-		d = uint64(len(x.ids) + 1)
-		x.ids[name] = d
-		x.decls.set(d, name, kind)
-	} else if was, _ := x.decls.get(d); was.kind != kind {
-		return 0, fmt.Errorf("state %q is recorded with kinds %d and %d: %w", name, was.kind, kind, ErrCorrupt)
-	}
-	return d, nil
+// index copies one file's records of the index's key groups, each key
+// group's records prefixed with the key group's index (see compact).
+func (x *Index) index(f Contents) fileIndex {
+	p := fileIndex{kgs: make([][]byte, len(x.kgs)), kinds: map[string]byte{}}
+	var last string
+	var lastKind byte
+	p.err = parse(f.Data, f.Size, f.Name, func(r *Record, raw []byte) error {
+		kgi := r.KeyGroup - x.start
+		if kgi < 0 || kgi >= len(p.kgs) {
+			return nil
+		}
+		// Records of a state come in runs: note its kind only when the
+		// state changes.
+		if p.n == 0 || r.State != last || r.Kind != lastKind {
+			if k, ok := p.kinds[r.State]; ok && k != r.Kind {
+				return fmt.Errorf("state %q is recorded with kinds %d and %d: %w", r.State, k, r.Kind, ErrCorrupt)
+			}
+			p.kinds[r.State] = r.Kind
+			last, lastKind = r.State, r.Kind
+		}
+		seg := p.kgs[kgi]
+		if seg == nil {
+			seg = append(make([]byte, 0, 256), byte(kgi), byte(kgi>>8), byte(kgi>>16), byte(kgi>>24))
+		}
+		p.kgs[kgi] = append(seg, raw...)
+		p.n++
+		return nil
+	}, &p.decls)
+	return p
 }
 
 // Len returns the number of records kept.
@@ -135,7 +167,9 @@ func (x *Index) Len() int { return x.n }
 // States calls f with the name and kind of every state the kept records
 // change.
 func (x *Index) States(f func(name string, kind byte)) {
-	x.decls.each(func(d decl) { f(d.name, d.kind) })
+	for name, s := range x.kinds {
+		f(name, s.kind)
+	}
 }
 
 // KeyGroup yields the records of key group kg, in log order (a record is
@@ -147,7 +181,7 @@ func (x *Index) KeyGroup(kg int, yield func(*Record) error) error {
 		return nil
 	}
 	for _, seg := range x.kgs[i] {
-		if err := parseRecords(seg, &x.decls, func(r *Record, _ []byte) error { return yield(r) }); err != nil {
+		if err := parseRecords(seg.data, seg.decls, func(r *Record, _ []byte) error { return yield(r) }); err != nil {
 			return err
 		}
 	}

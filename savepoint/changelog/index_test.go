@@ -114,26 +114,62 @@ func TestIndexRejectsCorruptLogs(t *testing.T) {
 	bad[len(bad)-1] ^= 1 // the last chunk's checksum no longer matches
 	otherKind := decl{id: dValue.id, kind: dValue.kind + 1, name: dValue.name}
 	conflict := logFile([]decl{otherKind}, []rec{newRec(otherKind, changelog.OpClear, 3, []byte("a"), nil, nil, 0, 0)})
+	okFile := changelog.Contents{Name: "ok.log", Data: good, Size: int64(len(good))}
 	for _, tc := range []struct {
 		name  string
 		files []changelog.Contents
-		in    string
+		in    []string
 	}{
-		{"a checksum mismatch", []changelog.Contents{{Name: "ok.log", Data: good, Size: int64(len(good))}, {Name: "bad.log", Data: bad, Size: int64(len(bad))}}, "bad.log"},
-		{"a file shorter than recorded", []changelog.Contents{{Name: "short.log", Data: good[:20], Size: int64(len(good))}}, "short.log"},
-		{"a state with two kinds", []changelog.Contents{{Name: "ok.log", Data: good, Size: int64(len(good))}, {Name: "other.log", Data: conflict, Size: int64(len(conflict))}}, dValue.name},
+		{"a checksum mismatch", []changelog.Contents{okFile, {Name: "bad.log", Data: bad, Size: int64(len(bad))}}, []string{"bad.log"}},
+		{"a file shorter than recorded", []changelog.Contents{{Name: "short.log", Data: good[:20], Size: int64(len(good))}}, []string{"short.log"}},
+		// Named in log order, whichever goroutine read which file first.
+		{"a state with two kinds", []changelog.Contents{okFile, {Name: "other.log", Data: conflict, Size: int64(len(conflict))}},
+			[]string{fmt.Sprintf("state %q is recorded with kind %d in ok.log and kind %d in other.log", dValue.name, dValue.kind, otherKind.kind)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, workers := range []int{1, 2} {
 				x := changelog.NewIndex(0, 127)
 				err := x.Add(tc.files, workers)
-				if !errors.Is(err, changelog.ErrCorrupt) || !strings.Contains(err.Error(), tc.in) {
-					t.Fatalf("Add (%d workers) = %v, want ErrCorrupt naming %q", workers, err, tc.in)
+				for _, in := range tc.in {
+					if !errors.Is(err, changelog.ErrCorrupt) || !strings.Contains(err.Error(), in) {
+						t.Fatalf("Add (%d workers) = %v, want ErrCorrupt saying %q", workers, err, in)
+					}
 				}
 				if x.Len() != 0 || len(indexed(t, x, 0, 127)) != 0 {
 					t.Fatalf("Add failed but the index kept %d records", x.Len())
 				}
+				states := 0
+				x.States(func(string, byte) { states++ })
+				if states != 0 {
+					t.Fatalf("Add failed but the index kept %d states", states)
+				}
 			}
 		})
+	}
+	// A failed Add leaves what earlier ones added as it was.
+	x := changelog.NewIndex(0, 127)
+	if err := x.Add([]changelog.Contents{okFile}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Add([]changelog.Contents{{Name: "other.log", Data: conflict, Size: int64(len(conflict))}}, 1); !errors.Is(err, changelog.ErrCorrupt) {
+		t.Fatalf("Add of a file with another kind = %v, want ErrCorrupt", err)
+	}
+	var kinds []byte
+	x.States(func(_ string, k byte) { kinds = append(kinds, k) })
+	if x.Len() != 1 || len(kinds) != 1 || kinds[0] != dValue.kind {
+		t.Fatalf("after the failed Add: %d records, kinds %v; want 1 record of kind %d", x.Len(), kinds, dValue.kind)
+	}
+}
+
+// TestParseRejectsARedeclaredID: within a file an id stands for one state;
+// declared again as another, the records around it could not be told
+// apart, so the file is corrupt.
+func TestParseRejectsARedeclaredID(t *testing.T) {
+	p := appendDecls(nil, []decl{dValue, dValue}) // the same again is fine
+	p = appendDecls(p, []decl{{id: dValue.id, kind: dValue.kind, name: "another"}})
+	data := changelog.AppendChunk(changelog.AppendHeader(nil), p)
+	_, err := parseAll(data, int64(len(data)), "redeclared.log")
+	if !errors.Is(err, changelog.ErrCorrupt) || !strings.Contains(err.Error(), `"another"`) {
+		t.Fatalf("Parse = %v, want ErrCorrupt naming the second declaration", err)
 	}
 }
