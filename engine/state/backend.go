@@ -356,6 +356,35 @@ func (b *KeyedBackend[K]) overlays() int {
 	return n
 }
 
+// takePending removes and returns the restored payloads of a state not
+// registered yet (nil if there are none), for a caller that decodes them
+// itself: the changelog decodes each key group right before replaying its
+// records. The state must then be registered before anything else.
+func (b *KeyedBackend[K]) takePending(name string, kind Kind) (*rawState, error) {
+	raw, ok := b.pending[name]
+	if !ok || b.states[name] != nil {
+		return nil, nil
+	}
+	if raw.kind != kind {
+		return nil, fmt.Errorf("state %q was restored as %s state but is now declared as %s state", name, raw.kind, kind)
+	}
+	delete(b.pending, name)
+	return raw, nil
+}
+
+// restoreRaw decodes one key group of raw into s (see takePending); safe on
+// several goroutines for distinct key groups, as RestoreKeyGroups' decode.
+func restoreRaw[K comparable](b *KeyedBackend[K], name string, s keyedState, raw *rawState, kgi int) error {
+	payload, ok := raw.byKG[kgi]
+	if !ok {
+		return nil
+	}
+	if err := s.restore(kgi, payload); err != nil {
+		return fmt.Errorf("restore state %q (declared %s, snapshot has %s) in key group %d: %w", name, s.typeName(), raw.typ, kgi+b.kgRange.Start, err)
+	}
+	return nil
+}
+
 func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind Kind, create func() S) (S, error) {
 	var zero S
 	if existing, ok := b.states[name]; ok {

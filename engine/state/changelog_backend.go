@@ -264,17 +264,40 @@ func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
 // registered, through the current key.
 func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r *changelog.Record) error) error {
 	at := b.viaCurrentKey()
-	return b.replayKeyGroups(name, kind, 1, func(kgi int, k K, r *changelog.Record) error {
+	return b.replayKeyGroups(name, kind, 1, nil, func(kgi int, k K, r *changelog.Record) error {
 		at.set(kgi, k)
 		return apply(r)
 	})
+}
+
+// restoredFirst readies a state's registration on the hashmap: when the
+// state has both restored key groups and log records, the key groups are
+// taken from the wrapped backend before it registers the state, and the
+// returned hook decodes each one right before its records replay, while
+// its maps are still in the cache (decoding every key group and then
+// replaying every key group found each map evicted again at 1 M keys).
+// Call finish with the registered state before replaying.
+func (b *ChangelogBackend[K]) restoredFirst(name string, kind Kind) (finish func(st any) func(kgi int) error, err error) {
+	none := func(any) func(int) error { return nil }
+	kb, ok := b.inner.(*KeyedBackend[K])
+	if d, logged := b.inLog[name]; !ok || !logged || b.replayed[name] || d.kind != kind {
+		return none, nil
+	}
+	raw, err := kb.takePending(name, kind)
+	if err != nil || raw == nil {
+		return none, err
+	}
+	return func(st any) func(int) error {
+		s := st.(keyedState)
+		return func(kgi int) error { return restoreRaw(kb, name, s, raw, kgi) }
+	}, nil
 }
 
 // replayKeyGroups applies the restored log's records of one state key group
 // by key group, in log order within each, on up to workers goroutines
 // (apply must then be safe for distinct key groups at once). apply gets
 // the key group's index in the range.
-func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers int, apply func(kgi int, k K, r *changelog.Record) error) error {
+func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers int, first func(kgi int) error, apply func(kgi int, k K, r *changelog.Record) error) error {
 	d, ok := b.inLog[name]
 	if !ok || b.replayed[name] {
 		return nil
@@ -284,6 +307,11 @@ func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers in
 	}
 	kgr := b.inner.KeyGroupRange()
 	err := inParallel(kgr.End-kgr.Start+1, workers, func(i int) error {
+		if first != nil {
+			if err := first(i); err != nil {
+				return err
+			}
+		}
 		kg := kgr.Start + i
 		return b.index.KeyGroup(kg, func(r *changelog.Record) error {
 			if r.State != name {
@@ -633,6 +661,10 @@ func (s *clValueState[K, V]) Clear() {
 }
 
 func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name string, ser Serializer[V]) (ValueState[V], error) {
+	first, err := b.restoredFirst(name, KindValue)
+	if err != nil {
+		return nil, err
+	}
 	in, err := GetValueState(b.inner, name, ser)
 	if err != nil {
 		return nil, err
@@ -642,7 +674,7 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if n, ok := in.(valueAt[K, V]); ok {
 		at, workers = n, runtime.GOMAXPROCS(0)
 	}
-	err = b.replayKeyGroups(name, KindValue, workers, func(kgi int, k K, r *changelog.Record) error {
+	err = b.replayKeyGroups(name, KindValue, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpSet:
 			v, _, err := ser.Decode(r.A)
@@ -763,6 +795,10 @@ func (s *clListState[K, V]) Clear() {
 }
 
 func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name string, ser Serializer[V]) (ListState[V], error) {
+	first, err := b.restoredFirst(name, KindList)
+	if err != nil {
+		return nil, err
+	}
 	in, err := GetListState(b.inner, name, ser)
 	if err != nil {
 		return nil, err
@@ -772,7 +808,7 @@ func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name str
 	if n, ok := in.(listAt[K, V]); ok {
 		at, workers = n, runtime.GOMAXPROCS(0)
 	}
-	err = b.replayKeyGroups(name, KindList, workers, func(kgi int, k K, r *changelog.Record) error {
+	err = b.replayKeyGroups(name, KindList, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpListAdd:
 			v, _, err := ser.Decode(r.A)
@@ -844,6 +880,10 @@ func (s *clMapState[K, UK, UV]) Clear() {
 }
 
 func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBackend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
+	first, err := b.restoredFirst(name, KindMap)
+	if err != nil {
+		return nil, err
+	}
 	in, err := GetMapState(b.inner, name, ukSer, uvSer)
 	if err != nil {
 		return nil, err
@@ -853,7 +893,7 @@ func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBacke
 	if n, ok := in.(mapAt[K, UK, UV]); ok {
 		at, workers = n, runtime.GOMAXPROCS(0)
 	}
-	err = b.replayKeyGroups(name, KindMap, workers, func(kgi int, k K, r *changelog.Record) error {
+	err = b.replayKeyGroups(name, KindMap, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpMapPut:
 			uk, _, err := ukSer.Decode(r.A)

@@ -66,25 +66,27 @@ type fileIndex struct {
 func (x *Index) Add(files []Contents, workers int) error {
 	workers = max(1, min(workers, len(files)))
 	parts := make([]fileIndex, len(files))
-	// Files go in rounds of workers, so that at most that many per-key-group
-	// tables are alive at once (a file's table has a slot per key group).
-	for lo := 0; lo < len(files); lo += workers {
-		hi := min(lo+workers, len(files))
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range hi - lo {
-			wg.Go(func() {
-				i := lo + int(next.Add(1)-1)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
 				parts[i] = x.index(files[i])
-			})
-		}
-		wg.Wait()
-		for i := lo; i < hi; i++ {
-			if parts[i].err != nil {
-				return parts[i].err
+				// Only the segments are kept, so that at most one table
+				// per worker is alive (a file's table has a slot per key
+				// group).
+				parts[i].kgs = compact(parts[i].kgs)
 			}
-			// Only the segments are kept: the table goes with its round.
-			parts[i].kgs = compact(parts[i].kgs)
+		})
+	}
+	wg.Wait()
+	for i := range parts {
+		if parts[i].err != nil {
+			return parts[i].err
 		}
 	}
 	// Kinds are checked in log order, before anything is added.

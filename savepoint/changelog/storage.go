@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -100,7 +101,17 @@ func ReadFile(fsys vfs.FS, path string) ([]byte, error) {
 		return nil, fmt.Errorf("open changelog file: %w", err)
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	// Read into a buffer of the file's size (ReadAll would grow one by
+	// doubling, copying the file about twice over); a file that grows
+	// meanwhile is still read to its end.
+	var buf bytes.Buffer
+	if info, err := f.Stat(); err == nil && info.Size() > 0 {
+		buf.Grow(int(info.Size()) + 1)
+	}
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // Remove deletes a log file no retained checkpoint refers to any more.
