@@ -123,6 +123,19 @@ func dumpCL(be Backend[string], s clStates, keys []string, r KeyGroupRange) stri
 	return strings.Join(out, "\n") + "\ntimers " + strings.Join(timers, " ")
 }
 
+// readLog reads a checkpoint's log files for RestoreChangelog.
+func readLog(t interface{ Fatal(...any) }, files []savepoint.ChangelogFile) RestoredLog {
+	var log RestoredLog
+	for _, f := range files {
+		data, err := changelog.ReadFile(vfs.Default, f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
+	}
+	return log
+}
+
 // TestPropertyChangelogRestore: any sequence of changes to value, list and
 // map state and timers, with materializations at any points, restored from
 // a checkpoint of the changelog backend (the materialization's blocks,
@@ -215,14 +228,7 @@ func TestPropertyChangelogRestore(t *testing.T) {
 		if err := restored.RestoreKeyGroups(blocks, 2); err != nil {
 			rt.Fatal(err)
 		}
-		var log RestoredLog
-		for _, f := range st.Log {
-			data, err := changelog.ReadFile(vfs.Default, f.Path)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
-		}
+		log := readLog(rt, st.Log)
 		if err := restored.RestoreChangelog([]RestoredLog{log}); err != nil {
 			rt.Fatal(err)
 		}
@@ -306,14 +312,7 @@ func BenchmarkChangelogReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var log RestoredLog
-	for _, f := range st.Log {
-		data, err := changelog.ReadFile(vfs.Default, f.Path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
-	}
+	log := readLog(b, st.Log)
 	// The restored materialization: keys spread over the whole space.
 	base := NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127})
 	v, err := GetValueState[int64](base, "v", SerializerFor[int64]())
