@@ -276,8 +276,8 @@ func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r *chang
 // returned hook decodes each one right before its records replay, while
 // its maps are still in the cache (decoding every key group and then
 // replaying every key group found each map evicted again at 1 M keys).
-// Call finish with the registered state before replaying.
-func (b *ChangelogBackend[K]) restoredFirst(name string, kind Kind) (finish func(st any) func(kgi int) error, err error) {
+// Once the state is registered, hook(state) is replayKeyGroups' first.
+func (b *ChangelogBackend[K]) restoredFirst(name string, kind Kind) (hook func(st any) func(kgi int) error, err error) {
 	none := func(any) func(int) error { return nil }
 	kb, ok := b.inner.(*KeyedBackend[K])
 	if d, logged := b.inLog[name]; !ok || !logged || b.replayed[name] || d.kind != kind {
