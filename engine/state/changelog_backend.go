@@ -260,16 +260,6 @@ func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
 	return nil
 }
 
-// replay applies the restored log's records of one state, as it is
-// registered, through the current key.
-func (b *ChangelogBackend[K]) replay(name string, kind Kind, apply func(r *changelog.Record) error) error {
-	at := b.viaCurrentKey()
-	return b.replayKeyGroups(name, kind, 1, nil, func(kgi int, k K, r *changelog.Record) error {
-		at.set(kgi, k)
-		return apply(r)
-	})
-}
-
 // restoredFirst readies a state's registration on the hashmap: when the
 // state has both restored key groups and log records, the key groups are
 // taken from the wrapped backend before it registers the state, and the
@@ -719,6 +709,20 @@ type (
 	}
 )
 
+// timersAt is the timers' counterpart (see Timers.registerAt).
+type timersAt[K comparable] interface {
+	registerAt(kgi int, k K, ts int64)
+	deleteAt(kgi int, k K, ts int64)
+}
+
+type timersViaKey[K comparable] struct {
+	currentKey[K]
+	in TimerQueue
+}
+
+func (a timersViaKey[K]) registerAt(kgi int, k K, ts int64) { a.set(kgi, k); a.in.Register(ts) }
+func (a timersViaKey[K]) deleteAt(kgi int, k K, ts int64)   { a.set(kgi, k); a.in.Delete(ts) }
+
 // currentKey sets the wrapped backend's current key for an adapted state.
 type currentKey[K comparable] struct {
 	be    Backend[K]
@@ -958,20 +962,33 @@ func (q *clTimers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
 }
 
 func getChangelogTimers[K comparable](b *ChangelogBackend[K], kind Kind) (TimerQueue, error) {
-	in, err := TimersFor(b.inner, kind)
-	if err != nil {
-		return nil, err
-	}
 	name := ProcessingTimersName
 	if kind == KindEventTime {
 		name = EventTimersName
 	}
-	err = b.replay(name, kind, func(r *changelog.Record) error {
+	first, err := b.restoredFirst(name, kind)
+	if err != nil {
+		return nil, err
+	}
+	in, err := TimersFor(b.inner, kind)
+	if err != nil {
+		return nil, err
+	}
+	var at timersAt[K] = timersViaKey[K]{b.viaCurrentKey(), in}
+	workers := 1
+	if n, ok := in.(interface {
+		timersAt[K]
+		beginReplay()
+	}); ok && b.inLog[name] != nil && !b.replayed[name] {
+		n.beginReplay()
+		at, workers = n, runtime.GOMAXPROCS(0)
+	}
+	err = b.replayKeyGroups(name, kind, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpTimerAdd:
-			in.Register(r.Time)
+			at.registerAt(kgi, k, r.Time)
 		case changelog.OpTimerDel:
-			in.Delete(r.Time)
+			at.deleteAt(kgi, k, r.Time)
 		default:
 			return fmt.Errorf("op %d on timers: %w", r.Op, changelog.ErrCorrupt)
 		}

@@ -57,9 +57,18 @@ func GetTimers[K comparable](b *KeyedBackend[K], kind Kind) (*Timers[K], error) 
 
 // Register sets a timer for the current key at ts. Registering the same
 // (key, time) twice makes one timer, as in Flink.
-func (t *Timers[K]) Register(ts int64) {
-	kgi := t.b.kgIndex
-	tm := timer[K]{t.b.currentKey, ts}
+func (t *Timers[K]) Register(ts int64) { t.registerAt(t.b.kgIndex, t.b.currentKey, ts) }
+
+// Delete removes the current key's timer at ts, if registered.
+func (t *Timers[K]) Delete(ts int64) { t.deleteAt(t.b.kgIndex, t.b.currentKey, ts) }
+
+// registerAt and deleteAt are Register and Delete for key k of key group
+// index kgi. Changelog replay calls them on several goroutines for
+// distinct key groups after beginReplay, which leaves the queue to be
+// rebuilt once from the table (as a restore does): the queue is the task's
+// alone, the table's key groups are their own.
+func (t *Timers[K]) registerAt(kgi int, k K, ts int64) {
+	tm := timer[K]{k, ts}
 	if _, ok := t.t.get(kgi, tm); ok {
 		return
 	}
@@ -69,14 +78,14 @@ func (t *Timers[K]) Register(ts int64) {
 	}
 }
 
-// Delete removes the current key's timer at ts, if any.
-func (t *Timers[K]) Delete(ts int64) {
-	kgi := t.b.kgIndex
-	tm := timer[K]{t.b.currentKey, ts}
+func (t *Timers[K]) deleteAt(kgi int, k K, ts int64) {
+	tm := timer[K]{k, ts}
 	if _, ok := t.t.get(kgi, tm); ok {
 		t.t.del(kgi, tm)
 	}
 }
+
+func (t *Timers[K]) beginReplay() { t.requeue = true }
 
 // Next returns the time of the earliest timer.
 func (t *Timers[K]) Next() (int64, bool) {
