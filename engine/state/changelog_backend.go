@@ -31,7 +31,7 @@ import (
 // parallelism. The log's records are first indexed by key group
 // (changelog.Index) and replayed one key group after the other, in log
 // order within each: a key group's maps stay in the cache for all its
-// records, and on hashmap (value, list and map state) key groups replay on
+// records, and on hashmap (every state and the timers) key groups replay on
 // every core.
 // Records of a state are replayed when the state is registered (only then
 // are its serializers known).
