@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
@@ -274,45 +272,15 @@ func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, logs []res
 	if !ok {
 		return fmt.Errorf("the restored snapshot has a state changelog, which this backend cannot replay")
 	}
-	// The files are read on every core (the index then parses them so too).
+	// The files are read by the workers that index them, on every core.
 	out := make([]state.RestoredLog, len(logs))
-	var reads []func() error
 	for i, l := range logs {
-		out[i].Files = make([]state.RestoredFile, len(l.Log))
-		for j, f := range l.Log {
-			reads = append(reads, func() error {
-				data, err := changelog.ReadFile(fsys, f.Path)
-				out[i].Files[j] = state.RestoredFile{Name: f.Path, Data: data, Size: f.Size}
-				return err
-			})
+		for _, f := range l.Log {
+			read := func() ([]byte, error) { return changelog.ReadFile(fsys, f.Path) }
+			out[i].Files = append(out[i].Files, state.RestoredFile{Name: f.Path, Read: read, Size: f.Size})
 		}
-	}
-	if err := runAll(reads, runtime.GOMAXPROCS(0)); err != nil {
-		return err
 	}
 	return cb.RestoreChangelog(out)
-}
-
-// runAll runs fs on up to workers goroutines and returns the first error
-// in fs's order.
-func runAll(fs []func() error, workers int) error {
-	errs := make([]error, len(fs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, len(fs))) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(fs); i = int(next.Add(1) - 1) {
-				errs[i] = fs[i]()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // changelogCapture describes a changelog checkpoint for WriteSubtask.

@@ -401,14 +401,9 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind 
 		// Key groups decode independently, as in RestoreKeyGroups: on
 		// every core.
 		kgis := slices.Sorted(maps.Keys(raw.byKG))
-		err := inParallel(len(kgis), runtime.GOMAXPROCS(0), func(i int) error {
-			if err := s.restore(kgis[i], raw.byKG[kgis[i]]); err != nil {
-				return fmt.Errorf("key group %d: %w", kgis[i]+b.kgRange.Start, err)
-			}
-			return nil
-		})
+		err := inParallel(len(kgis), runtime.GOMAXPROCS(0), func(i int) error { return restoreRaw(b, name, s, raw, kgis[i]) })
 		if err != nil {
-			return zero, fmt.Errorf("restore state %q (declared %s, snapshot has %s): %w", name, s.typeName(), raw.typ, err)
+			return zero, err
 		}
 		if f, ok := any(s).(restoreFinisher); ok {
 			f.finishRestore()

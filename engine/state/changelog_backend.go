@@ -102,6 +102,7 @@ type RestoredLog struct {
 type RestoredFile struct {
 	Name string
 	Data []byte
+	Read func() ([]byte, error) // instead of Data: read while indexing, on every core
 	Size int64
 }
 
@@ -240,7 +241,7 @@ func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
 	var files []changelog.Contents
 	for _, l := range logs {
 		for _, f := range l.Files {
-			files = append(files, changelog.Contents{Name: f.Name, Data: f.Data, Size: f.Size})
+			files = append(files, changelog.Contents{Name: f.Name, Data: f.Data, Read: f.Read, Size: f.Size})
 		}
 	}
 	if err := b.index.Add(files, runtime.GOMAXPROCS(0)); err != nil {

@@ -123,17 +123,26 @@ func dumpCL(be Backend[string], s clStates, keys []string, r KeyGroupRange) stri
 	return strings.Join(out, "\n") + "\ntimers " + strings.Join(timers, " ")
 }
 
-// readLog reads a checkpoint's log files for RestoreChangelog.
-func readLog(t interface{ Fatal(...any) }, files []savepoint.ChangelogFile) RestoredLog {
+// changelogCheckpoint takes a changelog checkpoint of be and reads its log
+// files for RestoreChangelog.
+func changelogCheckpoint(t interface{ Fatal(...any) }, be *ChangelogBackend[string]) (*ChangelogState, RestoredLog) {
+	snap, err := be.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := snap.(*ChangelogSnapshot).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var log RestoredLog
-	for _, f := range files {
+	for _, f := range st.Log {
 		data, err := changelog.ReadFile(vfs.Default, f.Path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
 	}
-	return log
+	return st, log
 }
 
 // TestPropertyChangelogRestore: any sequence of changes to value, list and
@@ -204,14 +213,7 @@ func TestPropertyChangelogRestore(t *testing.T) {
 				}
 			}
 		}
-		snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		st, err := snap.(*ChangelogSnapshot).Wait()
-		if err != nil {
-			rt.Fatal(err)
-		}
+		st, log := changelogCheckpoint(rt, h.b)
 		start := rapid.IntRange(0, maxPar-1).Draw(rt, "start")
 		r := KeyGroupRange{Start: start, End: rapid.IntRange(start, maxPar-1).Draw(rt, "end")}
 		restored := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), maxPar, r), SerializerFor[string](), ChangelogOptions{})
@@ -228,7 +230,6 @@ func TestPropertyChangelogRestore(t *testing.T) {
 		if err := restored.RestoreKeyGroups(blocks, 2); err != nil {
 			rt.Fatal(err)
 		}
-		log := readLog(rt, st.Log)
 		if err := restored.RestoreChangelog([]RestoredLog{log}); err != nil {
 			rt.Fatal(err)
 		}
@@ -304,15 +305,7 @@ func BenchmarkChangelogReplay(b *testing.B) {
 		h.b.SetCurrentKey(keys[(i*104729)%space])
 		s.Update(int64(i))
 	}
-	snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := snap.(*ChangelogSnapshot).Wait()
-	if err != nil {
-		b.Fatal(err)
-	}
-	log := readLog(b, st.Log)
+	_, log := changelogCheckpoint(b, h.b)
 	// The restored materialization: keys spread over the whole space.
 	base := NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127})
 	v, err := GetValueState[int64](base, "v", SerializerFor[int64]())

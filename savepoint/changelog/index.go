@@ -37,11 +37,13 @@ type stateSeen struct {
 	file string
 }
 
-// Contents is one log file to index: its bytes, the size its checkpoint
+// Contents is one log file to index: its bytes (Data, or Read to read
+// them on the worker that indexes the file), the size its checkpoint
 // recorded, and its name for errors.
 type Contents struct {
 	Name string
 	Data []byte
+	Read func() ([]byte, error)
 	Size int64
 }
 
@@ -136,6 +138,11 @@ func compact(kgs [][]byte) [][]byte {
 // group's records prefixed with the key group's index (see compact).
 func (x *Index) index(f Contents) fileIndex {
 	p := fileIndex{kgs: make([][]byte, len(x.kgs)), kinds: map[string]byte{}}
+	if f.Data == nil && f.Read != nil {
+		if f.Data, p.err = f.Read(); p.err != nil {
+			return p
+		}
+	}
 	var last string
 	var lastKind byte
 	p.err = parse(f.Data, f.Size, f.Name, func(r *Record, raw []byte) error {

@@ -75,7 +75,11 @@ func TestIndexKeepsLogOrderPerKeyGroup(t *testing.T) {
 			data := logFile(ds, recs)
 			size := int64(len(data))
 			data = append(data, pattern(rapid.IntRange(0, 20).Draw(t, "tail"), 9)...) // beyond the recorded size
-			files = append(files, changelog.Contents{Name: fmt.Sprint("f", f), Data: data, Size: size})
+			c := changelog.Contents{Name: fmt.Sprint("f", f), Data: data, Size: size}
+			if rapid.Bool().Draw(t, fmt.Sprint("lazy", f)) { // read by the indexing worker
+				c.Data, c.Read = nil, func() ([]byte, error) { return data, nil }
+			}
+			files = append(files, c)
 		}
 		x := changelog.NewIndex(start, end)
 		// Added in one call or several, in log order.
@@ -145,6 +149,15 @@ func TestIndexRejectsCorruptLogs(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A file that cannot be read fails Add with the read's error.
+	gone := errors.New("no such file")
+	unreadable := changelog.Contents{Name: "gone.log", Read: func() ([]byte, error) { return nil, gone }, Size: 100}
+	for _, workers := range []int{1, 2} {
+		x := changelog.NewIndex(0, 127)
+		if err := x.Add([]changelog.Contents{okFile, unreadable}, workers); !errors.Is(err, gone) || x.Len() != 0 {
+			t.Fatalf("Add with an unreadable file (%d workers) = %v, %d records kept; want its error, none kept", workers, err, x.Len())
+		}
 	}
 	// A failed Add leaves what earlier ones added as it was.
 	x := changelog.NewIndex(0, 127)
