@@ -58,25 +58,46 @@ func ParseWordCountRecord(line string) (WordCountRecord, bool) {
 
 // Tokenize splits a line into lower-cased words: maximal runs of letters
 // (Unicode letters, so "naïve" is one word); everything else separates.
-// Every word is a string of its own, never a substring of the line: keyed
-// state keeps the key string of a key's latest update (a Go map
-// assignment stores the new key), so a word that shared its line would
-// keep the whole line alive for as long as it is a key.
+// A word that is already lower-case ASCII — most words — is a substring of
+// the line, not a copy: the record lives until the keyed task has counted
+// it, and keyed state copies a new key's bytes into its own table (the
+// hashmap backend's string table, RocksDB, the changelog) rather than
+// keeping the record's string, so no state keeps a line alive. Other words
+// are built in a buffer and copied once.
 func Tokenize(line string, out engine.Collector[string]) {
 	var arr [64]byte
 	buf := arr[:0]
+	start, copied := -1, false // where the word began; whether buf holds it
+	emit := func(end int) {
+		if copied {
+			out.Collect(string(buf))
+		} else {
+			out.Collect(line[start:end])
+		}
+		start, copied, buf = -1, false, buf[:0]
+	}
 	for i := 0; i < len(line); {
 		c := line[i]
 		if c < utf8.RuneSelf {
 			switch {
 			case 'a' <= c && c <= 'z':
-				buf = append(buf, c)
+				if start < 0 {
+					start = i
+				}
+				if copied {
+					buf = append(buf, c)
+				}
 			case 'A' <= c && c <= 'Z':
+				if start < 0 {
+					start = i
+				}
+				if !copied {
+					buf, copied = append(buf[:0], line[start:i]...), true
+				}
 				buf = append(buf, c+('a'-'A'))
 			default:
-				if len(buf) > 0 {
-					out.Collect(string(buf))
-					buf = buf[:0]
+				if start >= 0 {
+					emit(i)
 				}
 			}
 			i++
@@ -84,15 +105,20 @@ func Tokenize(line string, out engine.Collector[string]) {
 		}
 		r, size := utf8.DecodeRuneInString(line[i:])
 		if unicode.IsLetter(r) {
+			if start < 0 {
+				start = i
+			}
+			if !copied {
+				buf, copied = append(buf[:0], line[start:i]...), true
+			}
 			buf = utf8.AppendRune(buf, unicode.ToLower(r))
-		} else if len(buf) > 0 {
-			out.Collect(string(buf))
-			buf = buf[:0]
+		} else if start >= 0 {
+			emit(i)
 		}
 		i += size
 	}
-	if len(buf) > 0 {
-		out.Collect(string(buf))
+	if start >= 0 {
+		emit(len(line))
 	}
 }
 

@@ -428,7 +428,7 @@ type overlay[K comparable, E any] struct {
 
 // layered is one state's entries in one key group.
 type layered[K comparable, E any] struct {
-	base    map[K]E
+	base    baseLayer[K, E]
 	baseTag uint64
 	over    []overlay[K, E] // empty unless snapshots were open since the last fold
 	relGen  uint32          // the key group's relGen at the last fold
@@ -439,17 +439,17 @@ type table[K comparable, E any] struct {
 	p     *pinBook
 	kgs   []layered[K, E]
 	clone func(K) K
+	str   bool // K is string: base layers are strMaps
 }
 
 func newTable[K comparable, E any](p *pinBook, nkg int, clone func(K) K) table[K, E] {
-	return table[K, E]{p: p, kgs: make([]layered[K, E], nkg), clone: clone}
+	return table[K, E]{p: p, kgs: make([]layered[K, E], nkg), clone: clone, str: isString[K]()}
 }
 
 func (t *table[K, E]) get(kgi int, k K) (E, bool) {
 	l := &t.kgs[kgi]
 	if len(l.over) == 0 {
-		e, ok := l.base[k]
-		return e, ok
+		return l.base.get(k)
 	}
 	return t.getLayered(kgi, l, k)
 }
@@ -463,13 +463,12 @@ func (t *table[K, E]) getLayered(kgi int, l *layered[K, E], k K) (E, bool) {
 			return s.e, !s.deleted
 		}
 	}
-	e, ok := l.base[k]
-	return e, ok
+	return l.base.get(k)
 }
 
 // baseWritable reports whether writes may go straight into the base map.
 func (t *table[K, E]) baseWritable(kgi int, l *layered[K, E]) bool {
-	return len(l.over) == 0 && l.base != nil && l.baseTag > t.p.kgs[kgi].maxPin
+	return len(l.over) == 0 && l.base.made() && l.baseTag > t.p.kgs[kgi].maxPin
 }
 
 // target readies a key group for a write and returns the overlay to write
@@ -480,10 +479,10 @@ func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 		t.fold(kgi, l, foldBudget)
 	}
 	if len(l.over) == 0 {
-		if l.base == nil {
+		if !l.base.made() {
 			// A snapshot that read this key group read it empty (nil): a new
 			// map is not shared with it.
-			l.base, l.baseTag = make(map[K]E), t.p.ver
+			l.base, l.baseTag = newBaseLayer[K, E](t.str, 0), t.p.ver
 			return nil
 		}
 		if l.baseTag > kp.maxPin {
@@ -499,16 +498,19 @@ func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 // set stores e under k. exists tells whether k has a value now: only a new
 // key is copied (clone), as a map assignment to an existing key stores the
 // key given anyway, and writes while a snapshot is open should not allocate
-// more than the overlay's own growth.
+// more than the overlay's own growth. A strMap copies key bytes itself.
 func (t *table[K, E]) set(kgi int, k K, e E, exists bool) {
 	l := &t.kgs[kgi]
 	o := t.target(kgi, l)
+	if o == nil {
+		if !exists && l.base.s == nil {
+			k = t.clone(k)
+		}
+		l.base.put(k, e)
+		return
+	}
 	if !exists {
 		k = t.clone(k)
-	}
-	if o == nil {
-		l.base[k] = e
-		return
 	}
 	o.m[k] = slot[E]{e: e}
 }
@@ -518,7 +520,7 @@ func (t *table[K, E]) del(kgi int, k K) {
 	l := &t.kgs[kgi]
 	o := t.target(kgi, l)
 	if o == nil {
-		delete(l.base, k)
+		l.base.del(k)
 		return
 	}
 	o.m[k] = slot[E]{deleted: true}
@@ -541,9 +543,9 @@ func (t *table[K, E]) fold(kgi int, l *layered[K, E], budget int) {
 		l.relGen = kp.relGen
 		return
 	}
-	if l.base == nil || l.baseTag > kp.maxPin {
-		if l.base == nil {
-			l.base = make(map[K]E, len(l.over[0].m))
+	if !l.base.made() || l.baseTag > kp.maxPin {
+		if !l.base.made() {
+			l.base = newBaseLayer[K, E](t.str, len(l.over[0].m))
 		}
 		// Entries move from the lowest overlay into the base one by one;
 		// reads see the same state after every move, as the overlays above
@@ -555,9 +557,9 @@ func (t *table[K, E]) fold(kgi int, l *layered[K, E], budget int) {
 					return
 				}
 				if s.deleted {
-					delete(l.base, k)
+					l.base.del(k)
 				} else {
-					l.base[k] = s.e
+					l.base.put(k, s.e)
 				}
 				delete(o.m, k)
 				budget--
@@ -616,7 +618,7 @@ func (t *table[K, E]) count() int {
 }
 
 func (l *layered[K, E]) count() int {
-	n := len(l.base)
+	n := l.base.len()
 	for j, o := range l.over {
 		for k, s := range o.m {
 			below := l.visibleBelow(j, k)
@@ -638,13 +640,13 @@ func (l *layered[K, E]) visibleBelow(j int, k K) bool {
 			return !s.deleted
 		}
 	}
-	_, ok := l.base[k]
+	_, ok := l.base.get(k)
 	return ok
 }
 
 // view is a snapshot's view of one key group: the layers as they were.
 type view[K comparable, E any] struct {
-	base map[K]E
+	base baseLayer[K, E]
 	over []map[K]slot[E]
 }
 
@@ -675,7 +677,7 @@ func (v *view[K, E]) all(yield func(K, E) bool) {
 			}
 		}
 	}
-	for k, e := range v.base {
+	for k, e := range v.base.all {
 		if len(v.over) > 0 && shadowed(v.over, k) {
 			continue
 		}
@@ -729,12 +731,12 @@ func touchKeys[K any](ks []K) byte {
 
 func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byte, bool) {
 	v := &c.views[kgi]
-	if len(v.base) == 0 && len(v.over) == 0 {
+	if v.base.len() == 0 && len(v.over) == 0 {
 		return dst, false
 	}
 	c.ks, c.es = c.ks[:0], c.es[:0]
-	if len(v.over) == 0 {
-		for k, e := range v.base { // the common case, without the iterator
+	if len(v.over) == 0 && v.base.m != nil {
+		for k, e := range v.base.m { // the common case, without the iterator
 			c.ks, c.es = append(c.ks, k), append(c.es, e)
 		}
 	} else {
@@ -766,10 +768,10 @@ func restoreInto[K comparable, E any](t *table[K, E], kgi int, payload []byte, d
 	}
 	rest := payload[k:]
 	l := &t.kgs[kgi]
-	if l.base == nil {
+	if !l.base.made() {
 		// Presized from the count (bounded by the bytes, against a
 		// corrupt count).
-		l.base, l.baseTag = make(map[K]E, min(n, uint64(len(rest)))), t.p.ver
+		l.base, l.baseTag = newBaseLayer[K, E](t.str, int(min(n, uint64(len(rest))))), t.p.ver
 	}
 	direct := t.baseWritable(kgi, l)
 	for i := uint64(0); i < n; i++ {
@@ -782,7 +784,7 @@ func restoreInto[K comparable, E any](t *table[K, E], kgi int, payload []byte, d
 			return fmt.Errorf("value: %w", err)
 		}
 		if direct {
-			l.base[key] = e
+			l.base.put(key, e)
 		} else {
 			t.set(kgi, key, e, true)
 		}
@@ -846,7 +848,7 @@ func (s *valueState[K, V]) Update(v V) {
 		_, exists = s.t.get(kgi, b.currentKey)
 	}
 	if l := &s.t.kgs[kgi]; exists && s.t.baseWritable(kgi, l) {
-		l.base[b.currentKey] = v // the common case: one map assignment
+		l.base.put(b.currentKey, v) // the common case: one assignment
 	} else {
 		// Possibly a new key: set stores a compact copy of it.
 		s.t.set(kgi, b.currentKey, v, exists)

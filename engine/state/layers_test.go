@@ -160,6 +160,9 @@ func TestPropertyLayeredSnapshots(t *testing.T) {
 		steps := rapid.IntRange(1, 300).Draw(t, "steps")
 		for range steps {
 			k := fmt.Sprint("k", rapid.IntRange(0, 11).Draw(t, "key"))
+			if len(k) == 3 {
+				k += "-longer-than-a-slot" // a string key kept in the arena
+			}
 			b.SetCurrentKey(k)
 			switch op := rapid.IntRange(0, 15).Draw(t, "op"); op {
 			case 0, 1:

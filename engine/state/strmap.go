@@ -1,0 +1,301 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"unsafe"
+)
+
+// # Why string keys get a table of their own
+//
+// Most keyed state is keyed by strings (words, user ids, URLs). In a Go
+// map[string]E each key is a string header in the map's slot pointing to
+// bytes allocated on their own, so a lookup at 1 M keys waits for two cache
+// misses (the map's group, then the key's bytes, which memeqbody reads) and
+// every key is a pointer the garbage collector follows on every cycle: at
+// 1 M keys a mark phase took one of two processors for 50–65 ms, which is
+// where the job's longest pauses came from, and encoding a snapshot walked
+// keys scattered over the heap.
+//
+// strMap keeps short keys inside its slots: one slot holds the key's hash,
+// its length, up to inlineKey bytes of it and the entry, so a lookup of a
+// short key reads one slot (and its neighbours, with linear probing), the
+// slots hold no pointers (when E holds none) for the collector to follow,
+// and a snapshot walks them in memory order. Longer keys live in an arena
+// of bytes beside the slots. Deletion shifts the following entries back
+// (no tombstones), so a table's probe lengths never degrade.
+//
+// The same rules as for the Go maps it replaces hold: one goroutine writes,
+// and a table a snapshot reads is not written until the snapshot lets go of
+// it (see the layered table in backend.go), so readers need no locks.
+
+// inlineKey is how many key bytes a slot holds: with a 4-byte hash and a
+// length byte, a slot with an 8-byte entry is 24 bytes.
+const inlineKey = 11
+
+// longKey marks a slot whose key is in the arena: the slot's key bytes hold
+// the offset and the length.
+const longKey = 0xff
+
+var strSeed = maphash.MakeSeed()
+
+type strSlot[E any] struct {
+	h    uint32 // the key's hash, never 0; 0 marks an empty slot
+	klen uint8  // the key's length, or longKey
+	key  [inlineKey]byte
+	e    E
+}
+
+// strMap is an open-addressing hash table from strings to E.
+type strMap[E any] struct {
+	slots []strSlot[E] // a power of two long
+	n     int
+	arena []byte // long keys' bytes
+	dead  int    // arena bytes of deleted keys
+	// last is the slot get found last: a read-modify-write (Value, then
+	// Update) finds its slot there without hashing and probing again. It
+	// is only a hint, checked against the key before use.
+	last int
+}
+
+func newStrMap[E any](n int) *strMap[E] {
+	size := 8
+	for size*3/4 < n {
+		size <<= 1
+	}
+	return &strMap[E]{slots: make([]strSlot[E], size)}
+}
+
+func strHash(k string) uint32 {
+	h := uint32(maphash.String(strSeed, k))
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// keyOf returns the slot's key. The string shares the table's memory: it is
+// valid until the table is next written.
+func (m *strMap[E]) keyOf(s *strSlot[E]) string {
+	if s.klen != longKey {
+		return unsafe.String(&s.key[0], int(s.klen))
+	}
+	off, n := binary.LittleEndian.Uint32(s.key[0:]), binary.LittleEndian.Uint32(s.key[4:])
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&m.arena[off], int(n))
+}
+
+func (m *strMap[E]) matches(s *strSlot[E], k string) bool {
+	if s.klen != longKey {
+		return int(s.klen) == len(k) && string(s.key[:s.klen]) == k
+	}
+	return len(k) > inlineKey && m.keyOf(s) == k
+}
+
+// find returns the index of k's slot, or of the empty slot where it would
+// go.
+func (m *strMap[E]) find(k string, h uint32) (int, bool) {
+	mask := uint32(len(m.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.h == 0 {
+			return int(i), false
+		}
+		if s.h == h && m.matches(s, k) {
+			return int(i), true
+		}
+	}
+}
+
+// get is called by the goroutine that writes the table (it sets last).
+func (m *strMap[E]) get(k string) (E, bool) {
+	i, ok := m.find(k, strHash(k))
+	if ok {
+		m.last = i
+	}
+	return m.slots[i].e, ok
+}
+
+// put stores e under k, copying k's bytes into the table.
+func (m *strMap[E]) put(k string, e E) {
+	if m.last < len(m.slots) {
+		if s := &m.slots[m.last]; s.h != 0 && m.matches(s, k) {
+			s.e = e
+			return
+		}
+	}
+	h := strHash(k)
+	i, ok := m.find(k, h)
+	if ok {
+		m.slots[i].e = e
+		return
+	}
+	if (m.n+1)*4 > len(m.slots)*3 {
+		m.grow()
+		i, _ = m.find(k, h)
+	}
+	s := &m.slots[i]
+	s.h, s.e = h, e
+	if len(k) <= inlineKey {
+		s.klen = uint8(len(k))
+		copy(s.key[:], k)
+	} else {
+		if len(k) > math.MaxUint32 || len(m.arena)+len(k) > math.MaxUint32 {
+			panic(fmt.Sprintf("state: a key group's string keys exceed %d bytes", uint32(math.MaxUint32)))
+		}
+		s.klen = longKey
+		binary.LittleEndian.PutUint32(s.key[0:], uint32(len(m.arena)))
+		binary.LittleEndian.PutUint32(s.key[4:], uint32(len(k)))
+		m.arena = append(m.arena, k...)
+	}
+	m.n++
+}
+
+// grow doubles the slots; entries move by their stored hash, without
+// reading their keys.
+func (m *strMap[E]) grow() {
+	old := m.slots
+	m.slots = make([]strSlot[E], 2*len(old))
+	mask := uint32(len(m.slots) - 1)
+	for j := range old {
+		s := &old[j]
+		if s.h == 0 {
+			continue
+		}
+		i := s.h & mask
+		for m.slots[i].h != 0 {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = *s
+	}
+}
+
+func (m *strMap[E]) del(k string) {
+	i, ok := m.find(k, strHash(k))
+	if !ok {
+		return
+	}
+	if s := &m.slots[i]; s.klen == longKey {
+		m.dead += int(binary.LittleEndian.Uint32(s.key[4:]))
+	}
+	// Shift back the entries after i that probed past it, so that no
+	// lookup stops early at the hole.
+	mask := uint32(len(m.slots) - 1)
+	hole := uint32(i)
+	for j := (hole + 1) & mask; m.slots[j].h != 0; j = (j + 1) & mask {
+		home := m.slots[j].h & mask
+		// The entry at j may move to hole if its home is not cyclically in
+		// (hole, j].
+		if (j-home)&mask >= (j-hole)&mask {
+			m.slots[hole] = m.slots[j]
+			hole = j
+		}
+	}
+	m.slots[hole] = strSlot[E]{}
+	m.n--
+	if m.dead > 4096 && m.dead*2 > len(m.arena) {
+		m.compactArena()
+	}
+}
+
+// compactArena drops the bytes of deleted long keys.
+func (m *strMap[E]) compactArena() {
+	arena := make([]byte, 0, len(m.arena)-m.dead)
+	for i := range m.slots {
+		s := &m.slots[i]
+		if s.h == 0 || s.klen != longKey {
+			continue
+		}
+		off, n := binary.LittleEndian.Uint32(s.key[0:]), binary.LittleEndian.Uint32(s.key[4:])
+		binary.LittleEndian.PutUint32(s.key[0:], uint32(len(arena)))
+		arena = append(arena, m.arena[off:off+n]...)
+	}
+	m.arena, m.dead = arena, 0
+}
+
+// all yields every entry, in slot order. Keys share the table's memory
+// (keyOf).
+func (m *strMap[E]) all(yield func(string, E) bool) {
+	for i := range m.slots {
+		s := &m.slots[i]
+		if s.h != 0 && !yield(m.keyOf(s), s.e) {
+			return
+		}
+	}
+}
+
+// baseLayer is a key group's bottom layer: a strMap when keys are strings,
+// else a Go map. Neither exists until the key group is first written.
+type baseLayer[K comparable, E any] struct {
+	m map[K]E
+	s *strMap[E]
+}
+
+// asString and fromString convert between K and string; they are called
+// only when K is string (a strMap exists only then).
+func asString[K any](k K) string      { return *(*string)(unsafe.Pointer(&k)) }
+func fromString[K any](s string) K    { return *(*K)(unsafe.Pointer(&s)) }
+func isString[K any]() bool           { _, ok := any(*new(K)).(string); return ok }
+func (b *baseLayer[K, E]) made() bool { return b.m != nil || b.s != nil }
+
+func newBaseLayer[K comparable, E any](str bool, n int) baseLayer[K, E] {
+	if str {
+		return baseLayer[K, E]{s: newStrMap[E](n)}
+	}
+	return baseLayer[K, E]{m: make(map[K]E, n)}
+}
+
+func (b *baseLayer[K, E]) get(k K) (E, bool) {
+	if b.s != nil {
+		return b.s.get(asString(k))
+	}
+	e, ok := b.m[k]
+	return e, ok
+}
+
+// put stores e under k. A Go map stores k itself (the caller copies a new
+// key first, see table.set); a strMap copies its bytes.
+func (b *baseLayer[K, E]) put(k K, e E) {
+	if b.s != nil {
+		b.s.put(asString(k), e)
+		return
+	}
+	b.m[k] = e
+}
+
+func (b *baseLayer[K, E]) del(k K) {
+	if b.s != nil {
+		b.s.del(asString(k))
+		return
+	}
+	delete(b.m, k)
+}
+
+func (b *baseLayer[K, E]) len() int {
+	if b.s != nil {
+		return b.s.n
+	}
+	return len(b.m)
+}
+
+// all yields every entry. Keys of a strMap share its memory: they are valid
+// until the layer is next written, so a caller that keeps one copies it.
+func (b *baseLayer[K, E]) all(yield func(K, E) bool) {
+	if b.s != nil {
+		for k, e := range b.s.all {
+			if !yield(fromString[K](k), e) {
+				return
+			}
+		}
+		return
+	}
+	for k, e := range b.m {
+		if !yield(k, e) {
+			return
+		}
+	}
+}

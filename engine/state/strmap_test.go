@@ -1,0 +1,101 @@
+package state
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestPropertyStrMap checks strMap against a Go map through random puts and
+// deletes of short (inline) and long (arena) keys, through growth, the
+// backward shift of deletion and arena compaction.
+func TestPropertyStrMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		nkeys := rapid.IntRange(1, 3000).Draw(t, "keys")
+		key := func(i int) string {
+			switch i % 4 {
+			case 0:
+				return "" + strings.Repeat("x", i%3) // "", "x", "xx"
+			case 1:
+				return fmt.Sprint(i) // inline
+			case 2:
+				return fmt.Sprintf("%011d", i) // exactly inlineKey bytes
+			}
+			return fmt.Sprintf("%d-%s", i, strings.Repeat("long", i%60)) // arena
+		}
+		m := newStrMap[int](rapid.IntRange(0, 100).Draw(t, "presize"))
+		model := map[string]int{}
+		steps := rapid.IntRange(1, 5000).Draw(t, "steps")
+		for range steps {
+			k := key(rapid.IntRange(0, nkeys-1).Draw(t, "key"))
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0, 1:
+				v := rapid.Int().Draw(t, "v")
+				m.put(k, v)
+				model[k] = v
+			case 2:
+				m.del(k)
+				delete(model, k)
+			}
+			if got, ok := m.get(k); ok != hasKey(model, k) || got != model[k] {
+				w, in := model[k]
+				t.Fatalf("get(%q) = %d, %v; want %d, %v", k, got, ok, w, in)
+			}
+		}
+		if m.n != len(model) {
+			t.Fatalf("n = %d, want %d", m.n, len(model))
+		}
+		seen := map[string]bool{}
+		for k, v := range m.all {
+			if seen[k] {
+				t.Fatalf("all yields %q twice", k)
+			}
+			seen[k] = true
+			if w, ok := model[k]; !ok || w != v {
+				t.Fatalf("all yields %q=%d; the model has %d, %v", k, v, w, ok)
+			}
+		}
+		if len(seen) != len(model) {
+			t.Fatalf("all yields %d keys, want %d", len(seen), len(model))
+		}
+		for k, v := range model {
+			if got, ok := m.get(k); !ok || got != v {
+				t.Fatalf("get(%q) = %d, %v; want %d", k, got, ok, v)
+			}
+		}
+		live := 0
+		for k := range model {
+			if len(k) > inlineKey {
+				live += len(k)
+			}
+		}
+		if len(m.arena)-m.dead != live {
+			t.Fatalf("arena holds %d live bytes, want %d", len(m.arena)-m.dead, live)
+		}
+	})
+}
+
+func hasKey(m map[string]int, k string) bool { _, ok := m[k]; return ok }
+
+// TestStrMapCompactsItsArena deletes most long keys: the arena must shrink
+// to about the live keys' bytes, and the rest must still be found.
+func TestStrMapCompactsItsArena(t *testing.T) {
+	m := newStrMap[int](0)
+	key := func(i int) string { return fmt.Sprintf("%04d%s", i, strings.Repeat("-", 96)) }
+	for i := range 1000 {
+		m.put(key(i), i)
+	}
+	for i := range 900 {
+		m.del(key(i))
+	}
+	if max := 2 * 100 * 100; len(m.arena) > max {
+		t.Fatalf("arena holds %d bytes for 100 live keys of 100 bytes, want ≤ %d", len(m.arena), max)
+	}
+	for i := range 1000 {
+		if v, ok := m.get(key(i)); ok != (i >= 900) || (ok && v != i) {
+			t.Fatalf("get(key %d) = %d, %v", i, v, ok)
+		}
+	}
+}
