@@ -67,11 +67,12 @@ type event struct {
 
 type netBatch[T any] struct {
 	recs []T
-	// kgs holds each record's key group in a keyed exchange (nil in
-	// others): the sender hashed the key to route the record, and the
-	// receiving keyed operator takes the key group from here instead of
-	// hashing the key a second time.
-	kgs []uint16
+	// kgs holds each record's key group and key hash in a keyed exchange
+	// (nil in others), packed as keyHash does: the sender hashed the key to
+	// route the record, and the receiving keyed operator takes the key
+	// group and the hash its state tables use from here instead of hashing
+	// the key a second time.
+	kgs []uint64
 	ev  *event
 	ch  int32 // the channel's index in the receiving gate
 }
@@ -79,8 +80,14 @@ type netBatch[T any] struct {
 // keyGroupCollector is a keyed operator fed by a keyed exchange: it takes
 // each record with the key group its sender computed.
 type keyGroupCollector[T any] interface {
-	CollectInKeyGroup(v T, keyGroup int)
+	CollectInKeyGroup(v T, keyGroup int, hash uint32)
 }
+
+// packKeyHash packs a record's key group (low 16 bits; at most
+// state.UpperBoundMaxParallelism) and the upper half of its key's hash,
+// which string-keyed state tables index by (state.KeyedBackend.
+// SetCurrentKeyHashed).
+func packKeyHash(kg int, hash uint64) uint64 { return uint64(kg) | hash&^(1<<32-1) }
 
 // channel is one sender's path into a receiving gate. It is small (no Go
 // channel of its own) because there are p×p of them in a keyed exchange.
@@ -98,12 +105,12 @@ type channel[T any] struct {
 	// only once wakeAt credits are back (see recycle).
 	waiting bool
 	free    [][]T      // recycled buffers, at most credits of them
-	freeKGs [][]uint16 // their key-group buffers, in a keyed exchange
+	freeKGs [][]uint64 // their key-group buffers, in a keyed exchange
 }
 
 // take takes a credit, with a recycled buffer (and its key-group buffer)
 // if there is one; ok is false when the receiver holds all of them.
-func (c *channel[T]) take() (b []T, kgs []uint16, ok bool) {
+func (c *channel[T]) take() (b []T, kgs []uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.credits == 0 {
@@ -194,7 +201,7 @@ type outputWriter interface {
 type recordWriter[T any] struct {
 	targets []*channel[T]
 	bufs    [][]T
-	kgs     [][]uint16 // per target, the key groups of bufs' records (keyed)
+	kgs     [][]uint64 // per target, the key groups and hashes of bufs' records (keyed)
 	part    partitionKind
 	hash    func(T) uint64
 	maxPar  int // of the receiving operator, for key groups
@@ -234,13 +241,14 @@ func (w *recordWriter[T]) Collect(v T) {
 // collectKeyed routes a record by its key group and sends the key group
 // along with it.
 func (w *recordWriter[T]) collectKeyed(v T) {
-	kg := state.KeyGroupForHash(w.hash(v), w.maxPar)
+	h := w.hash(v)
+	kg := state.KeyGroupForHash(h, w.maxPar)
 	i := int(w.route[kg])
 	b, kb := w.bufs[i], w.kgs[i]
 	if b == nil {
 		b, kb = w.acquire(i, true)
 	}
-	b, kb = append(b, v), append(kb, uint16(kg))
+	b, kb = append(b, v), append(kb, packKeyHash(kg, h))
 	if len(b) >= w.batch {
 		w.send(i, b, kb, nil)
 		b, kb = nil, nil
@@ -253,7 +261,7 @@ func (w *recordWriter[T]) collectKeyed(v T) {
 // exchange, its key-group buffer): a recycled one, a new one if alloc, else
 // possibly nil (for a batch that only carries an event). A cancelled task
 // unwinds from here.
-func (w *recordWriter[T]) acquire(i int, alloc bool) ([]T, []uint16) {
+func (w *recordWriter[T]) acquire(i int, alloc bool) ([]T, []uint64) {
 	c := w.targets[i]
 	for {
 		if b, kb, ok := c.take(); ok {
@@ -261,7 +269,7 @@ func (w *recordWriter[T]) acquire(i int, alloc bool) ([]T, []uint16) {
 				b = make([]T, 0, w.batch)
 			}
 			if kb == nil && alloc && w.part == partitionHash {
-				kb = make([]uint16, 0, w.batch)
+				kb = make([]uint64, 0, w.batch)
 			}
 			return b, kb
 		}
@@ -273,7 +281,7 @@ func (w *recordWriter[T]) acquire(i int, alloc bool) ([]T, []uint16) {
 	}
 }
 
-func (w *recordWriter[T]) send(i int, b []T, kb []uint16, ev *event) {
+func (w *recordWriter[T]) send(i int, b []T, kb []uint64, ev *event) {
 	c := w.targets[i]
 	nb := netBatch[T]{recs: b, kgs: kb, ev: ev, ch: c.index}
 	select {
@@ -299,14 +307,14 @@ func (w *recordWriter[T]) flush() {
 	}
 }
 
-func (w *recordWriter[T]) keyGroups(i int) []uint16 {
+func (w *recordWriter[T]) keyGroups(i int) []uint64 {
 	if w.kgs == nil {
 		return nil
 	}
 	return w.kgs[i]
 }
 
-func (w *recordWriter[T]) setKeyGroups(i int, kb []uint16) {
+func (w *recordWriter[T]) setKeyGroups(i int, kb []uint64) {
 	if w.kgs != nil {
 		w.kgs[i] = kb
 	}
@@ -365,7 +373,7 @@ func (typeOpsFor[T]) newWriter(targets []any, part partitionKind, hash any, maxP
 		w.hash = hash.(func(T) uint64)
 	}
 	if part == partitionHash {
-		w.kgs = make([][]uint16, len(targets))
+		w.kgs = make([][]uint64, len(targets))
 		w.route = make([]uint16, maxPar)
 		for kg := range w.route {
 			w.route[kg] = uint16(state.SubtaskForKeyGroup(maxPar, len(targets), kg))

@@ -258,6 +258,7 @@ func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.et
 type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keyedProcessOperatorCore[K]
 	changelog *state.ChangelogBackend[K] // nil without the changelog
+	hashed    *state.KeyedBackend[K]      // the hashmap backend: takes the key's hash
 	clErr     error
 	name      string
 	fn        KeyedProcessFunction[K, IN, OUT]
@@ -282,9 +283,13 @@ func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 }
 
 // CollectInKeyGroup takes a record from a keyed exchange with the key
-// group its sender computed: the key is not hashed a second time.
-func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int) {
-	o.backend.SetCurrentKeyAndGroup(o.keyFn(v), kg)
+// group and hash its sender computed: the key is not hashed a second time.
+func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash uint32) {
+	if o.hashed != nil {
+		o.hashed.SetCurrentKeyHashed(o.keyFn(v), kg, hash)
+	} else {
+		o.backend.SetCurrentKeyAndGroup(o.keyFn(v), kg)
+	}
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
 		fail(o.name, err)
 	}
@@ -306,6 +311,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
+	o.hashed, _ = o.backend.(*state.KeyedBackend[K])
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()

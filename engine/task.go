@@ -398,7 +398,8 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		}
 		if b.kgs != nil && keyed != nil {
 			for i, r := range b.recs {
-				keyed.CollectInKeyGroup(r, int(b.kgs[i]))
+				kh := b.kgs[i]
+				keyed.CollectInKeyGroup(r, int(uint16(kh)), uint32(kh>>32))
 			}
 		} else {
 			for _, r := range b.recs {

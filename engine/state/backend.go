@@ -231,6 +231,13 @@ type KeyedBackend[K comparable] struct {
 
 	currentKey K
 	kgIndex    int // current key group minus kgRange.Start
+	// currentHash is the current key's hash as string tables use it
+	// (strHash), when hashed says it is known: the keyed exchange hashed
+	// the key already, and with the built-in string serializer that hash
+	// is the tables' own.
+	currentHash uint32
+	hashed      bool
+	strKeys     bool // keySer is the built-in string serializer
 	// keyEpoch changes with every SetCurrentKey, so that a state can tell
 	// whether its last lookup was for the current key.
 	keyEpoch uint64
@@ -291,6 +298,7 @@ func NewKeyedBackend[K comparable](keySer KeySerializer[K], maxParallelism int, 
 	if _, ok := any(*new(K)).(string); ok {
 		b.cloneKey = func(k K) K { return any(strings.Clone(any(k).(string))).(K) }
 	}
+	_, b.strKeys = any(keySer).(stringSerializer)
 	return b
 }
 
@@ -309,7 +317,17 @@ func (b *KeyedBackend[K]) KeyGroupOf(k K) int {
 // key does not belong to this backend's key groups: that would mean a
 // partitioning bug, and writing the state anyway would lose it on restore.
 func (b *KeyedBackend[K]) SetCurrentKey(k K) {
-	b.SetCurrentKeyAndGroup(k, b.KeyGroupOf(k))
+	h := b.keySer.Hash(k)
+	b.SetCurrentKeyHashed(k, KeyGroupForHash(h, b.maxPar), uint32(h>>32))
+}
+
+// SetCurrentKeyHashed is SetCurrentKeyAndGroup for a caller that also has
+// the upper half of the key's hash, uint32(keySer.Hash(k)>>32): a state
+// table keyed by strings looks the key up by it rather than hashing the
+// key again.
+func (b *KeyedBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
+	b.SetCurrentKeyAndGroup(k, kg)
+	b.currentHash, b.hashed = fixHash(hash), b.strKeys
 }
 
 // SetCurrentKeyAndGroup is SetCurrentKey for a caller that already knows the
@@ -323,7 +341,7 @@ func (b *KeyedBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
 }
 
 func (b *KeyedBackend[K]) setCurrent(k K, kg int) {
-	b.currentKey = k
+	b.currentKey, b.hashed = k, false
 	b.kgIndex = kg - b.kgRange.Start
 	b.keyEpoch++
 	if b.pins.pending.Load() {
@@ -855,7 +873,13 @@ func GetValueState[V any, K comparable](be Backend[K], name string, ser Serializ
 
 func (s *valueState[K, V]) Value() (V, bool) {
 	b := s.b
-	v, ok := s.t.get(b.kgIndex, b.currentKey)
+	var v V
+	var ok bool
+	if l := &s.t.kgs[b.kgIndex]; b.hashed && len(l.over) == 0 && l.base.s != nil {
+		v, ok = l.base.s.getHashed(asString(b.currentKey), b.currentHash)
+	} else {
+		v, ok = s.t.get(b.kgIndex, b.currentKey)
+	}
 	s.present, s.presentEpoch = ok, b.keyEpoch
 	return v, ok
 }

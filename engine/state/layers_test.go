@@ -514,6 +514,44 @@ func TestSetCurrentKeyAndGroup(t *testing.T) {
 	b.SetCurrentKeyAndGroup("x", 64)
 }
 
+// A key serializer of its own hashes strings its own way: its hash must
+// not be taken for the string tables' (SetCurrentKeyHashed), or keys
+// written one way would not be found the other.
+type reversedStringKeys struct{ stringSerializer }
+
+func (reversedStringKeys) Hash(s string) uint64 { return ^stringSerializer{}.Hash(s) }
+
+func TestSetCurrentKeyHashedWithAnyKeySerializer(t *testing.T) {
+	for _, keySer := range []KeySerializer[string]{SerializerFor[string](), reversedStringKeys{}} {
+		b := NewKeyedBackend(keySer, 8, KeyGroupRange{Start: 0, End: 7})
+		v, _ := GetValueState[int64](b, "v", SerializerFor[int64]())
+		for i := range 500 {
+			k := fmt.Sprint("key-", i) // some inline, some in the arena
+			if i%2 == 0 {
+				k += "-longer-than-a-slot"
+			}
+			h := keySer.Hash(k)
+			b.SetCurrentKeyHashed(k, KeyGroupForHash(h, 8), uint32(h>>32))
+			v.Update(int64(i))
+		}
+		for i := range 500 {
+			k := fmt.Sprint("key-", i)
+			if i%2 == 0 {
+				k += "-longer-than-a-slot"
+			}
+			h := keySer.Hash(k)
+			b.SetCurrentKeyHashed(k, KeyGroupForHash(h, 8), uint32(h>>32))
+			if got, ok := v.Value(); !ok || got != int64(i) {
+				t.Fatalf("%T: key %s read back by its hash: %d, %v", keySer, k, got, ok)
+			}
+			b.SetCurrentKeyAndGroup(k, KeyGroupForHash(h, 8))
+			if got, ok := v.Value(); !ok || got != int64(i) {
+				t.Fatalf("%T: key %s read back without its hash: %d, %v", keySer, k, got, ok)
+			}
+		}
+	}
+}
+
 func TestKeyGroupForHashWithoutDivision(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, maxP := range []int{1, 2, 7, 128, 1000, 1 << 15} {

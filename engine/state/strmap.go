@@ -3,7 +3,8 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/maphash"
+
+	"github.com/cespare/xxhash/v2"
 	"math"
 	"unsafe"
 )
@@ -39,8 +40,6 @@ const inlineKey = 11
 // the offset and the length.
 const longKey = 0xff
 
-var strSeed = maphash.MakeSeed()
-
 type strSlot[E any] struct {
 	h    uint32 // the key's hash, never 0; 0 marks an empty slot
 	klen uint8  // the key's length, or longKey
@@ -68,10 +67,17 @@ func newStrMap[E any](n int) *strMap[E] {
 	return &strMap[E]{slots: make([]strSlot[E], size)}
 }
 
-func strHash(k string) uint32 {
-	h := uint32(maphash.String(strSeed, k))
+// strHash is the upper half of the key's key-group hash (the string
+// serializer's): a keyed exchange computed it already to route the record,
+// and passes it on (KeyedBackend.SetCurrentKeyHashed), so that a record's
+// key is hashed once. Key groups take the hash's low bits, so within a key
+// group the upper half is as good as a fresh hash.
+func strHash(k string) uint32 { return fixHash(uint32(xxhash.Sum64String(k) >> 32)) }
+
+// fixHash maps 0, the mark of an empty slot, to 1.
+func fixHash(h uint32) uint32 {
 	if h == 0 {
-		h = 1
+		return 1
 	}
 	return h
 }
@@ -112,8 +118,11 @@ func (m *strMap[E]) find(k string, h uint32) (int, bool) {
 }
 
 // get is called by the goroutine that writes the table (it sets last).
-func (m *strMap[E]) get(k string) (E, bool) {
-	i, ok := m.find(k, strHash(k))
+func (m *strMap[E]) get(k string) (E, bool) { return m.getHashed(k, strHash(k)) }
+
+// getHashed is get with k's strHash known.
+func (m *strMap[E]) getHashed(k string, h uint32) (E, bool) {
+	i, ok := m.find(k, h)
 	if ok {
 		m.last = i
 	}
