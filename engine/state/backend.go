@@ -721,6 +721,9 @@ type capturedTable[K comparable, E any] struct {
 	// encE appends the entry's value part; sub is scratch for nested sorts.
 	encE func(sub *encScratch, dst []byte, k K, e E) []byte
 	tie  bool // equal keys are ordered by the varint after them (timers)
+	// ordered: string keys with the built-in serializer, whose strMaps keep
+	// their snapshot order (strMap.encodeOrdered).
+	ordered bool
 
 	// The key group's entries, gathered before they are encoded (reused).
 	ks []K
@@ -751,6 +754,11 @@ func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byt
 	v := &c.views[kgi]
 	if v.base.len() == 0 && len(v.over) == 0 {
 		return dst, false
+	}
+	if m := v.base.s; m != nil && len(v.over) == 0 && c.ordered {
+		return m.encodeOrdered(sc, dst, func(sub *encScratch, dst []byte, k string, e E) []byte {
+			return c.encE(sub, dst, fromString[K](k), e)
+		})
 	}
 	if m := v.base.s; m != nil && len(v.over) == 0 {
 		// The common case for string keys: the slots in memory order, keys
@@ -935,7 +943,7 @@ func (s *valueState[K, V]) count() int       { return s.t.count() }
 func (s *valueState[K, V]) foldAll()         { s.t.foldAll() }
 func (s *valueState[K, V]) overlays() int    { return s.t.overlays() }
 func (s *valueState[K, V]) capture() capturedTables {
-	return &capturedTable[K, V]{views: s.t.views(), encK: s.b.keySer.Append,
+	return &capturedTable[K, V]{views: s.t.views(), encK: s.b.keySer.Append, ordered: s.b.strKeys,
 		encE: func(_ *encScratch, dst []byte, _ K, v V) []byte { return s.ser.Append(dst, v) }}
 }
 func (s *valueState[K, V]) restore(kgi int, payload []byte) error {
@@ -1021,7 +1029,7 @@ func (s *listState[K, V]) count() int       { return s.t.count() }
 func (s *listState[K, V]) foldAll()         { s.t.foldAll() }
 func (s *listState[K, V]) overlays() int    { return s.t.overlays() }
 func (s *listState[K, V]) capture() capturedTables {
-	return &capturedTable[K, []V]{views: s.t.views(), encK: s.b.keySer.Append,
+	return &capturedTable[K, []V]{views: s.t.views(), encK: s.b.keySer.Append, ordered: s.b.strKeys,
 		encE: func(_ *encScratch, dst []byte, _ K, vs []V) []byte {
 			dst = binary.AppendUvarint(dst, uint64(len(vs)))
 			for _, v := range vs {
@@ -1156,7 +1164,7 @@ func (s *mapState[K, UK, UV]) foldAll()         { s.t.foldAll() }
 func (s *mapState[K, UK, UV]) overlays() int    { return s.t.overlays() }
 
 func (s *mapState[K, UK, UV]) capture() capturedTables {
-	return &capturedTable[K, mapEntry[UK, UV]]{views: s.t.views(), encK: s.b.keySer.Append,
+	return &capturedTable[K, mapEntry[UK, UV]]{views: s.t.views(), encK: s.b.keySer.Append, ordered: s.b.strKeys,
 		encE: func(sc *encScratch, dst []byte, _ K, e mapEntry[UK, UV]) []byte {
 			// Sorted by encoded user key, for deterministic snapshots.
 			sc.reset()

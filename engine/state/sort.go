@@ -21,6 +21,11 @@ type encScratch struct {
 	keys  []sortKey // the order of ents, sorted by emit
 	tmp   []sortKey
 	inner *encScratch // for values that sort their own entries (map state)
+	// For strMap.encodeOrdered: the slots of ents, the payload being
+	// merged, one key being merged.
+	slots []uint32
+	out   []byte
+	cur   []byte
 	sink  byte
 }
 
@@ -65,16 +70,8 @@ func (sc *encScratch) add(off, klen int) {
 // follows equal keys) and appends uvarint count and the entries; with
 // lenPrefix, the uvarint length of those bytes comes first.
 func (sc *encScratch) emit(dst []byte, tie, lenPrefix bool) []byte {
-	n := len(sc.ents)
-	if cap(sc.keys) < n {
-		sc.keys = make([]sortKey, n+n/4)
-		sc.tmp = make([]sortKey, n+n/4)
-	}
-	keys := sc.keys[:n]
-	for i := range keys {
-		keys[i].i = uint32(i)
-	}
-	sortKeys(keys, sc.tmp[:n], sc.ents, sc.arena, 0, tie)
+	keys := sc.sorted(tie)
+	n := len(keys)
 	size := uvarintLen(uint64(n)) + len(sc.arena)
 	dst = slices.Grow(dst, size+binary.MaxVarintLen64)
 	if lenPrefix {
@@ -86,6 +83,22 @@ func (sc *encScratch) emit(dst []byte, tie, lenPrefix bool) []byte {
 		dst = append(dst, sc.arena[e.off:e.off+e.n]...)
 	}
 	return dst
+}
+
+// sorted returns the order of the entries by encoded key (then, with tie,
+// by the varint that follows equal keys).
+func (sc *encScratch) sorted(tie bool) []sortKey {
+	n := len(sc.ents)
+	if cap(sc.keys) < n {
+		sc.keys = make([]sortKey, n+n/4)
+		sc.tmp = make([]sortKey, n+n/4)
+	}
+	keys := sc.keys[:n]
+	for i := range keys {
+		keys[i].i = uint32(i)
+	}
+	sortKeys(keys, sc.tmp[:n], sc.ents, sc.arena, 0, tie)
+	return keys
 }
 
 func uvarintLen(x uint64) int {

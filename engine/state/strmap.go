@@ -1,12 +1,14 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"sync"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
-	"math"
-	"unsafe"
 )
 
 // # Why string keys get a table of their own
@@ -57,6 +59,7 @@ type strMap[E any] struct {
 	// Update) finds its slot there without hashing and probing again. It
 	// is only a hint, checked against the key before use.
 	last int
+	ord  strOrder
 }
 
 func newStrMap[E any](n int) *strMap[E] {
@@ -147,6 +150,9 @@ func (m *strMap[E]) put(k string, e E) {
 		m.grow()
 		i, _ = m.find(k, h)
 	}
+	if m.ord.valid {
+		m.ord.added = append(m.ord.added, uint32(i))
+	}
 	s := &m.slots[i]
 	s.h, s.e = h, e
 	if len(k) <= inlineKey {
@@ -167,6 +173,7 @@ func (m *strMap[E]) put(k string, e E) {
 // grow doubles the slots; entries move by their stored hash, without
 // reading their keys.
 func (m *strMap[E]) grow() {
+	m.ord.forget()
 	old := m.slots
 	m.slots = make([]strSlot[E], 2*len(old))
 	mask := uint32(len(m.slots) - 1)
@@ -188,6 +195,7 @@ func (m *strMap[E]) del(k string) {
 	if !ok {
 		return
 	}
+	m.ord.forget()
 	if s := &m.slots[i]; s.klen == longKey {
 		m.dead += int(binary.LittleEndian.Uint32(s.key[4:]))
 	}
@@ -307,4 +315,130 @@ func (b *baseLayer[K, E]) all(yield func(K, E) bool) {
 			return
 		}
 	}
+}
+
+// # Why a string table keeps its snapshot order
+//
+// A snapshot writes a key group's entries sorted by encoded key (the
+// canonical order of savepoint/FORMAT.md). Sorting every entry at every
+// checkpoint, even by radix, was half of what a snapshot cost; yet between
+// two checkpoints most tables only change values, and insert a few keys.
+// Linear probing never moves an entry on insert, only on delete (the
+// backward shift) and growth; so a table keeps the order of its slots from
+// the last snapshot, notes the slots inserted since, and the next snapshot
+// sorts only those and merges them in, encoding as it goes. A delete or a
+// growth forgets the order, and the next snapshot sorts everything, as
+// before. The order is only kept for the built-in string serializer, whose
+// encoded order (length, then bytes) it can compare without encoding.
+//
+// Snapshots build the order on their encoding goroutines, one key group at
+// a time, while the task may read the table but not write it (the key
+// group is pinned); two snapshots open at once may encode the same table,
+// hence the mutex. The task notes inserts only into a table no snapshot
+// pins, so it never contends for it.
+type strOrder struct {
+	mu    sync.Mutex
+	valid bool
+	slots []uint32 // occupied slots, by encoded key
+	added []uint32 // slots inserted since slots was built (while valid)
+	next  []uint32 // the next order, being built
+}
+
+func (o *strOrder) forget() {
+	if o.valid {
+		o.valid, o.added = false, o.added[:0]
+	}
+}
+
+// touchSlots reads a byte of every cache line of the slots.
+func (m *strMap[E]) touchSlots() byte {
+	var x byte
+	step := max(1, 64/int(unsafe.Sizeof(strSlot[E]{})))
+	for i := 0; i < len(m.slots); i += step {
+		x += byte(m.slots[i].h)
+	}
+	return x
+}
+
+// encodeOrdered appends the table's payload for a snapshot (as
+// encScratch.emit with lenPrefix does): uvarint length, uvarint count,
+// the entries by encoded key. encE appends an entry's value part. It
+// reports whether there were entries.
+func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, encE func(sub *encScratch, dst []byte, k string, e E) []byte) ([]byte, bool) {
+	if m.n == 0 {
+		return dst, false
+	}
+	o := &m.ord
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	sc.reset()
+	// The entries to sort: every slot, or those inserted since the order
+	// was built.
+	sc.slots = sc.slots[:0]
+	if o.valid {
+		sc.slots = append(sc.slots, o.added...)
+	} else {
+		for i := range m.slots {
+			if m.slots[i].h != 0 {
+				sc.slots = append(sc.slots, uint32(i))
+			}
+		}
+	}
+	for _, i := range sc.slots {
+		s := &m.slots[i]
+		k := m.keyOf(s)
+		off := len(sc.arena)
+		sc.arena = stringSerializer{}.Append(sc.arena, k)
+		kl := len(sc.arena) - off
+		sc.arena = encE(sc.sub(), sc.arena, k, s.e)
+		sc.add(off, kl)
+	}
+	added := sc.sorted(false)
+
+	// Merge the sorted additions into the kept order, encoding the kept
+	// entries as they come: encoded keys compare as the canonical order
+	// does.
+	out := sc.out[:0]
+	next := o.next[:0]
+	j := 0
+	if o.valid {
+		// The kept order visits the slots at random: read them in memory
+		// order first, which the processor streams into its cache at
+		// memory bandwidth, rather than waiting for one miss after another.
+		sc.sink += m.touchSlots()
+		for _, i := range o.slots {
+			s := &m.slots[i]
+			k := m.keyOf(s)
+			if j < len(added) {
+				sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
+				for ; j < len(added); j++ {
+					e := &sc.ents[added[j].i]
+					if bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
+						break
+					}
+					out = append(out, sc.arena[e.off:e.off+e.n]...)
+					next = append(next, sc.slots[added[j].i])
+				}
+				out = append(out, sc.cur...)
+			} else if len(k) < 0x80 { // the string serializer's encoding
+				out = append(append(out, byte(len(k))), k...)
+			} else {
+				out = stringSerializer{}.Append(out, k)
+			}
+			out = encE(sc.sub(), out, k, s.e)
+			next = append(next, i)
+		}
+	}
+	for ; j < len(added); j++ {
+		e := &sc.ents[added[j].i]
+		out = append(out, sc.arena[e.off:e.off+e.n]...)
+		next = append(next, sc.slots[added[j].i])
+	}
+	o.next, o.slots = o.slots, next
+	o.valid, o.added = true, o.added[:0]
+	sc.out = out
+
+	dst = binary.AppendUvarint(dst, uint64(uvarintLen(uint64(len(next)))+len(out)))
+	dst = binary.AppendUvarint(dst, uint64(len(next)))
+	return append(dst, out...), true
 }
