@@ -171,12 +171,15 @@ func (m *strMap[E]) put(k string, e E) {
 }
 
 // grow doubles the slots; entries move by their stored hash, without
-// reading their keys.
+// reading their keys. The kept snapshot order follows them.
 func (m *strMap[E]) grow() {
-	m.ord.forget()
 	old := m.slots
 	m.slots = make([]strSlot[E], 2*len(old))
 	mask := uint32(len(m.slots) - 1)
+	var moved []uint32 // old slot -> new slot, for the kept order
+	if m.ord.valid {
+		moved = make([]uint32, len(old))
+	}
 	for j := range old {
 		s := &old[j]
 		if s.h == 0 {
@@ -187,6 +190,17 @@ func (m *strMap[E]) grow() {
 			i = (i + 1) & mask
 		}
 		m.slots[i] = *s
+		if moved != nil {
+			moved[j] = i
+		}
+	}
+	if moved != nil {
+		for k, j := range m.ord.slots {
+			m.ord.slots[k] = moved[j]
+		}
+		for k, j := range m.ord.added {
+			m.ord.added[k] = moved[j]
+		}
 	}
 }
 
@@ -350,6 +364,19 @@ func (o *strOrder) forget() {
 	}
 }
 
+// prefixOf is a key's first 8 bytes, big-endian, padded with zeros (as
+// prefixAt).
+func prefixOf(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var p uint64
+	for _, c := range key {
+		p = p<<8 | uint64(c)
+	}
+	return p << (8 * uint(8-len(key)))
+}
+
 // touchSlots reads a byte of every cache line of the slots.
 func (m *strMap[E]) touchSlots() byte {
 	var x byte
@@ -411,9 +438,12 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, encE func(sub *enc
 			k := m.keyOf(s)
 			if j < len(added) {
 				sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
+				cur := prefixOf(sc.cur)
 				for ; j < len(added); j++ {
 					e := &sc.ents[added[j].i]
-					if bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
+					// The first 8 bytes decide, as a rule; the rest only
+					// when they tie.
+					if p := prefixAt(sc.arena, e, 0); p > cur || p == cur && bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
 						break
 					}
 					out = append(out, sc.arena[e.off:e.off+e.n]...)
