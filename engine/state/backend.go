@@ -22,8 +22,9 @@ package state
 //
 // So each state keeps, per key group, a stack of layers:
 //
-//   - layer 0, the base, is a plain map[K]E: with no snapshot open there is
-//     nothing else, and the state costs what a Go map of the same keys and
+//   - layer 0, the base, is a plain table: a strMap for string keys (see
+//     strmap.go), else a map[K]E. With no snapshot open there is nothing
+//     else, and the state costs what a hash table of the same keys and
 //     values costs (no tombstones, no versions, no boxes);
 //   - above it, while snapshots are open, small overlays
 //     map[K]slot{e E; deleted bool} hold what was written since.
@@ -72,7 +73,9 @@ package state
 // heap beside it for their order that only the task touches.
 //
 // Encoding must produce the canonical bytes of savepoint/FORMAT.md v1:
-// entries sorted by their encoded key. Each state's entries of a key group
+// entries sorted by their encoded key. A string table with no overlays
+// keeps that order between snapshots and merges in what was inserted
+// since (strMap.encodeOrdered); otherwise each state's entries of a key group
 // are appended to one scratch arena (key, then value, exactly the bytes that
 // go out), indexed by small fixed-size records, and sorted by an LSD radix
 // sort on the first 8 key bytes, recursing on the next 8 bytes for runs that
@@ -81,8 +84,9 @@ package state
 // gives, and the output is byte-for-byte what it was. The arena and the
 // index are reused from key group to key group and from snapshot to
 // snapshot, so an encode allocates almost nothing per entry. Once the sort
-// was cheap, most of the time went into waiting for memory: string keys
-// live in allocations of their own, in no order related to their map's, and
+// was cheap, most of the time went into waiting for memory: string keys of
+// a Go map (an overlay's) live in allocations of their own, in no order
+// related to their map's, and
 // copying them one after the other waits for one cache miss after another;
 // so a key group's entries are gathered first and the first byte of every
 // key is read with independent loads the processor overlaps (touchKeys)
