@@ -151,7 +151,13 @@ func (m *strMap[E]) put(k string, e E) {
 		i, _ = m.find(k, h)
 	}
 	if m.ord.valid {
-		m.ord.added = append(m.ord.added, uint32(i))
+		if a := len(m.ord.added); a >= 1024 && a > m.n/2 {
+			// Sorting everything costs no more now; and a table that is
+			// not snapshotted any more does not note inserts forever.
+			m.ord.forget()
+		} else {
+			m.ord.added = append(m.ord.added, uint32(i))
+		}
 	}
 	s := &m.slots[i]
 	s.h, s.e = h, e
