@@ -258,7 +258,7 @@ func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.et
 type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keyedProcessOperatorCore[K]
 	changelog *state.ChangelogBackend[K] // nil without the changelog
-	hashed    *state.KeyedBackend[K]      // the hashmap backend: takes the key's hash
+	hashed    *state.KeyedBackend[K]     // the hashmap backend: takes the key's hash
 	clErr     error
 	name      string
 	fn        KeyedProcessFunction[K, IN, OUT]

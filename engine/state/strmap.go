@@ -478,3 +478,32 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, encE func(sub *enc
 	dst = binary.AppendUvarint(dst, uint64(len(next)))
 	return append(dst, out...), true
 }
+
+// StringMap is the string table of the hashmap backend (strMap) for other
+// stores keyed by bytes: the LSM backend's write buffer. Keys are copied in;
+// one goroutine writes, and readers may share it only while nobody does.
+type StringMap[E any] struct{ m *strMap[E] }
+
+// NewStringMap returns an empty table sized for n entries.
+func NewStringMap[E any](n int) *StringMap[E] { return &StringMap[E]{newStrMap[E](n)} }
+
+func bytesAsString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// Get returns the entry under key.
+func (s *StringMap[E]) Get(key []byte) (E, bool) { return s.m.get(bytesAsString(key)) }
+
+// Put stores e under key (a copy of it).
+func (s *StringMap[E]) Put(key []byte, e E) { s.m.put(bytesAsString(key), e) }
+
+// Len is the number of entries.
+func (s *StringMap[E]) Len() int { return s.m.n }
+
+// All yields every entry. A key shares the table's memory: it is valid
+// until the table is next written.
+func (s *StringMap[E]) All(yield func(key []byte, e E) bool) {
+	for k, e := range s.m.all {
+		if !yield(unsafe.Slice(unsafe.StringData(k), len(k)), e) {
+			return
+		}
+	}
+}

@@ -58,7 +58,8 @@ const (
 // Every Pebble write lands in a skiplist (the memtable), and every read
 // searches one or more: about 4 µs per update of a hot key in word count,
 // each update a new version of the key. The store therefore keeps the
-// task's writes in a Go map first — the last write per key, a set, a
+// task's writes in a hash table first (the hashmap backend's string
+// table, state.StringMap: a lookup reads one slot) — the last write per key, a set, a
 // delete or a pending list append — and reads look there before Pebble.
 // Hot keys are then updated at the speed of a map, and Pebble sees one
 // version per key per flush instead of one per record.
@@ -99,17 +100,15 @@ type Store struct {
 	dir   string
 	id    string // names this instance's files in shared storage
 
-	buf      map[string]*op
+	// buf holds the ops in its slots. A state's read-modify-write (Value,
+	// then Update) finds its slot again without a second lookup (the
+	// table remembers the slot it found last).
+	buf      *state.StringMap[op]
 	bufBytes int
 	limit    int
-	// last is the buffered op Get found last, under lastKey: a state's
-	// read-modify-write (Value, then Update) then writes without looking
-	// the key up again.
-	last    *op
-	lastKey []byte
 	// inflight is the buffer being applied, nil when none; done is closed
 	// once it is in Pebble (and its snapshot, if asked for, taken).
-	inflight map[string]*op
+	inflight *state.StringMap[op]
 	done     chan struct{}
 	applyErr error // of the last flush, read after done
 }
@@ -173,7 +172,7 @@ func Open(o Options) (*Store, error) {
 	// store's memory stays about what the options say.
 	var id [8]byte
 	rand.Read(id[:])
-	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: map[string]*op{}, limit: int(o.WriteBufferSize)}, nil
+	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: state.NewStringMap[op](0), limit: int(o.WriteBufferSize)}, nil
 }
 
 // ID names this store instance: its files' names are unique within it.
@@ -186,14 +185,13 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	// Merge operands found on the way down, newest first.
 	var pending [][]byte
-	s.last = nil
-	for i, m := range [2]map[string]*op{s.buf, s.inflight} {
-		o := m[string(key)]
-		if o == nil {
+	for i, m := range [2]*state.StringMap[op]{s.buf, s.inflight} {
+		if m == nil {
 			continue
 		}
-		if i == 0 {
-			s.last, s.lastKey = o, append(s.lastKey[:0], key...)
+		o, ok := m.Get(key)
+		if !ok {
+			continue
 		}
 		if i == 1 && o.kind == opMerge {
 			// Operands are not idempotent: read them from Pebble once the
@@ -238,15 +236,8 @@ func appendOperands(dst []byte, newestFirst [][]byte) []byte {
 }
 
 func (s *Store) put(key []byte, kind opKind, value []byte) error {
-	var o *op
-	if s.last != nil && string(key) == string(s.lastKey) {
-		o = s.last
-	} else {
-		o = s.buf[string(key)]
-	}
-	if o == nil {
-		o = &op{}
-		s.buf[string(key)] = o
+	o, ok := s.buf.Get(key)
+	if !ok {
 		s.bufBytes += len(key) + entryOverhead
 	}
 	s.bufBytes -= cap(o.value)
@@ -258,6 +249,7 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 	default:
 		o.kind, o.value = kind, append(o.value[:0], value...)
 	}
+	s.buf.Put(key, o)
 	s.bufBytes += cap(o.value)
 	if s.bufBytes < s.limit {
 		return nil
@@ -313,30 +305,29 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 	if snap {
 		snapCh = make(chan *pebble.Snapshot, 1)
 	}
-	if len(s.buf) == 0 && after == nil {
+	if s.buf.Len() == 0 && after == nil {
 		if snap {
 			snapCh <- s.db.NewSnapshot()
 		}
 		return snapCh, nil
 	}
 	b := s.db.NewBatch()
-	for k, o := range s.buf {
+	for k, o := range s.buf.All { // the batch copies k
 		var err error
 		switch o.kind {
 		case opSet:
-			err = b.Set([]byte(k), o.value, nil)
+			err = b.Set(k, o.value, nil)
 		case opDelete:
-			err = b.Delete([]byte(k), nil)
+			err = b.Delete(k, nil)
 		case opMerge:
-			err = b.Merge([]byte(k), o.value, nil)
+			err = b.Merge(k, o.value, nil)
 		}
 		if err != nil {
 			b.Close()
 			return nil, fmt.Errorf("lsm: %w", err)
 		}
 	}
-	s.inflight, s.buf, s.bufBytes = s.buf, map[string]*op{}, 0
-	s.last = nil // it was in the buffer handed over
+	s.inflight, s.buf, s.bufBytes = s.buf, state.NewStringMap[op](s.buf.Len()), 0
 	done := make(chan struct{})
 	s.done = done
 	go func() {
