@@ -258,14 +258,16 @@ func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.et
 type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keyedProcessOperatorCore[K]
 	changelog *state.ChangelogBackend[K] // nil without the changelog
-	hashed    *state.KeyedBackend[K]     // the hashmap backend: takes the key's hash
-	clErr     error
-	name      string
-	fn        KeyedProcessFunction[K, IN, OUT]
-	keyFn     func(IN) K
-	keySer    state.KeySerializer[K]
-	out       Collector[OUT]
-	ctx       Context[K]
+	// hashed is the backend if it takes the key's hash (hashmap, with or
+	// without the changelog).
+	hashed interface{ SetCurrentKeyHashed(K, int, uint32) }
+	clErr  error
+	name   string
+	fn     KeyedProcessFunction[K, IN, OUT]
+	keyFn  func(IN) K
+	keySer state.KeySerializer[K]
+	out    Collector[OUT]
+	ctx    Context[K]
 }
 
 func newKeyedProcessOperator[K comparable, IN, OUT any](rt *buildContext, fn KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
@@ -311,7 +313,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
-	o.hashed, _ = o.backend.(*state.KeyedBackend[K])
+	o.hashed, _ = o.backend.(interface{ SetCurrentKeyHashed(K, int, uint32) })
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()

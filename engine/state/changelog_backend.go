@@ -37,6 +37,7 @@ import (
 // are its serializers known).
 type ChangelogBackend[K comparable] struct {
 	inner  Backend[K]
+	hashed interface{ SetCurrentKeyHashed(K, int, uint32) } // inner, if it takes a key's hash
 	keySer KeySerializer[K]
 	o      ChangelogOptions
 	w      *changelog.Writer // nil: replay only (changelog off in this run)
@@ -131,6 +132,7 @@ type matRun struct {
 func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K], o ChangelogOptions) *ChangelogBackend[K] {
 	b := &ChangelogBackend[K]{inner: inner, keySer: keySer, o: o, states: map[string]*clDecl{},
 		inLog: map[string]*clDecl{}, replayed: map[string]bool{}}
+	b.hashed, _ = inner.(interface{ SetCurrentKeyHashed(K, int, uint32) })
 	if o.Now == nil {
 		b.o.Now = time.Now
 	}
@@ -188,6 +190,17 @@ func (b *ChangelogBackend[K]) SetCurrentKey(k K) { b.SetCurrentKeyAndGroup(k, b.
 
 func (b *ChangelogBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
 	b.inner.SetCurrentKeyAndGroup(k, kg)
+	b.cur, b.kg, b.keyOK = k, kg, false
+}
+
+// SetCurrentKeyHashed passes the key's hash on to a wrapped hashmap
+// backend (KeyedBackend.SetCurrentKeyHashed).
+func (b *ChangelogBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
+	if b.hashed != nil {
+		b.hashed.SetCurrentKeyHashed(k, kg, hash)
+	} else {
+		b.inner.SetCurrentKeyAndGroup(k, kg)
+	}
 	b.cur, b.kg, b.keyOK = k, kg, false
 }
 

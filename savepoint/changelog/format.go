@@ -87,6 +87,12 @@ func AppendDeclare(dst []byte, id uint32, kind byte, name string) []byte {
 
 // AppendHead appends the part every change record starts with.
 func AppendHead(dst []byte, op Op, id uint32, kg int, key []byte) []byte {
+	if id < 0x80 && kg < 0x80 && len(key) < 0x80 {
+		// The common case (the default 128 key groups, short keys): every
+		// uvarint is one byte.
+		dst = append(dst, byte(op), byte(id), byte(kg), byte(len(key)))
+		return append(dst, key...)
+	}
 	dst = append(dst, byte(op))
 	dst = binary.AppendUvarint(dst, uint64(id))
 	dst = binary.AppendUvarint(dst, uint64(kg))

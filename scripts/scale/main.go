@@ -40,6 +40,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -535,6 +536,13 @@ func plainMap() {
 	}
 }
 
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	check(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // peakRSS is VmHWM of this process, in KiB.
 func peakRSS() int64 {
 	b, err := os.ReadFile("/proc/self/status")
@@ -661,11 +669,13 @@ func changelogRatios(scratch string) {
 		el := map[bool]float64{}
 		for _, on := range []bool{r%2 == 0, r%2 != 0} {
 			changelogOn = on
+			cpu0 := processCPU()
 			x, ds := runCollecting(scratch)
+			cpu := processCPU() - cpu0
 			el[on] = x.elapsed.Seconds()
 			durs[on] = append(durs[on], ds...)
-			fmt.Printf("# round %d changelog=%v: %.2fs, %d checkpoints, median %.0f ms, max %.0f ms\n",
-				r+1, on, x.elapsed.Seconds(), len(ds), median(ds), slices.Max(ds))
+			fmt.Printf("# round %d changelog=%v: %.2fs (CPU %.2fs), %d checkpoints, median %.0f ms, max %.0f ms\n",
+				r+1, on, x.elapsed.Seconds(), cpu.Seconds(), len(ds), median(ds), slices.Max(ds))
 		}
 		thr = append(thr, el[false]/el[true])
 		rt := map[bool]time.Duration{}
