@@ -346,10 +346,10 @@ func (b *baseLayer[K, E]) all(yield func(K, E) bool) {
 // Linear probing never moves an entry on insert, only on delete (the
 // backward shift) and growth; so a table keeps the order of its slots from
 // the last snapshot, notes the slots inserted since, and the next snapshot
-// sorts only those and merges them in, encoding as it goes. A delete or a
-// growth forgets the order, and the next snapshot sorts everything, as
-// before. The order is only kept for the built-in string serializer, whose
-// encoded order (length, then bytes) it can compare without encoding.
+// sorts only those and merges them in, encoding as it goes. Growth carries
+// the order over to the new slots; a delete forgets it, and the next
+// snapshot sorts everything, as before. The order is only kept for the
+// built-in string serializer, whose encoding the merge writes itself.
 //
 // Snapshots build the order on their encoding goroutines, one key group at
 // a time, while the task may read the table but not write it (the key
