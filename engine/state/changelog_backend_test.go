@@ -350,3 +350,57 @@ func BenchmarkChangelogReplay(b *testing.B) {
 	b.ReportMetric(float64(apply.Nanoseconds())/n, "ns-apply/record")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkChangelogWrite: word-count-like updates (Value, then Update) of
+// random keys among 1 M, through the hashmap backend with and without the
+// changelog wrapped around it (in-memory log storage, the default hand-off
+// size), alternating; reported: ns per update of each and their ratio.
+func BenchmarkChangelogWrite(b *testing.B) {
+	const space, updates = 1_000_000, 2_000_000
+	keys := make([]string, space)
+	for i := range keys {
+		keys[i] = fmt.Sprint("word-", (i*7919)%space)
+	}
+	type rec struct {
+		k  string
+		kg int
+		h  uint32
+	}
+	stream := make([]rec, updates)
+	for i := range stream {
+		k := keys[(i*104729)%space]
+		h := SerializerFor[string]().Hash(k)
+		stream[i] = rec{k, KeyGroupForHash(h, 128), uint32(h >> 32)}
+	}
+	type hashed interface {
+		Backend[string]
+		SetCurrentKeyHashed(string, int, uint32)
+	}
+	run := func(logged bool) time.Duration {
+		var be hashed = NewKeyedBackend(SerializerFor[string](), 128, KeyGroupRange{Start: 0, End: 127})
+		if logged {
+			be = NewChangelogBackend[string](be, SerializerFor[string](), ChangelogOptions{Logging: true,
+				Writer: changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: fmt.Sprint("bench-", time.Now().UnixNano()), MaxAttempts: 1}})
+		}
+		defer be.Dispose()
+		v, err := GetValueState[int64](be, "count", SerializerFor[int64]())
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for _, r := range stream {
+			be.SetCurrentKeyHashed(r.k, r.kg, r.h)
+			n, _ := v.Value()
+			v.Update(n + 1)
+		}
+		return time.Since(start)
+	}
+	var plain, logged time.Duration
+	for b.Loop() {
+		plain += run(false)
+		logged += run(true)
+	}
+	b.ReportMetric(float64(plain.Nanoseconds())/float64(b.N*updates), "plain-ns/update")
+	b.ReportMetric(float64(logged.Nanoseconds())/float64(b.N*updates), "logged-ns/update")
+	b.ReportMetric(float64(logged)/float64(plain), "logged/plain")
+}
