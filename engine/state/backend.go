@@ -764,27 +764,6 @@ func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byt
 			return c.encE(sub, dst, fromString[K](k), e)
 		})
 	}
-	if m := v.base.s; m != nil && len(v.over) == 0 {
-		// The common case for string keys: the slots in memory order, keys
-		// inline.
-		sc.reset()
-		for i := range m.slots {
-			s := &m.slots[i]
-			if s.h == 0 {
-				continue
-			}
-			k := fromString[K](m.keyOf(s))
-			off := len(sc.arena)
-			sc.arena = c.encK(sc.arena, k)
-			kl := len(sc.arena) - off
-			sc.arena = c.encE(sc.sub(), sc.arena, k, s.e)
-			sc.add(off, kl)
-		}
-		if len(sc.ents) == 0 {
-			return dst, false
-		}
-		return sc.emit(dst, c.tie, true), true
-	}
 	c.ks, c.es = c.ks[:0], c.es[:0]
 	if len(v.over) == 0 && v.base.m != nil {
 		for k, e := range v.base.m { // the common case, without the iterator
