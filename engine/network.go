@@ -68,7 +68,7 @@ type event struct {
 type netBatch[T any] struct {
 	recs []T
 	// kgs holds each record's key group and key hash in a keyed exchange
-	// (nil in others), packed as keyHash does: the sender hashed the key to
+	// (nil in others), packed by packKeyHash: the sender hashed the key to
 	// route the record, and the receiving keyed operator takes the key
 	// group and the hash its state tables use from here instead of hashing
 	// the key a second time.
@@ -78,7 +78,8 @@ type netBatch[T any] struct {
 }
 
 // keyGroupCollector is a keyed operator fed by a keyed exchange: it takes
-// each record with the key group its sender computed.
+// each record with the key group and the upper half of the key's hash its
+// sender computed.
 type keyGroupCollector[T any] interface {
 	CollectInKeyGroup(v T, keyGroup int, hash uint32)
 }
