@@ -640,6 +640,16 @@ func (b *ChangelogBackend[K]) Dispose() error {
 	return errors.Join(errs...)
 }
 
+// replayThrough picks how a state's records replay: through the state's
+// own key-explicit methods on every core when it has them (hashmap), else
+// through the current key (viaKey) on one goroutine.
+func replayThrough[A any](in any, viaKey A) (A, int) {
+	if at, ok := in.(A); ok {
+		return at, runtime.GOMAXPROCS(0)
+	}
+	return viaKey, 1
+}
+
 // Changelog states: each wraps the wrapped backend's state and logs what
 // it changes.
 
@@ -673,11 +683,7 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if err != nil {
 		return nil, err
 	}
-	var at valueAt[K, V] = valueViaKey[K, V]{b.viaCurrentKey(), in}
-	workers := 1
-	if n, ok := in.(valueAt[K, V]); ok {
-		at, workers = n, runtime.GOMAXPROCS(0)
-	}
+	at, workers := replayThrough[valueAt[K, V]](in, valueViaKey[K, V]{b.viaCurrentKey(), in})
 	err = b.replayKeyGroups(name, KindValue, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpSet:
@@ -821,11 +827,7 @@ func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name str
 	if err != nil {
 		return nil, err
 	}
-	var at listAt[K, V] = listViaKey[K, V]{b.viaCurrentKey(), in}
-	workers := 1
-	if n, ok := in.(listAt[K, V]); ok {
-		at, workers = n, runtime.GOMAXPROCS(0)
-	}
+	at, workers := replayThrough[listAt[K, V]](in, listViaKey[K, V]{b.viaCurrentKey(), in})
 	err = b.replayKeyGroups(name, KindList, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpListAdd:
@@ -906,11 +908,7 @@ func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBacke
 	if err != nil {
 		return nil, err
 	}
-	var at mapAt[K, UK, UV] = mapViaKey[K, UK, UV]{b.viaCurrentKey(), in}
-	workers := 1
-	if n, ok := in.(mapAt[K, UK, UV]); ok {
-		at, workers = n, runtime.GOMAXPROCS(0)
-	}
+	at, workers := replayThrough[mapAt[K, UK, UV]](in, mapViaKey[K, UK, UV]{b.viaCurrentKey(), in})
 	err = b.replayKeyGroups(name, KindMap, workers, first(in), func(kgi int, k K, r *changelog.Record) error {
 		switch r.Op {
 		case changelog.OpMapPut:
