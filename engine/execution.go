@@ -141,7 +141,7 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 				mail: newMailbox(), done: ctx.Done(), exactlyOnce: exactlyOnce, waitFinal: waitFinal}
 			if len(v.inputs) > 0 {
 				t.inOps = v.inputs[0].from.out
-				t.gate = t.inOps.newGate(numCh, defaultBuffersPerChannel)
+				t.gate = t.inOps.newGate(numCh, buffersPerChannel(numCh))
 				t.numIn = numCh
 				t.al = newAligner(numCh, exactlyOnce)
 			}
