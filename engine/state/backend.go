@@ -728,6 +728,10 @@ type capturedTable[K comparable, E any] struct {
 	// ordered: string keys with the built-in serializer, whose strMaps keep
 	// their snapshot order (strMap.encodeOrdered).
 	ordered bool
+	// varint: an entry is an 8-byte integer that encE appends as a zig-zag
+	// varint (a count, a sum: the common value state); an ordered encode
+	// then writes it itself rather than through three function calls.
+	varint bool
 
 	// The key group's entries, gathered before they are encoded (reused).
 	ks []K
@@ -760,7 +764,7 @@ func (c *capturedTable[K, E]) encode(sc *encScratch, dst []byte, kgi int) ([]byt
 		return dst, false
 	}
 	if m := v.base.s; m != nil && len(v.over) == 0 && c.ordered {
-		return m.encodeOrdered(sc, dst, func(sub *encScratch, dst []byte, k string, e E) []byte {
+		return m.encodeOrdered(sc, dst, c.varint, func(sub *encScratch, dst []byte, k string, e E) []byte {
 			return c.encE(sub, dst, fromString[K](k), e)
 		})
 	}
@@ -926,7 +930,7 @@ func (s *valueState[K, V]) count() int       { return s.t.count() }
 func (s *valueState[K, V]) foldAll()         { s.t.foldAll() }
 func (s *valueState[K, V]) overlays() int    { return s.t.overlays() }
 func (s *valueState[K, V]) capture() capturedTables {
-	return &capturedTable[K, V]{views: s.t.views(), encK: s.b.keySer.Append, ordered: s.b.strKeys,
+	return &capturedTable[K, V]{views: s.t.views(), encK: s.b.keySer.Append, ordered: s.b.strKeys, varint: isVarint64(s.ser),
 		encE: func(_ *encScratch, dst []byte, _ K, v V) []byte { return s.ser.Append(dst, v) }}
 }
 func (s *valueState[K, V]) restore(kgi int, payload []byte) error {

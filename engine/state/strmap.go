@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -383,24 +384,28 @@ func prefixOf(key []byte) uint64 {
 	return p << (8 * uint(8-len(key)))
 }
 
-// touchSlots reads a byte of every cache line of the slots.
-func (m *strMap[E]) touchSlots() byte {
-	var x byte
-	step := max(1, 64/int(unsafe.Sizeof(strSlot[E]{})))
-	for i := 0; i < len(m.slots); i += step {
-		x += byte(m.slots[i].h)
+// isVarint64 reports whether ser is a built-in serializer that appends an
+// 8-byte integer as binary.AppendVarint does (int64, int).
+func isVarint64[V any](ser Serializer[V]) bool {
+	switch any(ser).(type) {
+	case int64Serializer, intSerializer:
+		return true
 	}
-	return x
+	return false
 }
+
+// gatherChunk is how many slots an ordered encode copies out at a time.
+const gatherChunk = 128
 
 // encodeOrdered appends the table's payload for a snapshot (as
 // encScratch.emit with lenPrefix does): uvarint length, uvarint count,
 // the entries by encoded key. encE appends an entry's value part. It
 // reports whether there were entries.
-func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, encE func(sub *encScratch, dst []byte, k string, e E) []byte) ([]byte, bool) {
+func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE func(sub *encScratch, dst []byte, k string, e E) []byte) ([]byte, bool) {
 	if m.n == 0 {
 		return dst, false
 	}
+	varint = varint && unsafe.Sizeof(*new(E)) == 8
 	o := &m.ord
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -435,34 +440,57 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, encE func(sub *enc
 	next := o.next[:0]
 	j := 0
 	if o.valid {
-		// The kept order visits the slots at random: read them in memory
-		// order first, which the processor streams into its cache at
-		// memory bandwidth, rather than waiting for one miss after another.
-		sc.sink += m.touchSlots()
-		for _, i := range o.slots {
-			s := &m.slots[i]
-			k := m.keyOf(s)
-			if j < len(added) {
-				sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
-				cur := prefixOf(sc.cur)
-				for ; j < len(added); j++ {
-					e := &sc.ents[added[j].i]
-					// The first 8 bytes decide, as a rule; the rest only
-					// when they tie.
-					if p := prefixAt(sc.arena, e, 0); p > cur || p == cur && bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
-						break
-					}
-					out = append(out, sc.arena[e.off:e.off+e.n]...)
-					next = append(next, sc.slots[added[j].i])
-				}
-				out = append(out, sc.cur...)
-			} else if len(k) < 0x80 { // the string serializer's encoding
-				out = append(append(out, byte(len(k))), k...)
-			} else {
-				out = stringSerializer{}.Append(out, k)
+		// The kept order visits the slots at random. They are copied out a
+		// chunk at a time first, in a loop that does nothing else, so the
+		// processor has many of those misses in flight at once instead of
+		// waiting for one after another between encodings.
+		var gath [gatherChunk]strSlot[E]
+		for c := 0; c < len(o.slots); c += gatherChunk {
+			idx := o.slots[c:min(c+gatherChunk, len(o.slots))]
+			g := gath[:len(idx)]
+			for x, i := range idx {
+				g[x] = m.slots[i]
 			}
-			out = encE(sc.sub(), out, k, s.e)
-			next = append(next, i)
+			for x := range g {
+				s, i := &g[x], idx[x]
+				k := m.keyOf(s)
+				if j < len(added) {
+					sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
+					cur := prefixOf(sc.cur)
+					for ; j < len(added); j++ {
+						e := &sc.ents[added[j].i]
+						// The first 8 bytes decide, as a rule; the rest only
+						// when they tie.
+						if p := prefixAt(sc.arena, e, 0); p > cur || p == cur && bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
+							break
+						}
+						out = append(out, sc.arena[e.off:e.off+e.n]...)
+						next = append(next, sc.slots[added[j].i])
+					}
+					out = append(out, sc.cur...)
+				} else if s.klen != longKey {
+					// The string serializer's encoding of a short key: its
+					// length, then the slot's bytes, copied whole (a fixed
+					// size: no call to memmove) and cut to the key.
+					n := len(out)
+					out = slices.Grow(out, 1+inlineKey)[:n+1+inlineKey]
+					out[n] = s.klen
+					*(*[inlineKey]byte)(out[n+1:]) = s.key
+					out = out[:n+1+int(s.klen)]
+				} else if len(k) < 0x80 {
+					out = append(append(out, byte(len(k))), k...)
+				} else {
+					out = stringSerializer{}.Append(out, k)
+				}
+				if varint {
+					out = binary.AppendVarint(out, *(*int64)(unsafe.Pointer(&s.e)))
+				} else {
+					out = encE(sc.sub(), out, k, s.e)
+				}
+				if len(added) > 0 {
+					next = append(next, i)
+				}
+			}
 		}
 	}
 	for ; j < len(added); j++ {
@@ -470,7 +498,11 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, encE func(sub *enc
 		out = append(out, sc.arena[e.off:e.off+e.n]...)
 		next = append(next, sc.slots[added[j].i])
 	}
-	o.next, o.slots = o.slots, next
+	if o.valid && len(added) == 0 {
+		next = o.slots // the same order: nothing was inserted
+	} else {
+		o.next, o.slots = o.slots, next
+	}
 	o.valid, o.added = true, o.added[:0]
 	sc.out = out
 
