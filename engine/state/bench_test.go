@@ -1,8 +1,8 @@
 package state
 
 import (
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"

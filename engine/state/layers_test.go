@@ -284,7 +284,9 @@ func TestPropertyLayeredSnapshots(t *testing.T) {
 
 // TestEncodeOrderIsTheByteOrder checks the radix sort against a comparison
 // sort on key groups large enough to use it, with keys that share long
-// prefixes, keys of every length, negative integers and many timers per key.
+// prefixes, keys of every length, negative integers and many timers per key;
+// and then, after more such keys were inserted, the merge of the new keys
+// into the order a string table kept from the first snapshot.
 func TestEncodeOrderIsTheByteOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const maxP = 2
@@ -293,8 +295,11 @@ func TestEncodeOrderIsTheByteOrder(t *testing.T) {
 	tm, _ := GetTimers(b, KindEventTime)
 	m, _ := GetMapState[int64, string](b, "m", SerializerFor[int64](), SerializerFor[string]())
 	want := map[string]int64{}
-	prefixes := []string{"", "a", "user-000000-", "a-very-long-common-prefix-of-more-than-sixteen-bytes/"}
-	for i := range 5000 {
+	prefixes := []string{"", "a", "user-000000-", "a-very-long-common-prefix-of-more-than-sixteen-bytes/", "abcdefg", "abcdefgh"}
+	for i := range 10000 {
+		if i == 5000 {
+			checkSnapshotSorted(t, b, maxP)
+		}
 		k := prefixes[r.IntN(len(prefixes))] + fmt.Sprintf("%05d", r.IntN(100000))[:1+r.IntN(5)]
 		if i%7 == 0 {
 			k += string(rune(r.IntN(300)))
@@ -312,6 +317,13 @@ func TestEncodeOrderIsTheByteOrder(t *testing.T) {
 			}
 		}
 	}
+	checkSnapshotSorted(t, b, maxP)
+}
+
+// checkSnapshotSorted checks that every payload of a snapshot of b is in
+// strictly increasing order of encoded key.
+func checkSnapshotSorted(t *testing.T, b *KeyedBackend[string], maxP int) {
+	t.Helper()
 	snap := b.Snapshot()
 	defer snap.Release()
 	for kg := range maxP {

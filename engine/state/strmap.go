@@ -394,6 +394,21 @@ func isVarint64[V any](ser Serializer[V]) bool {
 	return false
 }
 
+// encodedPrefix is prefixOf the string serializer's encoding of the slot's
+// key k: for a key in the slot, its length byte and first 7 bytes, read
+// from the slot without encoding it.
+func (m *strMap[E]) encodedPrefix(s *strSlot[E], k string, sc *encScratch) uint64 {
+	if s.klen == longKey {
+		sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
+		return prefixOf(sc.cur)
+	}
+	p := uint64(s.klen)<<56 | binary.BigEndian.Uint64(s.key[:8])>>8
+	if n := 1 + int(s.klen); n < 8 {
+		p &= ^uint64(0) << (8 * uint(8-n)) // bytes past the key are not the key's
+	}
+	return p
+}
+
 // gatherChunk is how many slots an ordered encode copies out at a time.
 const gatherChunk = 128
 
@@ -455,20 +470,24 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 				s, i := &g[x], idx[x]
 				k := m.keyOf(s)
 				if j < len(added) {
-					sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
-					cur := prefixOf(sc.cur)
+					cur := m.encodedPrefix(s, k, sc)
 					for ; j < len(added); j++ {
 						e := &sc.ents[added[j].i]
 						// The first 8 bytes decide, as a rule; the rest only
 						// when they tie.
-						if p := prefixAt(sc.arena, e, 0); p > cur || p == cur && bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
+						if p := prefixAt(sc.arena, e, 0); p > cur {
 							break
+						} else if p == cur {
+							sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
+							if bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
+								break
+							}
 						}
 						out = append(out, sc.arena[e.off:e.off+e.n]...)
 						next = append(next, sc.slots[added[j].i])
 					}
-					out = append(out, sc.cur...)
-				} else if s.klen != longKey {
+				}
+				if s.klen != longKey {
 					// The string serializer's encoding of a short key: its
 					// length, then the slot's bytes, copied whole (a fixed
 					// size: no call to memmove) and cut to the key.
