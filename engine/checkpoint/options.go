@@ -98,6 +98,14 @@ var (
 	AfterTasksFinish = config.Bool("execution.checkpointing.checkpoints-after-tasks-finish").WithDefault(true).
 				WithDeprecatedKeys("execution.checkpointing.checkpoints-after-tasks-finish.enabled").
 				WithDescription("Keep checkpointing after some tasks have finished, and take a final checkpoint before the job FINISHES so that two-phase-commit sinks commit the tail of their output.")
+	Unaligned = config.Bool("execution.checkpointing.unaligned.enabled").WithDefault(false).
+			WithDeprecatedKeys("execution.checkpointing.unaligned").
+			WithDescription("Unaligned checkpoints (EXACTLY_ONCE only). Not available in gflink yet: checkpoints stay aligned, with a warning.")
+	AlignedTimeout = config.Duration("execution.checkpointing.aligned-checkpoint-timeout").WithDefault(0).
+			WithDeprecatedKeys("execution.checkpointing.alignment-timeout").
+			WithDescription("With unaligned checkpoints: how long a checkpoint stays aligned before it switches to unaligned (0: unaligned from the start).")
+	UnalignedForced = config.Bool("execution.checkpointing.unaligned.forced").WithDefault(false).
+			WithDescription("Unaligned checkpoints even where Flink would fall back to aligned ones.")
 	InlineThreshold = config.Memory("execution.checkpointing.data-inline-threshold").WithDefault(20<<10).
 			WithDeprecatedKeys("state.storage.fs.memory-threshold", "state.backend.fs.memory-threshold").
 			WithCheck(func(m config.MemorySize) error {
@@ -112,7 +120,8 @@ var (
 // Options lists the checkpointing options, for validation and docs.
 func Options() []config.AnyOption {
 	return []config.AnyOption{Interval, Mode, Timeout, MinPause, MaxConcurrent, TolerableFailed,
-		Retention, NumRetained, Dir, SavepointDir, StorageOption, AfterTasksFinish, InlineThreshold}
+		Retention, NumRetained, Dir, SavepointDir, StorageOption, AfterTasksFinish, InlineThreshold,
+		Unaligned, AlignedTimeout, UnalignedForced}
 }
 
 // Config is the checkpointing configuration of a job.
@@ -197,6 +206,25 @@ func ConfigFrom(c *config.Configuration) (Config, []string, error) {
 	th, err = InlineThreshold.Get(c)
 	get(err)
 	cfg.InlineThreshold = int64(th)
+	unaligned, err := Unaligned.Get(c)
+	get(err)
+	alignedTimeout, err := AlignedTimeout.Get(c)
+	get(err)
+	forced, err := UnalignedForced.Get(c)
+	get(err)
+	switch {
+	case unaligned && cfg.Mode == AtLeastOnce:
+		errs = append(errs, errors.New("execution.checkpointing.unaligned.enabled: true needs execution.checkpointing.mode: EXACTLY_ONCE (it is AT_LEAST_ONCE): "+
+			"at-least-once checkpoints never wait for alignment, so there is nothing to unalign. Set execution.checkpointing.mode: EXACTLY_ONCE or execution.checkpointing.unaligned.enabled: false"))
+	case unaligned && cfg.Enabled():
+		// Accepted rather than refused, so that a configuration written for
+		// Flink runs; but never silently: the checkpoints are not what the
+		// key asks for.
+		warnings = append(warnings, "execution.checkpointing.unaligned.enabled: true is not available in gflink yet: checkpoints stay aligned. "+
+			"They are exactly-once all the same; under backpressure a checkpoint waits until the records ahead of its barrier are processed.")
+	case !unaligned && (alignedTimeout > 0 || forced):
+		warnings = append(warnings, "execution.checkpointing.aligned-checkpoint-timeout and execution.checkpointing.unaligned.forced have no effect without execution.checkpointing.unaligned.enabled: true.")
+	}
 	if cfg.Retention != NoExternalized && cfg.Storage == StorageJobManager && cfg.Dir == "" && cfg.Enabled() {
 		warnings = append(warnings, "execution.checkpointing.externalized-checkpoint-retention is "+cfg.Retention+
 			" but checkpoints are kept in memory (no execution.checkpointing.dir): nothing will outlive the process.")

@@ -1,0 +1,58 @@
+package checkpoint
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gflink/gflink/engine/config"
+)
+
+// TestUnalignedKeys: the unaligned-checkpoint keys are read (current and
+// old names), refused with AT_LEAST_ONCE naming both keys, and never
+// ignored silently while gflink's checkpoints stay aligned.
+func TestUnalignedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		kv      map[string]string
+		err     []string // substrings of the error; nil: no error
+		warning string   // substring of a warning; "": none
+	}{
+		{name: "off by default", kv: map[string]string{"execution.checkpointing.interval": "1 s"}},
+		{name: "on", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned.enabled": "true"},
+			warning: "checkpoints stay aligned"},
+		{name: "old key", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned": "TRUE"},
+			warning: "checkpoints stay aligned"},
+		{name: "at least once", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned.enabled": "true",
+			"execution.checkpointing.mode": "AT_LEAST_ONCE"},
+			err: []string{"execution.checkpointing.unaligned.enabled", "execution.checkpointing.mode: EXACTLY_ONCE", "AT_LEAST_ONCE"}},
+		{name: "not a bool", kv: map[string]string{"execution.checkpointing.unaligned.enabled": "yes"},
+			err: []string{"execution.checkpointing.unaligned.enabled", "yes"}},
+		{name: "timeout without unaligned", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.alignment-timeout": "100 ms"},
+			warning: "no effect without"},
+		{name: "negative timeout", kv: map[string]string{"execution.checkpointing.aligned-checkpoint-timeout": "-1 s"},
+			err: []string{"execution.checkpointing.aligned-checkpoint-timeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config.New()
+			for k, v := range tc.kv {
+				c.SetString(k, v, "test")
+			}
+			_, warnings, err := ConfigFrom(c)
+			if tc.err == nil && err != nil {
+				t.Fatalf("error %v; want none", err)
+			}
+			for _, s := range tc.err {
+				if err == nil || !strings.Contains(err.Error(), s) {
+					t.Fatalf("error %v; want one that says %q", err, s)
+				}
+			}
+			got := strings.Join(warnings, "\n")
+			if tc.warning == "" && tc.err == nil && got != "" {
+				t.Fatalf("warnings %q; want none", got)
+			}
+			if !strings.Contains(got, tc.warning) {
+				t.Fatalf("warnings %q; want one that says %q", got, tc.warning)
+			}
+		})
+	}
+}
