@@ -132,18 +132,19 @@ func (c *channel[T]) take() (b []T, kgs []uint64, ok bool) {
 	return b, kgs, true
 }
 
-// buffersPerChannel gives a gate's channels their share of gateBuffers,
+// buffersPerChannel gives a gate's channels an equal share of gateBuffers,
 // but no fewer than defaultBuffersPerChannel each (as Flink's floating
-// buffers serve a gate with few channels). A sender blocked for credit is
-// woken once half of its channel's buffers are back, so more buffers on
-// few channels mean fewer wake-ups: at p=1 word count's one channel gets
-// 16 and its sender is woken every 4096 records, not every 1024.
+// buffers serve a gate with few channels): one channel gets 16, two get 8,
+// four or more get 4. A sender blocked for credit is woken once half of
+// its channel's buffers are back, so more buffers on few channels mean
+// fewer wake-ups: at p=1 word count's one channel gets 16 and its sender
+// is woken every 4096 records, not every 1024.
 func buffersPerChannel(numChannels int) int {
-	return max(defaultBuffersPerChannel, min(gateBuffers/max(1, numChannels), 4*defaultBuffersPerChannel))
+	return max(defaultBuffersPerChannel, gateBuffers/max(1, numChannels))
 }
 
-// gateBuffers is the number of buffers a gate's channels share, beyond
-// defaultBuffersPerChannel each.
+// gateBuffers is the number of buffers a gate with few channels shares
+// among them.
 const gateBuffers = 16
 
 // inputGate is a receiving task's input: all channels into it share one Go

@@ -214,6 +214,8 @@ func ConfigFrom(c *config.Configuration) (Config, []string, error) {
 	get(err)
 	switch {
 	case unaligned && cfg.Mode == AtLeastOnce:
+		// Flink logs this and turns unaligned checkpoints off; gflink
+		// refuses, as for any pair of keys that contradict each other.
 		errs = append(errs, errors.New("execution.checkpointing.unaligned.enabled: true needs execution.checkpointing.mode: EXACTLY_ONCE (it is AT_LEAST_ONCE): "+
 			"at-least-once checkpoints never wait for alignment, so there is nothing to unalign. Set execution.checkpointing.mode: EXACTLY_ONCE or execution.checkpointing.unaligned.enabled: false"))
 	case unaligned && cfg.Enabled():

@@ -298,15 +298,18 @@ func TestEncodeOrderIsTheByteOrder(t *testing.T) {
 	prefixes := []string{"", "a", "user-000000-", "a-very-long-common-prefix-of-more-than-sixteen-bytes/", "abcdefg", "abcdefgh"}
 	for i := range 10000 {
 		if i == 5000 {
-			checkSnapshotSorted(t, b, maxP)
+			checkSnapshotSorted(t, b, maxP, want)
 		}
 		k := prefixes[r.IntN(len(prefixes))] + fmt.Sprintf("%05d", r.IntN(100000))[:1+r.IntN(5)]
 		if i%7 == 0 {
 			k += string(rune(r.IntN(300)))
 		}
+		if i == 17 || i == 7001 {
+			k = "" // the empty key, inserted before and after the first snapshot
+		}
 		b.SetCurrentKey(k)
-		v.Update(int64(i))
-		want[k] = int64(i)
+		v.Update(int64(i) - 5000) // varints of both signs
+		want[k] = int64(i) - 5000
 		if i%3 == 0 {
 			tm.Register(r.Int64N(2000) - 1000)
 			tm.Register(r.Int64N(2000) - 1000)
@@ -317,13 +320,15 @@ func TestEncodeOrderIsTheByteOrder(t *testing.T) {
 			}
 		}
 	}
-	checkSnapshotSorted(t, b, maxP)
+	checkSnapshotSorted(t, b, maxP, want)
 }
 
 // checkSnapshotSorted checks that every payload of a snapshot of b is in
-// strictly increasing order of encoded key.
-func checkSnapshotSorted(t *testing.T, b *KeyedBackend[string], maxP int) {
+// strictly increasing order of encoded key, and that value state "v" holds
+// exactly want.
+func checkSnapshotSorted(t *testing.T, b *KeyedBackend[string], maxP int, want map[string]int64) {
 	t.Helper()
+	got := map[string]int64{}
 	snap := b.Snapshot()
 	defer snap.Release()
 	for kg := range maxP {
@@ -338,12 +343,17 @@ func checkSnapshotSorted(t *testing.T, b *KeyedBackend[string], maxP int) {
 			_, r, _ = readString(r[1:])
 			payload, r, _ := readBytes(r)
 			rest = r
-			checkSorted(t, name, payload)
+			checkSorted(t, name, payload, got)
 		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("value state holds %d keys; want %d (or a value differs)", len(got), len(want))
 	}
 }
 
-func checkSorted(t *testing.T, name string, payload []byte) {
+// checkSorted checks one payload's order; value state "v"'s entries go into
+// values.
+func checkSorted(t *testing.T, name string, payload []byte, values map[string]int64) {
 	t.Helper()
 	ks, is := SerializerFor[string](), SerializerFor[int64]()
 	n, k := binary.Uvarint(payload)
@@ -351,14 +361,16 @@ func checkSorted(t *testing.T, name string, payload []byte) {
 	var prevKey []byte
 	var prevTS int64
 	for i := range n {
-		_, r, err := ks.Decode(p)
+		sk, r, err := ks.Decode(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		key := p[:len(p)-len(r)]
 		switch name {
 		case "v":
-			_, r, _ = is.Decode(r)
+			var v int64
+			v, r, _ = is.Decode(r)
+			values[sk] = v
 		case "m":
 			cnt, k := binary.Uvarint(r)
 			r = r[k:]

@@ -27,6 +27,10 @@ type encScratch struct {
 	out   []byte
 	cur   []byte
 	sink  byte
+	// gath is the chunk of slots an ordered encode copies out, a
+	// *[gatherChunk]strSlot[E] for the table's E (kept, not allocated per
+	// key group).
+	gath any
 }
 
 // sortEntry is one entry of the arena: key bytes [off, off+klen), entry

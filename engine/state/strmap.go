@@ -459,7 +459,11 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 		// chunk at a time first, in a loop that does nothing else, so the
 		// processor has many of those misses in flight at once instead of
 		// waiting for one after another between encodings.
-		var gath [gatherChunk]strSlot[E]
+		gath, _ := sc.gath.(*[gatherChunk]strSlot[E])
+		if gath == nil {
+			gath = new([gatherChunk]strSlot[E])
+			sc.gath = gath
+		}
 		for c := 0; c < len(o.slots); c += gatherChunk {
 			idx := o.slots[c:min(c+gatherChunk, len(o.slots))]
 			g := gath[:len(idx)]
@@ -468,7 +472,8 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 			}
 			for x := range g {
 				s, i := &g[x], idx[x]
-				k := m.keyOf(s)
+				k := m.keyOf(s) // a short key shares the copy: valid for this chunk
+
 				if j < len(added) {
 					cur := m.encodedPrefix(s, k, sc)
 					for ; j < len(added); j++ {

@@ -139,15 +139,19 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 		return
 	}
 	n := len(w.Buf)
+	if n == 0 {
+		w.ch <- batch{seq: w.seq, roll: roll} // a roll alone: Buf is kept
+		return
+	}
 	w.ch <- batch{data: w.Buf, seq: w.seq, roll: roll}
 	select {
 	case b := <-w.free:
 		w.Buf = b[:0]
 	default:
-		// Sized for what the last batch held, not for HandOff: the persist
-		// delay hands most batches over long before they reach it, and a
-		// new buffer is zeroed whole (a 5 MB buffer per 10 ms batch cost
-		// more CPU than encoding the records).
+		// Twice what the last batch held, not HandOff: the persist delay
+		// hands most batches over long before they reach it, and a new
+		// buffer is zeroed whole (a 5 MB buffer per 10 ms batch cost more
+		// CPU than encoding the records).
 		w.Buf = make([]byte, 0, min(max(minBuffer, 2*n), w.o.HandOff+w.o.HandOff/8))
 	}
 	if !now.IsZero() {
@@ -158,10 +162,13 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 const (
 	// minBuffer is the smallest record buffer the writer allocates.
 	minBuffer = 64 << 10
-	// freeBuffers bounds the written batches kept for reuse. A file keeps
-	// its batches until its roll (for a retry), so the pool refills at each
-	// roll with about a checkpoint interval's worth of buffers.
-	freeBuffers = 128
+	// freeBuffers and maxFreeBuffer bound the written batches kept for
+	// reuse (to 64 MB). A file keeps its batches until its roll (for a
+	// retry), so the pool refills at each roll with up to a checkpoint
+	// interval's worth of buffers; one larger than maxFreeBuffer (a batch
+	// handed over by size in a burst) is left to the collector.
+	freeBuffers   = 64
+	maxFreeBuffer = 1 << 20
 )
 
 // logFile is the file being written: its batches are kept until the roll
@@ -199,6 +206,9 @@ func (w *Writer) persist() {
 		if cur != nil {
 			f, err = w.finish(cur)
 			for _, d := range cur.batches {
+				if cap(d) > maxFreeBuffer {
+					continue
+				}
 				select {
 				case w.free <- d:
 				default:
