@@ -212,46 +212,46 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 			}
 			break
 		}
-		switch o.kind {
-		case opSet:
-			return appendOperands(append(dst, o.value...), pending), true, nil
-		case opDelete:
-			if pending == nil {
-				return dst, false, nil
-			}
-			return appendOperands(dst, pending), true, nil
-		case opMerge:
-			pending = append(pending, o.value)
+		if out, found, ok := settled(dst, o, pending); ok {
+			return out, found, nil
 		}
+		pending = append(pending, o.value) // a merge: look further down
 	}
 	if s.prev != nil {
 		// Older than the map in flight, if any, but still what Pebble
-		// holds for a key that map does not have.
+		// holds for a key that map does not have. A merge's operands are
+		// in Pebble with what lay below them: read there.
 		if o, ok := s.prev.Get(key); ok {
-			switch o.kind {
-			case opSet:
-				return appendOperands(append(dst, o.value...), pending), true, nil
-			case opDelete:
-				if pending == nil {
-					return dst, false, nil
-				}
-				return appendOperands(dst, pending), true, nil
+			if out, found, ok := settled(dst, o, pending); ok {
+				return out, found, nil
 			}
-			// A merge's operands are in Pebble with what lay below them.
 		}
 	}
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		if pending == nil {
-			return dst, false, nil
-		}
-		return appendOperands(dst, pending), true, nil
+		out, found, _ := settled(dst, op{kind: opDelete}, pending)
+		return out, found, nil
 	}
 	if err != nil {
 		return dst, false, err
 	}
 	dst = appendOperands(append(dst, v...), pending)
 	return dst, true, closer.Close()
+}
+
+// settled answers a read that met a set or a delete of the key, with the
+// newer merge operands pending (newest first); ok is false for a merge.
+func settled(dst []byte, o op, pending [][]byte) (out []byte, found, ok bool) {
+	switch o.kind {
+	case opSet:
+		return appendOperands(append(dst, o.value...), pending), true, true
+	case opDelete:
+		if pending == nil {
+			return dst, false, true
+		}
+		return appendOperands(dst, pending), true, true
+	}
+	return dst, false, false
 }
 
 // appendOperands appends merge operands, given newest first, oldest first.
