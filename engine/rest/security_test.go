@@ -85,6 +85,9 @@ func TestHardening(t *testing.T) {
 		j.Cancel()
 		j.Wait()
 	}()
+	// The checks below assert that refused requests leave the job RUNNING:
+	// it must be RUNNING first (Submit returns while it may be CREATED).
+	waitRunning(t, j)
 	id := j.ID()
 	spDir := filepath.Join(dir, "sp")
 	savepointBody := `{"target-directory":"` + spDir + `","cancel-job":false}`
@@ -359,4 +362,20 @@ func configWith(kv map[string]string) *config.Configuration {
 		c.SetString(k, v, "test")
 	}
 	return c
+}
+
+// waitRunning waits, up to a deadline, until j is RUNNING.
+func waitRunning(t *testing.T, j *engine.Job) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for j.Status() != engine.StatusRunning {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job is %s, not RUNNING, after 20 s", j.Status())
+		}
+		select {
+		case <-j.Done():
+			t.Fatalf("the job ended %s before it ran", j.Status())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
