@@ -473,7 +473,6 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 			for x := range g {
 				s, i := &g[x], idx[x]
 				k := m.keyOf(s) // a short key shares the copy: valid for this chunk
-
 				if j < len(added) {
 					cur := m.encodedPrefix(s, k, sc)
 					for ; j < len(added); j++ {
