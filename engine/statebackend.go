@@ -76,9 +76,10 @@ func newStateBackends(c *config.Configuration, jobID, jobDir, restored string, c
 	}
 	if managed {
 		// One budget for the job, as Flink's managed memory: the block cache
-		// is shared, and each subtask's write buffers (two memtables and the
-		// store's own write buffer, each of this size) take their part of
-		// the write-buffer share.
+		// is shared, and each subtask's write buffers (two memtables, the
+		// store's own write buffer and the last one applied, kept as a read
+		// cache: four of this size) take their part of the write-buffer
+		// share.
 		size, err := ManagedMemorySize.Get(c)
 		if err != nil {
 			return nil, err
@@ -90,7 +91,7 @@ func newStateBackends(c *config.Configuration, jobID, jobDir, restored string, c
 		wbShare := int64(float64(size) * ratio)
 		b.cacheBudget = int64(size) - wbShare
 		b.cache = lsm.NewCache(b.cacheBudget)
-		b.writeBuffer = max(1<<20, wbShare/int64(3*max(1, subtasks))&^(1<<20-1))
+		b.writeBuffer = max(1<<20, wbShare/int64(4*max(1, subtasks))&^(1<<20-1))
 	}
 	if b.incremental, err = Incremental.Get(c); err != nil {
 		return nil, err
