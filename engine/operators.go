@@ -260,7 +260,7 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	changelog *state.ChangelogBackend[K] // nil without the changelog
 	// hashed is the backend if it takes the key's hash (hashmap, with or
 	// without the changelog).
-	hashed interface{ SetCurrentKeyHashed(K, int, uint32) }
+	hashed state.HashedKeys[K]
 	clErr  error
 	name   string
 	fn     KeyedProcessFunction[K, IN, OUT]
@@ -313,7 +313,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
-	o.hashed, _ = o.backend.(interface{ SetCurrentKeyHashed(K, int, uint32) })
+	o.hashed, _ = o.backend.(state.HashedKeys[K])
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()

@@ -325,6 +325,13 @@ func (b *KeyedBackend[K]) SetCurrentKey(k K) {
 	b.SetCurrentKeyHashed(k, KeyGroupForHash(h, b.maxPar), uint32(h>>32))
 }
 
+// HashedKeys is a backend that takes a key's hash with the key (the
+// hashmap backend, and the changelog over it): a keyed exchange hashed the
+// key already.
+type HashedKeys[K comparable] interface {
+	SetCurrentKeyHashed(k K, kg int, hash uint32)
+}
+
 // SetCurrentKeyHashed is SetCurrentKeyAndGroup for a caller that also has
 // the upper half of the key's hash, uint32(keySer.Hash(k)>>32): a state
 // table keyed by strings looks the key up by it rather than hashing the

@@ -37,7 +37,7 @@ import (
 // are its serializers known).
 type ChangelogBackend[K comparable] struct {
 	inner  Backend[K]
-	hashed interface{ SetCurrentKeyHashed(K, int, uint32) } // inner, if it takes a key's hash
+	hashed HashedKeys[K] // inner, if it takes a key's hash
 	keySer KeySerializer[K]
 	o      ChangelogOptions
 	w      *changelog.Writer // nil: replay only (changelog off in this run)
@@ -132,7 +132,7 @@ type matRun struct {
 func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K], o ChangelogOptions) *ChangelogBackend[K] {
 	b := &ChangelogBackend[K]{inner: inner, keySer: keySer, o: o, states: map[string]*clDecl{},
 		inLog: map[string]*clDecl{}, replayed: map[string]bool{}}
-	b.hashed, _ = inner.(interface{ SetCurrentKeyHashed(K, int, uint32) })
+	b.hashed, _ = inner.(HashedKeys[K])
 	if o.Now == nil {
 		b.o.Now = time.Now
 	}

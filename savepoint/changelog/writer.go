@@ -135,12 +135,11 @@ func (w *Writer) Roll() int64 {
 func (w *Writer) Seq() int64 { return w.seq }
 
 func (w *Writer) handOff(roll bool, now time.Time) {
-	if len(w.Buf) == 0 && !roll {
-		return
-	}
 	n := len(w.Buf)
 	if n == 0 {
-		w.ch <- batch{seq: w.seq, roll: roll} // a roll alone: Buf is kept
+		if roll {
+			w.ch <- batch{seq: w.seq, roll: true} // a roll alone: Buf is kept
+		}
 		return
 	}
 	w.ch <- batch{data: w.Buf, seq: w.seq, roll: roll}
