@@ -113,15 +113,14 @@ func TestAlignerAtLeastOnceNeverBlocks(t *testing.T) {
 }
 
 // TestAlignmentHoldsBackTheSender checks that alignment is bounded: a
-// sender whose channel is held back can fill only that channel's buffers,
-// then must wait — it cannot make the receiver buffer without bound.
+// sender whose channel is held back can fill only that channel's buffers;
+// what it emits beyond them it holds back itself (overdraft), never in the
+// receiver, and the receiver's recycling lets it send them.
 func TestAlignmentHoldsBackTheSender(t *testing.T) {
-	g := newInputGate[int](2, defaultBuffersPerChannel)
+	g := newInputGate[int](2, defaultBuffersPerChannel, newMailbox())
 	c0 := g.addChannel()
 	g.addChannel()
-	done := make(chan struct{})
-	defer close(done)
-	w := &recordWriter[int]{targets: []*channel[int]{c0}, bufs: make([][]int, 1), batch: 2, done: done}
+	w := newTestWriter(t, []any{c0}, partitionForward, 2)
 	a := newAligner(2, true)
 	w.broadcastEvent(&event{kind: evBarrier, barrier: b(1)})
 	first := <-g.in
@@ -131,27 +130,42 @@ func TestAlignmentHoldsBackTheSender(t *testing.T) {
 	}
 	var stash []netBatch[int]
 	stash = append(stash, first) // held back with its buffer
-	// The sender fills the remaining buffers of channel 0 ...
-	for i := 0; i < (defaultBuffersPerChannel-1)*2; i++ {
+	// The sender fills the remaining buffers of channel 0, and two more.
+	for i := 0; i < (defaultBuffersPerChannel+1)*2; i++ {
 		w.Collect(i)
 	}
 	for len(g.in) > 0 {
 		stash = append(stash, <-g.in)
 	}
 	if len(stash) != defaultBuffersPerChannel {
-		t.Fatalf("held back %d batches; want %d", len(stash), defaultBuffersPerChannel)
+		t.Fatalf("the receiver holds %d batches; want %d", len(stash), defaultBuffersPerChannel)
 	}
-	// ... and then has none left: the next batch would block it.
-	if c0.credits != 0 {
-		t.Fatalf("the sender still has %d credits", c0.credits)
+	if c0.credits != 0 || w.numPending != 2 || !w.drainPending() {
+		t.Fatalf("the sender has %d credits and holds %d batches back; want 0 and 2", c0.credits, w.numPending)
 	}
-	// Releasing the held-back batches gives the buffers back.
+	// Releasing the held-back batches gives the buffers back, and the
+	// sender sends what it held back.
 	for _, s := range stash {
 		g.recycle(s)
+	}
+	if w.drainPending() || len(g.in) != 2 {
+		t.Fatalf("after recycling: %d held back, %d sent", w.numPending, len(g.in))
+	}
+	for len(g.in) > 0 {
+		g.recycle(<-g.in)
 	}
 	if c0.credits != defaultBuffersPerChannel {
 		t.Fatalf("%d credits returned", c0.credits)
 	}
+}
+
+// newTestWriter makes a writer of a task that exists only for it.
+func newTestWriter(t *testing.T, targets []any, part partitionKind, batch int) *recordWriter[int] {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	tk := &task{done: done, mail: newMailbox(), wake: make(chan struct{}, 1)}
+	_, ow := typeOpsFor[int]{}.newWriter(targets, part, nil, 128, batch, 0, tk)
+	return ow.(*recordWriter[int])
 }
 
 // An older checkpoint's barrier arriving while a newer one aligns must be
@@ -193,15 +207,12 @@ func TestAlignerAbortOfNewerKeepsOlderAlignment(t *testing.T) {
 // take 4.4 GB (issue 8).
 func TestEventOnIdleChannelAllocatesNoBatch(t *testing.T) {
 	const n = 8
-	g := newInputGate[int](n, defaultBuffersPerChannel)
-	done := make(chan struct{})
-	defer close(done)
+	g := newInputGate[int](n, defaultBuffersPerChannel, newMailbox())
 	var targets []any
 	for range n {
 		targets = append(targets, g.addChannel())
 	}
-	_, ow := typeOpsFor[int]{}.newWriter(targets, partitionRebalance, nil, 128, defaultBatchSize, 0, done)
-	w := ow.(*recordWriter[int])
+	w := newTestWriter(t, targets, partitionRebalance, defaultBatchSize)
 	w.Collect(7) // one channel carries a record
 	w.broadcastEvent(&event{kind: evBarrier, barrier: b(1)})
 	withBuffer := 0
@@ -225,30 +236,35 @@ func TestEventOnIdleChannelAllocatesNoBatch(t *testing.T) {
 	}
 }
 
-// A sender out of credits waits until the receiver recycles a batch of
-// that channel, then goes on.
+// A sender out of credits holds its batches back, in order, until the
+// receiver recycles one; past maxOverdraft batches it waits in the middle
+// of the record, so that a record exploding into many cannot grow them
+// without bound.
 func TestSenderWaitsForCredit(t *testing.T) {
-	g := newInputGate[int](1, 1)
-	done := make(chan struct{})
-	defer close(done)
-	_, ow := typeOpsFor[int]{}.newWriter([]any{g.addChannel()}, partitionForward, nil, 128, 1, 0, done)
-	w := ow.(*recordWriter[int])
+	g := newInputGate[int](1, 1, newMailbox())
+	w := newTestWriter(t, []any{g.addChannel()}, partitionForward, 1)
 	w.Collect(1) // batch size 1: sent at once, the only credit is gone
+	w.Collect(2) // held back
+	if w.numPending != 1 || len(g.in) != 1 {
+		t.Fatalf("%d held back, %d sent", w.numPending, len(g.in))
+	}
 	sent := make(chan struct{})
 	go func() {
-		w.Collect(2)
+		for i := range maxOverdraft {
+			w.Collect(3 + i) // the last one waits
+		}
 		close(sent)
 	}()
 	first := <-g.in
 	select {
 	case <-sent:
-		t.Fatal("the sender sent without a credit")
+		t.Fatal("the sender held back more than maxOverdraft batches")
 	default:
 	}
 	g.recycle(first)
 	<-sent
 	if second := <-g.in; len(second.recs) != 1 || second.recs[0] != 2 {
-		t.Fatalf("second batch %v", second.recs)
+		t.Fatalf("second batch %v; want the first held back", second.recs)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,9 @@ type wcRun struct {
 	fs       vfs.FS
 	restore  *restore.Resolved
 	jobID    string
+	// slow makes the counter spin this many rounds per update, so that it
+	// backpressures the tokenizer: the keyed exchange's buffers stay full.
+	slow int
 }
 
 func (r wcRun) generator() *connectors.WordGenerator {
@@ -74,6 +78,9 @@ func newTestConfig(t testing.TB) *config.Configuration {
 		c.SetString("state.backend.rocksdb.localdir", t.TempDir(), "test")
 		c.SetString("taskmanager.memory.managed.size", "32 mb", "test")
 	}
+	if *unaligned {
+		c.SetString("execution.checkpointing.unaligned.enabled", "true", "test")
+	}
 	if *stateChangelog {
 		c.SetString("state.changelog.enabled", "true", "test")
 		c.SetString("state.changelog.storage", "filesystem", "test")
@@ -81,6 +88,21 @@ func newTestConfig(t testing.TB) *config.Configuration {
 		c.SetString("state.changelog.periodic-materialize.interval", "20 ms", "test")
 	}
 	return c
+}
+
+var unaligned = flag.Bool("unaligned", false, "run the engine tests' jobs with unaligned checkpoints")
+
+// spinSink keeps spin's work from being optimized away.
+var spinSink atomic.Uint64
+
+// spin burns CPU for about n rounds of a multiply-add: work, not a sleep,
+// so that a slowed operator is slow the same way on any scheduler.
+func spin(n int) {
+	x := uint64(n)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	spinSink.Add(x & 1)
 }
 
 var stateChangelog = flag.Bool("state.changelog", false, "run the engine tests' jobs with the changelog state backend (filesystem log, materialized every 20 ms)")
@@ -91,7 +113,14 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 	out := &syncBuffer{}
 	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: r.p, Stdout: out})
 	lines := engine.FromSource[string](env, r.generator(), "generator").UID("source")
-	jobs.WordCountPipeline(lines).Print().UID("sink")
+	counts := jobs.WordCountPipeline(lines)
+	if r.slow > 0 {
+		counts = engine.Map(counts, func(c jobs.WordCountRecord) jobs.WordCountRecord {
+			spin(r.slow)
+			return c
+		}).Name("slow").UID("slow")
+	}
+	counts.Print().UID("sink")
 	g, err := env.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +129,14 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 	for k, v := range r.conf {
 		c.SetString(k, v, "test")
 	}
-	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, FS: r.fs, Restore: r.restore, JobID: r.jobID})
+	if *unaligned && r.conf["execution.checkpointing.mode"] == "AT_LEAST_ONCE" {
+		c.SetString("execution.checkpointing.unaligned.enabled", "false", "test") // EXACTLY_ONCE only
+	}
+	var logger *slog.Logger
+	if os.Getenv("GFLINK_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, FS: r.fs, Restore: r.restore, JobID: r.jobID, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +286,16 @@ func TestNoRestartStrategyFailsTheJob(t *testing.T) {
 		if !strings.Contains(res.Err.Error(), want) {
 			t.Errorf("error %q does not mention %q", res.Err, want)
 		}
+	}
+}
+
+// TestEngineTestsUnaligned runs the engine tests again with unaligned
+// checkpoints, over either backend.
+func TestEngineTestsUnaligned(t *testing.T) {
+	for _, backend := range []string{"hashmap", "rocksdb"} {
+		t.Run(backend, func(t *testing.T) {
+			rerunTests(t, "with unaligned checkpoints on "+backend, true, "-state.backend="+backend, "-unaligned")
+		})
 	}
 }
 
@@ -814,7 +860,7 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 // stop-with-savepoint continuing exactly once, and more. jobManager adds
 // the two that keep checkpoints in memory, which the changelog refuses.
 func rerunTests(t *testing.T, what string, jobManager bool, flags ...string) {
-	if *stateBackend != "" || *stateChangelog {
+	if *stateBackend != "" || *stateChangelog || *unaligned {
 		t.Skip("running on a chosen backend already")
 	}
 	if testing.Short() {

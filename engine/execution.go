@@ -138,10 +138,17 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 		for i := 0; i < v.parallelism; i++ {
 			t := &task{id: checkpoint.TaskID(len(e.tasks)), exec: e, v: v, subtask: i,
 				name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
-				mail: newMailbox(), done: ctx.Done(), exactlyOnce: exactlyOnce, waitFinal: waitFinal}
+				mail: newMailbox(), done: ctx.Done(), exactlyOnce: exactlyOnce, waitFinal: waitFinal,
+				wake: make(chan struct{}, 1)}
+			for _, in := range v.inputs {
+				t.inPeers = append(t.inPeers, in.from.uid)
+			}
+			for _, oe := range v.outputs {
+				t.outPeers = append(t.outPeers, oe.to.uid)
+			}
 			if len(v.inputs) > 0 {
 				t.inOps = v.inputs[0].from.out
-				t.gate = t.inOps.newGate(numCh, buffersPerChannel(numCh))
+				t.gate = t.inOps.newGate(numCh, buffersPerChannel(numCh), t.mail)
 				t.numIn = numCh
 				t.al = newAligner(numCh, exactlyOnce)
 			}
@@ -153,7 +160,7 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	// writes to, indexed by receiving subtask (one for forward edges).
 	targets := map[*edge][][]any{}
 	for _, v := range g.vertices {
-		for _, in := range v.inputs {
+		for k, in := range v.inputs {
 			up := vertexOf[in.from]
 			per := make([][]any, up.parallelism)
 			for i, recv := range tasksOf[v] {
@@ -162,9 +169,16 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 						continue
 					}
 					per[j] = append(per[j], in.from.out.addChannel(recv.gate))
+					recv.chanInfo = append(recv.chanInfo, chanInfo{edge: k, sender: j})
 				}
 			}
 			targets[in] = per
+		}
+	}
+	if plan != nil && plan.Meta != nil && plan.Meta.HasChannelState() {
+		if err := e.planInFlight(plan, tasksOf); err != nil {
+			cancel()
+			return err
 		}
 	}
 	// Chains, writers and restore contexts.
@@ -173,7 +187,7 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 			var outs []any
 			for _, oe := range v.outputs {
 				c, w := oe.from.out.newWriter(targets[oe][i], oe.part, oe.hash, e.maxPar[oe.to.uid],
-					defaultBatchSize, i, ctx.Done())
+					defaultBatchSize, i, t)
 				outs = append(outs, c)
 				t.writers = append(t.writers, w)
 			}
@@ -241,6 +255,29 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	for _, t := range e.tasks {
 		e.wg.Add(1)
 		go t.run()
+	}
+	return nil
+}
+
+// planInFlight gives each receiving task the records in flight of the
+// unaligned checkpoint it restores from, per input edge.
+func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*vertex][]*task) error {
+	for v, tasks := range tasksOf {
+		for k, in := range v.inputs {
+			x := restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == partitionHash,
+				Parallelism: v.parallelism, MaxParallelism: e.maxPar[in.to.uid]}
+			per, err := restore.InFlightFor(plan.Meta, x)
+			if err != nil {
+				return fmt.Errorf("snapshot %s: %w", plan.Pointer, err)
+			}
+			for i, pieces := range per {
+				for _, p := range pieces {
+					p.Edge = k
+					tasks[i].inFlight = append(tasks[i].inFlight, p)
+				}
+				tasks[i].inFlightDir = plan.Dir
+			}
+		}
 	}
 	return nil
 }

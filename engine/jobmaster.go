@@ -687,7 +687,10 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 	if jm.exec == nil {
 		return
 	}
-	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location}
+	// Savepoints stay aligned, as in Flink: they are meant to be moved and
+	// rescaled, and are taken rarely.
+	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location,
+		unaligned: jm.cpCfg.Unaligned && !p.Type.IsSavepoint()}
 	for _, t := range a.Tasks {
 		jm.exec.tasks[t].mail.put(mail{kind: mailTrigger, b: b})
 	}
@@ -698,7 +701,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 		return // the attempt failed over in the same batch of decisions
 	}
 	loc := p.Location
-	md := &savepoint.Metadata{Version: savepoint.MetadataVersion, JobID: jm.jobID, JobName: jm.graph.Name,
+	md := &savepoint.Metadata{JobID: jm.jobID, JobName: jm.graph.Name,
 		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: jm.backends.name(),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
 	var acks []checkpoint.Ack

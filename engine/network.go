@@ -41,6 +41,9 @@ type barrier struct {
 	timestamp int64 // Unix ms of the trigger
 	typ       checkpoint.SnapshotType
 	loc       *checkpoint.Location // where tasks write their state
+	// unaligned: the barrier overtakes the records in flight, which are
+	// stored with the snapshot (see unaligned.go).
+	unaligned bool
 }
 
 // eopMode says how an input ended.
@@ -67,6 +70,16 @@ type event struct {
 
 type netBatch[T any] struct {
 	recs []T
+	// off is how many of recs were processed: a batch whose processing
+	// stopped for a priority barrier goes back to the front of the task's
+	// queue with the rest.
+	off int
+	// epoch is the newest unaligned checkpoint whose barrier the sender had
+	// sent when it sent this batch, and seq the batch's number on its
+	// channel (from 1): an unaligned barrier overtakes the batches queued
+	// ahead of it, and these say which batches it overtook.
+	epoch int64
+	seq   uint32
 	// kgs holds each record's key group and key hash in a keyed exchange
 	// (nil in others), packed by packKeyHash: the sender hashed the key to
 	// route the record, and the receiving keyed operator takes the key
@@ -74,7 +87,10 @@ type netBatch[T any] struct {
 	// the key a second time.
 	kgs []uint64
 	ev  *event
-	ch  int32 // the channel's index in the receiving gate
+	// ch is the channel's index in the receiving gate; negative for
+	// in-flight records restored from an unaligned checkpoint (they came on
+	// channels of the job's previous run and hold no credit).
+	ch int32
 }
 
 // keyGroupCollector is a keyed operator fed by a keyed exchange: it takes
@@ -150,15 +166,19 @@ const gateBuffers = 16
 // inputGate is a receiving task's input: all channels into it share one Go
 // channel of at most maxGateQueue batches.
 type inputGate[T any] struct {
-	in       chan netBatch[T]
+	in chan netBatch[T]
+	// mail is the receiving task's mailbox: unaligned barriers go there,
+	// ahead of the batches queued in in.
+	mail     *mailbox
 	channels []*channel[T]
 	perChan  int
 	// wakeAt is how many credits a channel's blocked sender waits for.
 	wakeAt int32
 }
 
-func newInputGate[T any](numChannels, perChannel int) *inputGate[T] {
+func newInputGate[T any](numChannels, perChannel int, mail *mailbox) *inputGate[T] {
 	return &inputGate[T]{
+		mail:    mail,
 		in:      make(chan netBatch[T], min(numChannels*perChannel, maxGateQueue)),
 		perChan: perChannel,
 		wakeAt:  int32(max(1, perChannel/2)),
@@ -183,6 +203,9 @@ func (g *inputGate[T]) addChannel() *channel[T] {
 // hands every one back once it has processed (or, after alignment,
 // released) that batch.
 func (g *inputGate[T]) recycle(b netBatch[T]) {
+	if b.ch < 0 {
+		return // restored in-flight records: no credit to return
+	}
 	clear(b.recs) // drop references so that records can be collected
 	c := g.channels[b.ch]
 	c.mu.Lock()
@@ -209,25 +232,69 @@ func (g *inputGate[T]) recycle(b netBatch[T]) {
 // outputWriter is the type-independent view of a recordWriter.
 type outputWriter interface {
 	flush()
+	// broadcastEvent queues ev on every channel after the records buffered
+	// so far.
 	broadcastEvent(ev *event)
+	// unalignedBarrier encodes what the writer holds unsent — the output
+	// channel state of checkpoint b — and sends b's barrier ahead of it.
+	unalignedBarrier(b barrier) []channelData
+	// drainPending sends what credits allow of the batches held back and
+	// reports whether some are still held back.
+	drainPending() bool
+	// pendingOnQueue: a batch held back has its credit and waits only for
+	// room in the receiver's queue, which frees up without a wake-up.
+	pendingOnQueue() bool
 }
+
+// pendingBatch is a batch the writer could not send yet: overdrawn (made
+// without a credit) or behind one that was.
+type pendingBatch[T any] struct {
+	recs   []T
+	kgs    []uint64
+	ev     *event
+	credit bool // a credit of its channel is taken for it
+}
+
+// maxOverdraft bounds the batches a writer holds back before it blocks in
+// the middle of a record, as Flink's overdraft buffers do (there, 5 per
+// gate): a record that explodes into many (a flatMap, a window firing)
+// must not grow them without bound. A barrier waiting for the task lifts
+// the bound for the record in progress.
+const maxOverdraft = 64
 
 // recordWriter partitions a task's output over the channels to the next
 // vertex's subtasks and batches it.
+//
+// A writer never waits for a credit in the middle of a record, unless it
+// holds maxOverdraft batches back: a full batch without a credit is held
+// back (overdraft), and the task sends it, waiting if it must, between
+// input batches, where it can also take a checkpoint barrier. This is what
+// lets an unaligned barrier reach a backpressured task at once.
 type recordWriter[T any] struct {
 	targets []*channel[T]
 	bufs    [][]T
 	kgs     [][]uint64 // per target, the key groups and hashes of bufs' records (keyed)
-	part    partitionKind
-	hash    func(T) uint64
-	maxPar  int // of the receiving operator, for key groups
+	// held: bufs[i] was started with a credit of channel i.
+	held []bool
+	// pending holds back, per channel, full batches (and events) in order.
+	pending    [][]pendingBatch[T]
+	numPending int
+	part       partitionKind
+	hash       func(T) uint64
+	maxPar     int // of the receiving operator, for key groups
 	// route maps a key group to the subtask owning it, computed once: a
 	// lookup per record instead of a multiplication and a division.
 	route []uint16
 	next  int // round-robin position
 	batch int
 	done  <-chan struct{}
-	wake  chan struct{} // a credit came back on one of targets
+	wake  chan struct{} // a credit came back on one of targets (shared by the task's writers)
+	mail  *mailbox      // the sending task's
+	// epoch is the newest unaligned checkpoint whose barrier this writer
+	// sent; sent counts the batches sent per channel.
+	epoch int64
+	sent  []uint32
+	ser   state.Serializer[T] // for output channel state
 }
 
 func (w *recordWriter[T]) Collect(v T) {
@@ -244,11 +311,11 @@ func (w *recordWriter[T]) Collect(v T) {
 	}
 	b := w.bufs[i]
 	if b == nil {
-		b, _ = w.acquire(i, true)
+		b, _ = w.acquire(i)
 	}
 	b = append(b, v)
 	if len(b) >= w.batch {
-		w.send(i, b, nil, nil)
+		w.emit(i, b, nil, nil)
 		b = nil
 	}
 	w.bufs[i] = b
@@ -262,61 +329,165 @@ func (w *recordWriter[T]) collectKeyed(v T) {
 	i := int(w.route[kg])
 	b, kb := w.bufs[i], w.kgs[i]
 	if b == nil {
-		b, kb = w.acquire(i, true)
+		b, kb = w.acquire(i)
 	}
 	b, kb = append(b, v), append(kb, packKeyHash(kg, h))
 	if len(b) >= w.batch {
-		w.send(i, b, kb, nil)
+		w.emit(i, b, kb, nil)
 		b, kb = nil, nil
 	}
 	w.bufs[i], w.kgs[i] = b, kb
 }
 
-// acquire takes a credit of channel i, blocking while the receiver holds
-// them all (backpressure), and returns its buffer (and, in a keyed
-// exchange, its key-group buffer): a recycled one, a new one if alloc, else
-// possibly nil (for a batch that only carries an event). A cancelled task
-// unwinds from here.
-func (w *recordWriter[T]) acquire(i int, alloc bool) ([]T, []uint64) {
-	c := w.targets[i]
-	for {
-		if b, kb, ok := c.take(); ok {
-			if b == nil && alloc {
-				b = make([]T, 0, w.batch)
+// acquire starts a batch on channel i: with a credit and a recycled buffer
+// if the channel has one to give, else overdrawn, with a new buffer that
+// emit holds back until a credit comes.
+func (w *recordWriter[T]) acquire(i int) ([]T, []uint64) {
+	var b []T
+	var kb []uint64
+	w.held[i] = false
+	if len(w.pending[i]) == 0 {
+		var ok bool
+		b, kb, ok = w.targets[i].take()
+		w.held[i] = ok
+	}
+	if b == nil {
+		b = make([]T, 0, w.batch)
+	}
+	if kb == nil && w.part == partitionHash {
+		kb = make([]uint64, 0, w.batch)
+	}
+	return b, kb
+}
+
+// emit sends a batch (records, an event, or both) on channel i, or holds it
+// back behind the ones already held back or for want of a credit.
+func (w *recordWriter[T]) emit(i int, b []T, kb []uint64, ev *event) {
+	credit := w.held[i]
+	w.held[i] = false
+	if len(w.pending[i]) == 0 {
+		if !credit {
+			credit = w.takeCredit(i)
+		}
+		if credit {
+			if w.trySend(i, b, kb, ev) {
+				return
 			}
-			if kb == nil && alloc && w.part == partitionHash {
-				kb = make([]uint64, 0, w.batch)
+			if w.numPending < maxOverdraft && !w.mail.priority.Load() {
+				// The receiver's queue is full (a gate of many channels):
+				// wait for room, as for a credit, unless a barrier waits.
+				if w.sendBlocking(i, b, kb, ev) {
+					return
+				}
 			}
-			return b, kb
+		}
+	}
+	w.pending[i] = append(w.pending[i], pendingBatch[T]{recs: b, kgs: kb, ev: ev, credit: credit})
+	w.numPending++
+	for w.numPending > maxOverdraft && !w.mail.priority.Load() {
+		if !w.drainPending() {
+			return
 		}
 		select {
 		case <-w.wake:
+		case <-w.mail.priorityWake:
 		case <-w.done:
 			panic(errTaskCanceled)
 		}
 	}
 }
 
-func (w *recordWriter[T]) send(i int, b []T, kb []uint64, ev *event) {
+// takeCredit takes a credit of channel i for a batch that has its buffer
+// already; a recycled buffer that comes with the credit stays with the
+// channel for a later batch.
+func (w *recordWriter[T]) takeCredit(i int) bool {
 	c := w.targets[i]
-	nb := netBatch[T]{recs: b, kgs: kb, ev: ev, ch: c.index}
-	select {
-	case c.gate.in <- nb:
-	default:
-		// The receiver's queue is full: wait, but not past a cancellation
-		// (the receiver may be gone).
-		select {
-		case c.gate.in <- nb:
-		case <-w.done:
-			panic(errTaskCanceled)
+	b, kb, ok := c.take()
+	if ok && (b != nil || kb != nil) {
+		c.mu.Lock()
+		if b != nil {
+			c.free = append(c.free, b)
 		}
+		if kb != nil {
+			c.freeKGs = append(c.freeKGs, kb)
+		}
+		c.mu.Unlock()
+	}
+	return ok
+}
+
+func (w *recordWriter[T]) batchFor(i int, b []T, kb []uint64, ev *event) netBatch[T] {
+	return netBatch[T]{recs: b, kgs: kb, ev: ev, ch: w.targets[i].index, epoch: w.epoch, seq: w.sent[i] + 1}
+}
+
+func (w *recordWriter[T]) trySend(i int, b []T, kb []uint64, ev *event) bool {
+	select {
+	case w.targets[i].gate.in <- w.batchFor(i, b, kb, ev):
+		w.sent[i]++
+		return true
+	default:
+		return false
 	}
 }
 
+// sendBlocking waits for room in the receiver's queue, but not past a
+// cancellation (the receiver may be gone) or a barrier waiting for this
+// task (false: not sent).
+func (w *recordWriter[T]) sendBlocking(i int, b []T, kb []uint64, ev *event) bool {
+	select {
+	case w.targets[i].gate.in <- w.batchFor(i, b, kb, ev):
+		w.sent[i]++
+		return true
+	case <-w.mail.priorityWake:
+		return false
+	case <-w.done:
+		panic(errTaskCanceled)
+	}
+}
+
+func (w *recordWriter[T]) drainPending() bool {
+	if w.numPending == 0 {
+		return false
+	}
+	for i := range w.pending {
+		q := w.pending[i]
+		for len(q) > 0 {
+			p := &q[0]
+			if !p.credit {
+				if p.credit = w.takeCredit(i); !p.credit {
+					break
+				}
+			}
+			if !w.trySend(i, p.recs, p.kgs, p.ev) {
+				break
+			}
+			*p = pendingBatch[T]{}
+			q = q[1:]
+			w.numPending--
+		}
+		if len(q) == 0 {
+			q = w.pending[i][:0]
+		}
+		w.pending[i] = q
+	}
+	return w.numPending > 0
+}
+
+func (w *recordWriter[T]) pendingOnQueue() bool {
+	for _, q := range w.pending {
+		if len(q) > 0 && q[0].credit {
+			return true
+		}
+	}
+	return false
+}
+
+// flush sends the partly filled batches (the buffer timeout, an idle
+// task); a batch without a credit is held back like a full one.
 func (w *recordWriter[T]) flush() {
 	for i, b := range w.bufs {
 		if len(b) > 0 {
-			w.send(i, b, w.keyGroups(i), nil)
+			w.emit(i, b, w.keyGroups(i), nil)
 			w.bufs[i] = nil
 			w.setKeyGroups(i, nil)
 		}
@@ -337,17 +508,37 @@ func (w *recordWriter[T]) setKeyGroups(i int, kb []uint64) {
 }
 
 // broadcastEvent sends ev on every channel, after the records buffered so
-// far: a barrier must follow exactly the records that precede it.
+// far: an aligned barrier or an end of input must follow exactly the
+// records that precede it. An event needs a credit (the receiver counts
+// batches) but no buffer.
 func (w *recordWriter[T]) broadcastEvent(ev *event) {
 	for i, b := range w.bufs {
-		kb := w.keyGroups(i)
-		if b == nil {
-			b, kb = w.acquire(i, false)
-		}
-		w.send(i, b, kb, ev)
+		w.emit(i, b, w.keyGroups(i), ev)
 		w.bufs[i] = nil
 		w.setKeyGroups(i, nil)
 	}
+}
+
+// unalignedBarrier sends checkpoint b's barrier on every channel ahead of
+// the records this writer holds (held-back batches, then the partly filled
+// ones), and returns those records encoded: they were emitted before the
+// snapshot, so they are the checkpoint's output channel state, and they are
+// still sent afterwards, tagged as after the barrier.
+func (w *recordWriter[T]) unalignedBarrier(b barrier) []channelData {
+	var out []channelData
+	for i, c := range w.targets {
+		cd := channelData{channel: i, keyed: w.part == partitionHash}
+		for _, p := range w.pending[i] {
+			appendRecords(&cd, w.ser, p.recs, p.kgs)
+		}
+		appendRecords(&cd, w.ser, w.bufs[i], w.keyGroups(i))
+		if cd.records > 0 {
+			out = append(out, cd)
+		}
+		c.gate.mail.put(mail{kind: mailUnalignedBarrier, b: b, ch: c.index, seq: w.sent[i]})
+	}
+	w.epoch = b.id
+	return out
 }
 
 // fanout sends each record to several outputs.
@@ -361,9 +552,9 @@ func (f *fanout[T]) Collect(v T) {
 
 // typeOps creates the typed runtime pieces for records of one type.
 type typeOps interface {
-	newGate(numChannels, perChannel int) any
+	newGate(numChannels, perChannel int, mail *mailbox) any
 	addChannel(gate any) any
-	newWriter(targets []any, part partitionKind, hash any, maxPar, batch, start int, done <-chan struct{}) (any, outputWriter)
+	newWriter(targets []any, part partitionKind, hash any, maxPar, batch, start int, t *task) (any, outputWriter)
 	newFanout(outs []any) any
 	runInput(t *task, gate any, head any) error
 }
@@ -372,13 +563,15 @@ type typeOpsFor[T any] struct{}
 
 func newTypeOps[T any]() typeOps { return typeOpsFor[T]{} }
 
-func (typeOpsFor[T]) newGate(n, per int) any { return newInputGate[T](n, per) }
+func (typeOpsFor[T]) newGate(n, per int, mail *mailbox) any { return newInputGate[T](n, per, mail) }
 
 func (typeOpsFor[T]) addChannel(gate any) any { return gate.(*inputGate[T]).addChannel() }
 
-func (typeOpsFor[T]) newWriter(targets []any, part partitionKind, hash any, maxPar, batch, start int, done <-chan struct{}) (any, outputWriter) {
-	w := &recordWriter[T]{part: part, maxPar: maxPar, batch: batch, done: done,
-		bufs: make([][]T, len(targets)), next: start % len(targets), wake: make(chan struct{}, 1)}
+func (typeOpsFor[T]) newWriter(targets []any, part partitionKind, hash any, maxPar, batch, start int, t *task) (any, outputWriter) {
+	n := len(targets)
+	w := &recordWriter[T]{part: part, maxPar: maxPar, batch: batch, done: t.done, wake: t.wake, mail: t.mail,
+		bufs: make([][]T, n), held: make([]bool, n), pending: make([][]pendingBatch[T], n), sent: make([]uint32, n),
+		next: start % n, ser: state.SerializerFor[T]()}
 	w.targets = make([]*channel[T], 0, len(targets))
 	for _, t := range targets {
 		c := t.(*channel[T])

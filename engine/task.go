@@ -6,10 +6,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
 
@@ -26,12 +28,17 @@ const (
 	mailComplete                 // checkpoint id completed
 	mailAbort                    // checkpoint id aborted
 	mailDrain                    // stop --drain: end the input now
+	// mailUnalignedBarrier: an upstream task sent checkpoint b's barrier on
+	// channel ch ahead of its data, after its batch number seq.
+	mailUnalignedBarrier
 )
 
 type mail struct {
 	kind mailKind
 	b    barrier
 	id   int64
+	ch   int32
+	seq  uint32
 }
 
 // mailbox is a task's queue of control messages. It never blocks the
@@ -41,13 +48,28 @@ type mailbox struct {
 	mu     sync.Mutex
 	q      []mail
 	notify chan struct{}
+	// priority is set while a checkpoint trigger or an unaligned barrier
+	// waits in q: the task stops processing its input batch at the next
+	// record, and its writers stop waiting for credits (priorityWake wakes
+	// them), so that the checkpoint does not wait behind backpressure.
+	priority     atomic.Bool
+	priorityWake chan struct{}
 }
 
-func newMailbox() *mailbox { return &mailbox{notify: make(chan struct{}, 1)} }
+func newMailbox() *mailbox {
+	return &mailbox{notify: make(chan struct{}, 1), priorityWake: make(chan struct{}, 1)}
+}
 
 func (m *mailbox) put(x mail) {
 	m.mu.Lock()
 	m.q = append(m.q, x)
+	if x.kind == mailTrigger || x.kind == mailUnalignedBarrier {
+		m.priority.Store(true)
+		select {
+		case m.priorityWake <- struct{}{}:
+		default:
+		}
+	}
 	m.mu.Unlock()
 	select {
 	case m.notify <- struct{}{}:
@@ -59,6 +81,7 @@ func (m *mailbox) take() []mail {
 	m.mu.Lock()
 	q := m.q
 	m.q = nil
+	m.priority.Store(false)
 	m.mu.Unlock()
 	return q
 }
@@ -67,6 +90,9 @@ func (m *mailbox) take() []mail {
 type asyncJob struct {
 	b    barrier
 	caps []namedCapture
+	// channels is the channel state of an unaligned checkpoint: the async
+	// writer waits until it is complete.
+	channels *channelCapture
 	// keep: the task's input has ended, so this snapshot is its final
 	// state; keep it encoded for checkpoints taken after the task finishes.
 	keep bool
@@ -187,6 +213,24 @@ type task struct {
 	// (and the next snapshot's overlays growing) for nothing.
 	abortMu sync.Mutex
 	aborted map[int64]bool
+
+	// wake is signalled when a credit comes back to one of the task's
+	// writers.
+	wake chan struct{}
+	// Unaligned checkpoints: input is the task's input queue; captures are
+	// the checkpoints whose input channel state is being recorded, oldest
+	// first. chanInfo says, per gate channel, which input edge and sending
+	// subtask it is; inPeers names each input edge's sending operator and
+	// outPeers each writer's receiving operator, for _metadata.
+	input         unalignedInput
+	lastUnaligned int64
+	captures []*channelCapture
+	chanInfo []chanInfo
+	inPeers  []string
+	outPeers []string
+	// inFlight is the channel state restored into this subtask's input.
+	inFlight    []restore.InFlight
+	inFlightDir string
 
 	timer     *time.Timer
 	timerC    <-chan time.Time
@@ -331,6 +375,11 @@ func (t *task) runSource() error {
 			return errTaskCanceled
 		default:
 		}
+		if blocked, err := t.waitOutput(); err != nil {
+			return err
+		} else if blocked {
+			continue // no new records while output is held back
+		}
 		if t.state == lifePaused {
 			// Paused by a stop-with-savepoint: nothing is emitted after its
 			// barrier. Stop once it has completed; resume if it failed.
@@ -382,86 +431,6 @@ func (t *task) runSource() error {
 				return err
 			}
 		}
-	}
-	return t.afterInput()
-}
-
-// runInput drives a task fed by an input gate.
-func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
-	al := t.al
-	keyed, _ := head.(keyGroupCollector[T])
-	var stash []netBatch[T]
-	process := func(b netBatch[T]) error {
-		if al.blocked(b.ch) {
-			stash = append(stash, b) // held back for alignment
-			return nil
-		}
-		if b.kgs != nil && keyed != nil {
-			for i, r := range b.recs {
-				kh := b.kgs[i]
-				keyed.CollectInKeyGroup(r, int(uint16(kh)), uint32(kh>>32))
-			}
-		} else {
-			for _, r := range b.recs {
-				head.Collect(r)
-			}
-		}
-		ev, ch := b.ev, b.ch
-		g.recycle(b)
-		if ev != nil {
-			return t.onEvent(ch, ev)
-		}
-		return nil
-	}
-	// drain processes held-back batches whose channel is released, in
-	// arrival order; any change of alignment restarts the scan, so that a
-	// channel's batches are never reordered.
-	drain := func() error {
-		for i := 0; i < len(stash); {
-			b := stash[i]
-			if al.blocked(b.ch) {
-				i++
-				continue
-			}
-			stash = append(stash[:i], stash[i+1:]...)
-			e := al.epoch
-			if err := process(b); err != nil {
-				return err
-			}
-			if al.epoch != e {
-				i = 0
-			}
-		}
-		return nil
-	}
-	epoch := al.epoch
-	for t.inputOpen() {
-		var err error
-		select {
-		case b := <-g.in:
-			err = process(b)
-			t.maybeFlushOnTimeout()
-		case <-t.mail.notify:
-			err = t.handleMail()
-		case <-t.timerC:
-			t.timerC, t.timerAt = nil, 0
-			err = t.fireTimers()
-		case <-t.done:
-			return errTaskCanceled
-		}
-		if err != nil {
-			return err
-		}
-		if al.epoch != epoch {
-			if err := drain(); err != nil {
-				return err
-			}
-			epoch = al.epoch
-		}
-		if len(g.in) == 0 {
-			t.onIdle()
-		}
-		t.armTimer()
 	}
 	return t.afterInput()
 }
@@ -541,6 +510,7 @@ func (t *task) handle(m mail) error {
 		if t.al != nil {
 			t.al.abort(m.id)
 		}
+		t.abortCapture(m.id)
 		for _, op := range t.ops {
 			op.notifyAborted(m.id)
 		}
@@ -548,6 +518,8 @@ func (t *task) handle(m mail) error {
 			t.suspendFor = 0
 			return t.setState(lifeRunning) // the stop failed: go on
 		}
+	case mailUnalignedBarrier:
+		return t.onUnalignedBarrier(m)
 	case mailDrain:
 		if t.source != nil && t.inputOpen() {
 			t.waitFinal = true
@@ -566,8 +538,11 @@ func (t *task) checkpoint(b barrier) error {
 			return &userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.id, err)}
 		}
 	}
-	ev := &event{kind: evBarrier, barrier: b}
-	if t.inputOpen() {
+	var channels *channelCapture
+	if b.unaligned {
+		channels = t.startUnaligned(b)
+	} else if t.inputOpen() {
+		ev := &event{kind: evBarrier, barrier: b}
 		for _, w := range t.writers {
 			w.broadcastEvent(ev)
 		}
@@ -603,7 +578,7 @@ func (t *task) checkpoint(b barrier) error {
 		}
 	}
 	select {
-	case t.async <- asyncJob{b: b, caps: caps, keep: !t.inputOpen()}:
+	case t.async <- asyncJob{b: b, caps: caps, keep: !t.inputOpen(), channels: channels}:
 		return nil
 	case <-t.done:
 		release()
@@ -622,6 +597,19 @@ func (t *task) asyncLoop() {
 		// A snapshot kept as the task's final state is written whole even
 		// if its checkpoint was aborted: later checkpoints need it.
 		aborted := func() bool { return !j.keep && t.isAborted(j.b.id) }
+		if j.channels != nil {
+			// The input channel state completes on the task's goroutine
+			// as the channels' barriers come in.
+			select {
+			case <-j.channels.done:
+			case <-t.done:
+			}
+			if j.channels.aborted || t.canceled() {
+				releaseCaptures(j.caps)
+				t.forgetAborted(j.b.id)
+				continue
+			}
+		}
 		err := protect(func() (err error) {
 			if j.keep {
 				// Kept in memory for later checkpoints: encode it whole.
@@ -633,6 +621,9 @@ func (t *task) asyncLoop() {
 						snaps[i].Encoder = abortableEncoder{snaps[i].Encoder, aborted}
 					}
 				}
+			}
+			if j.channels != nil {
+				snaps = t.addChannelState(snaps, j.channels)
 			}
 			if t.canceled() {
 				return nil
@@ -821,6 +812,16 @@ func (t *task) endSuspended() error {
 // the input ended to complete, so that two-phase-commit sinks commit the
 // tail of their output before the task finishes (FLIP-147).
 func (t *task) afterInput() error {
+	// What the writers hold back (the end of input last) goes out first.
+	for {
+		blocked, err := t.waitOutput()
+		if err != nil {
+			return err
+		}
+		if !blocked {
+			break
+		}
+	}
 	wait := func() bool {
 		if t.state == lifeSuspended {
 			return t.lastCompleted < t.lastSnapshot

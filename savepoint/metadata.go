@@ -21,8 +21,10 @@ const MetadataFileName = "_metadata"
 
 // MetadataVersion is the version of the _metadata format this build writes.
 // Readable versions are MinMetadataVersion through MetadataVersion.
+// Version 2 added channel state (unaligned checkpoints); a snapshot without
+// any is still written as version 1, which older builds read.
 const (
-	MetadataVersion    = 1
+	MetadataVersion    = 2
 	MinMetadataVersion = 1
 )
 
@@ -94,8 +96,69 @@ type SubtaskState struct {
 	Index    int                `json:"index"`
 	Keyed    *KeyedStateHandle  `json:"keyed,omitempty"`
 	Operator *StreamStateHandle `json:"operator,omitempty"`
+	// InputChannels and OutputChannels are the records in flight of an
+	// unaligned checkpoint (version 2): those that had reached this
+	// subtask's input (of the head operator of its chain) but were not
+	// processed, and those its output (the chain's tail) had not sent.
+	InputChannels  []ChannelStateHandle `json:"inputChannelState,omitempty"`
+	OutputChannels []ChannelStateHandle `json:"resultSubpartitionState,omitempty"`
 	// Bytes is the size of this subtask's state (files and inlined bytes).
 	Bytes int64 `json:"bytes"`
+}
+
+// ChannelStateHandle is the records in flight on one channel between two
+// subtasks, one block of the subtask's state file: each record encoded by
+// the built-in serializer of its type, preceded in a keyed exchange by its
+// key group and key hash (uvarint, key group in the low 16 bits), by which
+// restore routes it.
+type ChannelStateHandle struct {
+	// Peer is the uid of the operator at the channel's other end: the
+	// sender for an input channel, the receiver for an output channel.
+	Peer string `json:"peer"`
+	// Channel is the other end's subtask index; -1 for an input channel's
+	// records that were restored from an earlier checkpoint and not yet
+	// processed (they are before all other channels' records).
+	Channel int               `json:"channel"`
+	Keyed   bool              `json:"keyed,omitempty"`
+	Records int64             `json:"records"`
+	Stream  StreamStateHandle `json:"stream"`
+}
+
+// HasChannelState reports whether the snapshot holds records in flight
+// (it is an unaligned checkpoint that caught some).
+func (m *Metadata) HasChannelState() bool {
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if len(st.InputChannels) > 0 || len(st.OutputChannels) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ChannelStateSize is the bytes of records in flight the snapshot holds
+// (Flink's persisted_data).
+func (m *Metadata) ChannelStateSize() int64 {
+	var n int64
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			n += st.ChannelStateSize()
+		}
+	}
+	return n
+}
+
+// ChannelStateSize is the bytes of the subtask's records in flight.
+func (st *SubtaskState) ChannelStateSize() int64 {
+	var n int64
+	for _, h := range st.InputChannels {
+		n += h.Stream.Length
+	}
+	for _, h := range st.OutputChannels {
+		n += h.Stream.Length
+	}
+	return n
 }
 
 // KeyedStateHandle locates the key groups of one subtask's keyed state:
@@ -226,6 +289,12 @@ func (m *Metadata) Files() []string {
 				}
 			}
 			add(st.Operator)
+			for i := range st.InputChannels {
+				add(&st.InputChannels[i].Stream)
+			}
+			for i := range st.OutputChannels {
+				add(&st.OutputChannels[i].Stream)
+			}
 		}
 	}
 	return out
@@ -305,7 +374,12 @@ func (m *Metadata) CheckpointedSize() int64 {
 //	4 bytes  CRC-32C of everything before it, big endian
 func EncodeMetadata(m *Metadata) ([]byte, error) {
 	if m.Version == 0 {
-		m.Version = MetadataVersion
+		// The oldest version that holds what m has, so that older builds
+		// read every snapshot they could understand.
+		m.Version = 1
+		if m.HasChannelState() {
+			m.Version = 2
+		}
 	}
 	payload, err := json.Marshal(m)
 	if err != nil {

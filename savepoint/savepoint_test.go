@@ -156,8 +156,16 @@ func TestEncodeMetadataDefaultsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeMetadata: %v", err)
 	}
-	if got.Version != savepoint.MetadataVersion {
-		t.Fatalf("version %d, want %d", got.Version, savepoint.MetadataVersion)
+	if got.Version != 1 {
+		t.Fatalf("version %d, want 1: a snapshot without channel state is written as version 1, which older builds read", got.Version)
+	}
+	m = &savepoint.Metadata{JobID: "j", CheckpointID: 2, Operators: []savepoint.OperatorState{{UID: "u",
+		Subtasks: []savepoint.SubtaskState{{InputChannels: []savepoint.ChannelStateHandle{{Peer: "v", Records: 1}}}}}}}
+	if data, err = savepoint.EncodeMetadata(m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = savepoint.DecodeMetadata(data, "x"); err != nil || got.Version != 2 {
+		t.Fatalf("with channel state: version %v, %v; want 2", got, err)
 	}
 }
 
@@ -248,14 +256,14 @@ func TestDecodeMetadataFlinkMagic(t *testing.T) {
 
 func TestDecodeMetadataUnsupportedVersion(t *testing.T) {
 	data := encodeSample(t)
-	for _, v := range []uint32{0, 2, 5, math.MaxUint32} {
+	for _, v := range []uint32{0, 3, 5, math.MaxUint32} {
 		bad := bytes.Clone(data)
 		// Only the header changes: the CRC no longer matches, so a
 		// checksum-first reader would complain about the checksum. The
 		// version is checked first.
 		binary.BigEndian.PutUint32(bad[8:12], v)
 		_, err := savepoint.DecodeMetadata(bad, "/sp/_metadata")
-		mustCorrupt(t, err, "snapshot metadata '/sp/_metadata' has format version", "this gflink reads versions 1 to 1")
+		mustCorrupt(t, err, "snapshot metadata '/sp/_metadata' has format version", "this gflink reads versions 1 to 2")
 		if strings.Contains(err.Error(), "checksum") || strings.Contains(err.Error(), "corrupt snapshot") {
 			t.Fatalf("version error %q talks about damage", err)
 		}

@@ -100,7 +100,7 @@ var (
 				WithDescription("Keep checkpointing after some tasks have finished, and take a final checkpoint before the job FINISHES so that two-phase-commit sinks commit the tail of their output.")
 	Unaligned = config.Bool("execution.checkpointing.unaligned.enabled").WithDefault(false).
 			WithDeprecatedKeys("execution.checkpointing.unaligned").
-			WithDescription("Unaligned checkpoints (EXACTLY_ONCE only). Not available in gflink yet: checkpoints stay aligned, with a warning.")
+			WithDescription("Unaligned checkpoints (EXACTLY_ONCE only): a checkpoint barrier overtakes the records in flight, which are stored with the checkpoint; savepoints stay aligned.")
 	AlignedTimeout = config.Duration("execution.checkpointing.aligned-checkpoint-timeout").WithDefault(0).
 			WithDeprecatedKeys("execution.checkpointing.alignment-timeout").
 			WithDescription("With unaligned checkpoints: how long a checkpoint stays aligned before it switches to unaligned (0: unaligned from the start).")
@@ -139,6 +139,11 @@ type Config struct {
 	Storage          string
 	AfterTasksFinish bool
 	InlineThreshold  int64
+	// Unaligned: checkpoints (not savepoints) are unaligned; EXACTLY_ONCE only.
+	Unaligned bool
+	// AlignedTimeout > 0: an unaligned checkpoint starts aligned and turns
+	// unaligned where its alignment lasts longer.
+	AlignedTimeout time.Duration
 }
 
 // Enabled reports whether periodic checkpointing is on.
@@ -218,12 +223,8 @@ func ConfigFrom(c *config.Configuration) (Config, []string, error) {
 		// refuses, as for any pair of keys that contradict each other.
 		errs = append(errs, errors.New("execution.checkpointing.unaligned.enabled: true needs execution.checkpointing.mode: EXACTLY_ONCE (it is AT_LEAST_ONCE): "+
 			"at-least-once checkpoints never wait for alignment, so there is nothing to unalign. Set execution.checkpointing.mode: EXACTLY_ONCE or execution.checkpointing.unaligned.enabled: false"))
-	case unaligned && cfg.Enabled():
-		// Accepted rather than refused, so that a configuration written for
-		// Flink runs; but never silently: the checkpoints are not what the
-		// key asks for.
-		warnings = append(warnings, "execution.checkpointing.unaligned.enabled: true is not available in gflink yet: checkpoints stay aligned. "+
-			"They are exactly-once all the same; under backpressure a checkpoint waits until the records ahead of its barrier are processed.")
+	case unaligned:
+		cfg.Unaligned, cfg.AlignedTimeout = true, alignedTimeout
 	case !unaligned && (alignedTimeout > 0 || forced):
 		warnings = append(warnings, "execution.checkpointing.aligned-checkpoint-timeout and execution.checkpointing.unaligned.forced have no effect without execution.checkpointing.unaligned.enabled: true.")
 	}

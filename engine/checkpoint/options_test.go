@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gflink/gflink/engine/config"
 )
@@ -16,12 +17,17 @@ func TestUnalignedKeys(t *testing.T) {
 		kv      map[string]string
 		err     []string // substrings of the error; nil: no error
 		warning string   // substring of a warning; "": none
+		// unaligned and timeout are the Config read, without an error.
+		unaligned bool
+		timeout   time.Duration
 	}{
 		{name: "off by default", kv: map[string]string{"execution.checkpointing.interval": "1 s"}},
 		{name: "on", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned.enabled": "true"},
-			warning: "checkpoints stay aligned"},
+			unaligned: true},
 		{name: "old key", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned": "TRUE"},
-			warning: "checkpoints stay aligned"},
+			unaligned: true},
+		{name: "with timeout", kv: map[string]string{"execution.checkpointing.unaligned.enabled": "true", "execution.checkpointing.alignment-timeout": "30 ms"},
+			unaligned: true, timeout: 30 * time.Millisecond},
 		{name: "at least once", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned.enabled": "true",
 			"execution.checkpointing.mode": "AT_LEAST_ONCE"},
 			err: []string{"execution.checkpointing.unaligned.enabled", "execution.checkpointing.mode: EXACTLY_ONCE", "AT_LEAST_ONCE"}},
@@ -37,9 +43,12 @@ func TestUnalignedKeys(t *testing.T) {
 			for k, v := range tc.kv {
 				c.SetString(k, v, "test")
 			}
-			_, warnings, err := ConfigFrom(c)
+			cfg, warnings, err := ConfigFrom(c)
 			if tc.err == nil && err != nil {
 				t.Fatalf("error %v; want none", err)
+			}
+			if err == nil && (cfg.Unaligned != tc.unaligned || cfg.AlignedTimeout != tc.timeout) {
+				t.Fatalf("unaligned %v, timeout %v; want %v, %v", cfg.Unaligned, cfg.AlignedTimeout, tc.unaligned, tc.timeout)
 			}
 			for _, s := range tc.err {
 				if err == nil || !strings.Contains(err.Error(), s) {

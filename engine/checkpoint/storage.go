@@ -45,6 +45,18 @@ type OperatorSnapshot struct {
 	// OperatorState is the encoded operator state block, nil if none.
 	OperatorState []byte
 	States        []savepoint.StateDescriptor
+	// InputChannels and OutputChannels are an unaligned checkpoint's
+	// records in flight (savepoint.SubtaskState's).
+	InputChannels, OutputChannels []ChannelState
+}
+
+// ChannelState is one channel's records in flight, encoded.
+type ChannelState struct {
+	Peer    string
+	Channel int
+	Keyed   bool
+	Records int64
+	Data    []byte
 }
 
 // NativeFiles is a keyed snapshot made of an LSM's files in a local
@@ -217,6 +229,19 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 				}
 				st.Operator = &savepoint.StreamStateHandle{Offset: off, Length: n}
 			}
+			for _, c := range []struct {
+				from []ChannelState
+				to   *[]savepoint.ChannelStateHandle
+			}{{snap.InputChannels, &st.InputChannels}, {snap.OutputChannels, &st.OutputChannels}} {
+				for _, cs := range c.from {
+					off, n, err := add(cs.Data)
+					if err != nil {
+						return err
+					}
+					*c.to = append(*c.to, savepoint.ChannelStateHandle{Peer: cs.Peer, Channel: cs.Channel,
+						Keyed: cs.Keyed, Records: cs.Records, Stream: savepoint.StreamStateHandle{Offset: off, Length: n}})
+				}
+			}
 			return nil
 		}()
 		if err == nil {
@@ -237,6 +262,11 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 		st.Bytes += w.Size()
 		if st.Operator != nil {
 			st.Operator.Path, st.Operator.Inline = stream.Path, stream.Inline
+		}
+		for _, hs := range [][]savepoint.ChannelStateHandle{st.InputChannels, st.OutputChannels} {
+			for i := range hs {
+				hs[i].Stream.Path, hs[i].Stream.Inline = stream.Path, stream.Inline
+			}
 		}
 		out[snap.UID] = st
 	}

@@ -1,0 +1,118 @@
+package restore
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/gflink/gflink/savepoint"
+)
+
+// Exchange is a data exchange of the new job: the records its sending
+// operator emits to its receiving operator.
+type Exchange struct {
+	From, To string // the sending and receiving operators' uids
+	// Keyed: a keyBy; records are routed by key group. Otherwise each
+	// receiving subtask's records go to one new subtask.
+	Keyed bool
+	// Parallelism and MaxParallelism are the receiving operator's.
+	Parallelism, MaxParallelism int
+}
+
+// InFlight is one channel's records in flight, to be fed to a receiving
+// subtask before its live input.
+type InFlight struct {
+	Stream *savepoint.StreamStateHandle
+	Keyed  bool
+	// Start and End are the key groups the receiving subtask owns: in a
+	// keyed exchange, records of other key groups are another subtask's.
+	Start, End int
+	// Edge is the exchange's index among the receiving task's inputs (set
+	// by the caller).
+	Edge int
+}
+
+// Owns reports whether a record of key group kg is the subtask's.
+func (f InFlight) Owns(kg int) bool { return kg >= f.Start && kg <= f.End }
+
+// InFlightFor plans the replay of an unaligned checkpoint's records in
+// flight on exchange x, per new receiving subtask. A channel's records are
+// replayed in the order they were sent: the receiver's input channel state
+// (records it had received), then the sender's output channel state
+// (records it had not sent). Records the receiver had restored and not yet
+// processed (channel -1) come first of all. When the receiving operator's
+// parallelism changed, a keyed exchange's records go to the subtask owning
+// their key group (each subtask reads the blocks whose old owner's key
+// groups overlap its own), and other records go from old receiving subtask
+// j to new subtask j mod the new parallelism.
+func InFlightFor(m *savepoint.Metadata, x Exchange) ([][]InFlight, error) {
+	type piece struct {
+		recv, send int // old subtasks; send -1 for restored records
+		output     bool
+		h          savepoint.ChannelStateHandle
+	}
+	var pieces []piece
+	oldRecvPar := 0
+	if to := m.Operator(x.To); to != nil {
+		oldRecvPar = to.Parallelism
+		for _, st := range to.Subtasks {
+			for _, h := range st.InputChannels {
+				if h.Peer == x.From {
+					pieces = append(pieces, piece{recv: st.Index, send: h.Channel, h: h})
+				}
+			}
+		}
+	}
+	if from := m.Operator(x.From); from != nil {
+		for _, st := range from.Subtasks {
+			for _, h := range st.OutputChannels {
+				if h.Peer == x.To {
+					pieces = append(pieces, piece{recv: h.Channel, send: st.Index, output: true, h: h})
+				}
+			}
+		}
+	}
+	if len(pieces) == 0 {
+		return nil, nil
+	}
+	if oldRecvPar <= 0 {
+		for _, p := range pieces {
+			oldRecvPar = max(oldRecvPar, p.recv+1)
+		}
+	}
+	slices.SortStableFunc(pieces, func(a, b piece) int {
+		return cmp.Or(cmp.Compare(a.recv, b.recv), cmp.Compare(a.send, b.send), compareBool(a.output, b.output))
+	})
+	out := make([][]InFlight, x.Parallelism)
+	for _, p := range pieces {
+		if p.recv < 0 || p.recv >= oldRecvPar || p.h.Keyed != x.Keyed {
+			return nil, fmt.Errorf("records in flight from %s to %s: channel to subtask %d of %d (keyed %v, the exchange's %v): %w",
+				x.From, x.To, p.recv, oldRecvPar, p.h.Keyed, x.Keyed, savepoint.ErrCorrupt)
+		}
+		h := p.h.Stream
+		if !x.Keyed {
+			j := p.recv % x.Parallelism
+			out[j] = append(out[j], InFlight{Stream: &h})
+			continue
+		}
+		os, oe := subtaskKeyGroups(x.MaxParallelism, oldRecvPar, p.recv)
+		for j := range out {
+			s, e := subtaskKeyGroups(x.MaxParallelism, x.Parallelism, j)
+			if s <= oe && os <= e {
+				out[j] = append(out[j], InFlight{Stream: &h, Keyed: true, Start: s, End: e})
+			}
+		}
+	}
+	return out, nil
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	default:
+		return 1
+	}
+}
