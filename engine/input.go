@@ -281,5 +281,3 @@ func readInFlight[T any](t *task, ser state.Serializer[T]) ([]netBatch[T], error
 	}
 	return out, nil
 }
-
-

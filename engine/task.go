@@ -224,10 +224,10 @@ type task struct {
 	// outPeers each writer's receiving operator, for _metadata.
 	input         unalignedInput
 	lastUnaligned int64
-	captures []*channelCapture
-	chanInfo []chanInfo
-	inPeers  []string
-	outPeers []string
+	captures      []*channelCapture
+	chanInfo      []chanInfo
+	inPeers       []string
+	outPeers      []string
 	// inFlight is the channel state restored into this subtask's input.
 	inFlight    []restore.InFlight
 	inFlightDir string
