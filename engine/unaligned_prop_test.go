@@ -80,6 +80,72 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			send[s] = &sender{w: ow.(*recordWriter[int]), sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
 		}
 		var triggered int64
+		take := func(s *sender) {
+			s.taken++
+			id := s.taken
+			s.before[id] = make([]int, numR)
+			for r := range recv {
+				s.before[id][r] = len(s.sent[r])
+			}
+			out := make([][]int, numR)
+			for _, d := range s.w.unalignedBarrier(barrier{id: id, unaligned: true}) {
+				out[d.channel] = decodeInts(rt, d)
+			}
+			s.out[id] = out
+		}
+		receive := func(rc *receiver) bool {
+			select {
+			case b := <-rc.q.g.in:
+				rc.q.receive(b)
+				rc.q.queue = append(rc.q.queue, b)
+				return true
+			default:
+				return false
+			}
+		}
+		// process processes up to n records of the oldest batch.
+		process := func(rc *receiver, n int) {
+			b := &rc.q.queue[0]
+			from := rc.t.chanSender(b.ch)
+			rc.processed[from] = append(rc.processed[from], b.recs[b.off:b.off+n]...)
+			b.off += n
+			if b.off < len(b.recs) {
+				return // cut short: stays at the front
+			}
+			nb := *b
+			rc.q.queue = rc.q.queue[1:]
+			rc.q.g.recycle(nb)
+			if nb.ev != nil && nb.ev.kind == evEndOfPartition {
+				rc.t.al.onEndOfPartition(nb.ch)
+			}
+		}
+		handleMail := func(rc *receiver) bool {
+			mails := rc.t.mail.take()
+			for _, m := range mails {
+				if m.kind != mailUnalignedBarrier {
+					rt.Fatalf("unexpected mail %v", m.kind)
+				}
+				id := m.b.id
+				if id > rc.t.lastUnaligned {
+					// What task.checkpoint does at a receiver without
+					// outputs: the snapshot, then the capture.
+					at := make([]int, numS)
+					for s := range at {
+						at[s] = len(rc.processed[s])
+					}
+					rc.at[id] = at
+					rc.t.state = lifeRunning
+					rc.caps[id] = rc.t.startUnaligned(m.b)
+				}
+				for _, c := range rc.t.captures {
+					if c.id == id {
+						rc.t.input.notify(c, m.ch, m.seq)
+					}
+				}
+				rc.t.completeCaptures()
+			}
+			return len(mails) > 0
+		}
 
 		steps := rapid.IntRange(1, 300).Draw(rt, "steps")
 		for range steps {
@@ -108,20 +174,9 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				triggered++
 			case 4: // a sender takes the next checkpoint
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
-				if s.ended || s.taken >= triggered {
-					continue
+				if !s.ended && s.taken < triggered {
+					take(s)
 				}
-				s.taken++
-				id := s.taken
-				s.before[id] = make([]int, numR)
-				for r := range recv {
-					s.before[id][r] = len(s.sent[r])
-				}
-				out := make([][]int, numR)
-				for _, d := range s.w.unalignedBarrier(barrier{id: id, unaligned: true}) {
-					out[d.channel] = decodeInts(rt, d)
-				}
-				s.out[id] = out
 			case 5: // a sender ends its input
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
 				if !s.ended && s.w.numPending+numR <= maxOverdraft {
@@ -129,13 +184,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 					s.w.broadcastEvent(&event{kind: evEndOfPartition})
 				}
 			case 6: // a receiver takes a batch from its gate
-				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
-				select {
-				case b := <-rc.q.g.in:
-					rc.q.receive(b)
-					rc.q.queue = append(rc.q.queue, b)
-				default:
-				}
+				receive(recv[rapid.IntRange(0, numR-1).Draw(rt, "r")])
 			case 7: // a receiver processes (part of) its oldest batch
 				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
 				if len(rc.q.queue) == 0 || rc.t.mail.priority.Load() {
@@ -144,44 +193,46 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 					// before any record of the batch.
 					continue
 				}
-				b := &rc.q.queue[0]
-				n := rapid.IntRange(0, len(b.recs)-b.off).Draw(rt, "records")
-				from := rc.t.chanSender(b.ch)
-				rc.processed[from] = append(rc.processed[from], b.recs[b.off:b.off+n]...)
-				b.off += n
-				if b.off < len(b.recs) {
-					continue // cut short: stays at the front
-				}
-				nb := *b
-				rc.q.queue = rc.q.queue[1:]
-				rc.q.g.recycle(nb)
-				if nb.ev != nil && nb.ev.kind == evEndOfPartition {
-					rc.t.al.onEndOfPartition(nb.ch)
-				}
+				b := rc.q.queue[0]
+				process(rc, rapid.IntRange(0, len(b.recs)-b.off).Draw(rt, "records"))
 			case 8: // a receiver handles its mail
-				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
-				for _, m := range rc.t.mail.take() {
-					if m.kind != mailUnalignedBarrier {
-						rt.Fatalf("unexpected mail %v", m.kind)
-					}
-					id := m.b.id
-					if id > rc.t.lastUnaligned {
-						// What task.checkpoint does at a receiver without
-						// outputs: the snapshot, then the capture.
-						at := make([]int, numS)
-						for s := range at {
-							at[s] = len(rc.processed[s])
-						}
-						rc.at[id] = at
-						rc.t.state = lifeRunning
-						rc.caps[id] = rc.t.startUnaligned(m.b)
-					}
-					for _, c := range rc.t.captures {
-						if c.id == id {
-							rc.t.input.notify(c, m.ch, m.seq)
-						}
-					}
-					rc.t.completeCaptures()
+				handleMail(recv[rapid.IntRange(0, numR-1).Draw(rt, "r")])
+			}
+		}
+		// Liveness: once every sender has taken every checkpoint and sent
+		// everything, every receiver completes every checkpoint it started.
+		for round, progress := 0, true; progress; round++ {
+			if round == 10000 {
+				rt.Fatal("the job does not quiesce")
+			}
+			progress = false
+			for _, s := range send {
+				for !s.ended && s.taken < triggered {
+					take(s)
+					progress = true
+				}
+				s.w.flush()
+				if s.w.drainPending() || s.w.numPending > 0 {
+					progress = true
+				}
+			}
+			for _, rc := range recv {
+				for handleMail(rc) || receive(rc) {
+					progress = true
+				}
+				for len(rc.q.queue) > 0 && !rc.t.mail.priority.Load() {
+					b := rc.q.queue[0]
+					process(rc, len(b.recs)-b.off)
+					progress = true
+				}
+			}
+		}
+		for ri, rc := range recv {
+			for id, c := range rc.caps {
+				select {
+				case <-c.done:
+				default:
+					rt.Fatalf("receiver %d never completed checkpoint %d: channels open %v", ri, id, c.open)
 				}
 			}
 		}
