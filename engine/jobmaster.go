@@ -797,8 +797,16 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	if a.Checkpoint.Type.IsSavepoint() {
 		what = "savepoint"
 	}
-	jm.log.Info(fmt.Sprintf("Completed %s %d for job %s (%d bytes, checkpointDuration=%d ms, finalizationTime=%d ms).",
-		what, a.Checkpoint.ID, jm.jobID, h.Meta.StateSize(), dur, max(fin, 0)))
+	// Flink's line; an unaligned checkpoint adds its type and the bytes of
+	// records in flight it stored.
+	extra := ""
+	jm.mu.Lock()
+	if c := jm.stats.entry(a.Checkpoint.ID); c != nil && c.Unaligned {
+		extra = fmt.Sprintf(", type=UNALIGNED_CHECKPOINT, persistedData=%d bytes", c.PersistedData)
+	}
+	jm.mu.Unlock()
+	jm.log.Info(fmt.Sprintf("Completed %s %d for job %s (%d bytes, checkpointDuration=%d ms, finalizationTime=%d ms%s).",
+		what, a.Checkpoint.ID, jm.jobID, h.Meta.StateSize(), dur, max(fin, 0), extra))
 	if jm.exec != nil {
 		for _, t := range a.Notify {
 			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})

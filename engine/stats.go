@@ -28,6 +28,22 @@ type CheckpointStats struct {
 	Discarded        bool
 	FailureTimestamp int64
 	FailureMessage   string
+	// Unaligned: some subtask took the checkpoint unaligned (Flink's type
+	// UNALIGNED_CHECKPOINT); PersistedData is the bytes of records in
+	// flight it stored.
+	Unaligned     bool
+	PersistedData int64
+	// Subtasks holds the acknowledged subtasks' reports, in ack order.
+	Subtasks []checkpoint.SubtaskStats
+}
+
+// CheckpointType is Flink's checkpoint_type: CHECKPOINT,
+// UNALIGNED_CHECKPOINT, SAVEPOINT or SYNC_SAVEPOINT.
+func (c *CheckpointStats) CheckpointType() string {
+	if c.Unaligned && !c.IsSavepoint() {
+		return "UNALIGNED_CHECKPOINT"
+	}
+	return c.Type
 }
 
 // IsSavepoint reports whether the snapshot is a savepoint.
@@ -140,6 +156,13 @@ func (st *statsTracker) acked(id int64, now time.Time, a *checkpoint.Ack) {
 		for _, h := range a.Handles {
 			c.StateSize += h.Bytes
 			c.CheckpointedSize += h.Bytes // until completion says what was shared
+		}
+		s := a.Stats
+		s.AckTimestamp = c.LatestAckTimestamp
+		if s.VertexID != "" {
+			c.Subtasks = append(c.Subtasks, s)
+			c.Unaligned = c.Unaligned || s.Unaligned
+			c.PersistedData += s.Persisted
 		}
 	}
 	st.sync(c)

@@ -90,6 +90,9 @@ func (m *mailbox) take() []mail {
 type asyncJob struct {
 	b    barrier
 	caps []namedCapture
+	// alignment and sync are the aligned alignment's and the synchronous
+	// part's durations, for statistics.
+	alignment, sync time.Duration
 	// channels is the channel state of an unaligned checkpoint: the async
 	// writer waits until it is complete.
 	channels *channelCapture
@@ -228,6 +231,9 @@ type task struct {
 	chanInfo      []chanInfo
 	inPeers       []string
 	outPeers      []string
+	// alignID is the checkpoint whose first barrier came at alignStart.
+	alignID    int64
+	alignStart time.Time
 	// inFlight is the channel state restored into this subtask's input.
 	inFlight    []restore.InFlight
 	inFlightDir string
@@ -438,6 +444,9 @@ func (t *task) runSource() error {
 func (t *task) onEvent(ch int32, ev *event) error {
 	switch ev.kind {
 	case evBarrier:
+		if id := ev.barrier.id; id > t.alignID {
+			t.alignID, t.alignStart = id, t.exec.clock()
+		}
 		return t.onAlignment(t.al.onBarrier(ch, ev.barrier))
 	case evEndOfPartition:
 		t.inputEnd = max(t.inputEnd, ev.eop)
@@ -533,6 +542,11 @@ func (t *task) handle(m mail) error {
 // downstream right after the records that precede it, state is captured
 // synchronously, and the capture is handed to the asynchronous writer.
 func (t *task) checkpoint(b barrier) error {
+	start := t.exec.clock()
+	var alignment time.Duration
+	if t.alignID == b.id {
+		alignment = start.Sub(t.alignStart)
+	}
 	for _, op := range t.ops {
 		if err := op.prepareSnapshot(b.id); err != nil {
 			return &userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.id, err)}
@@ -578,7 +592,8 @@ func (t *task) checkpoint(b barrier) error {
 		}
 	}
 	select {
-	case t.async <- asyncJob{b: b, caps: caps, keep: !t.inputOpen(), channels: channels}:
+	case t.async <- asyncJob{b: b, caps: caps, keep: !t.inputOpen(), channels: channels,
+		alignment: alignment, sync: t.exec.clock().Sub(start)}:
 		return nil
 	case <-t.done:
 		release()
@@ -610,6 +625,7 @@ func (t *task) asyncLoop() {
 				continue
 			}
 		}
+		asyncStart := t.exec.clock()
 		err := protect(func() (err error) {
 			if j.keep {
 				// Kept in memory for later checkpoints: encode it whole.
@@ -648,7 +664,8 @@ func (t *task) asyncLoop() {
 			t.final = snaps
 			t.finalMu.Unlock()
 		}
-		t.exec.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps)})
+		t.exec.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
+			Stats: t.subtaskStats(j, handles, t.exec.clock().Sub(asyncStart))})
 	}
 }
 

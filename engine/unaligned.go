@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/savepoint"
 )
 
 // Unaligned checkpoints (FLIP-76). A task takes checkpoint n at the first
@@ -70,6 +72,10 @@ type channelCapture struct {
 	output   [][]channelData // per writer
 	aborted  bool
 	done     chan struct{}
+	// started is when the first barrier came; alignment, set when the
+	// capture completes, how long until the last.
+	started   time.Time
+	alignment time.Duration
 }
 
 func newChannelCapture(id int64, numChannels int) *channelCapture {
@@ -155,6 +161,7 @@ type chanInfo struct {
 // the capture the asynchronous writer waits for.
 func (t *task) startUnaligned(b barrier) *channelCapture {
 	c := newChannelCapture(b.id, t.numIn)
+	c.started = t.exec.clock()
 	if !t.inputOpen() {
 		// A task whose input ended has sent everything, and gets no more.
 		c.numOpen = 0
@@ -203,6 +210,7 @@ func (t *task) completeCaptures() {
 	kept := t.captures[:0]
 	for _, c := range t.captures {
 		if c.complete() {
+			c.alignment = t.exec.clock().Sub(c.started)
 			close(c.done)
 		} else {
 			kept = append(kept, c)
@@ -260,4 +268,18 @@ func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 		}
 	}
 	return snaps
+}
+
+// subtaskStats describes the task's part in a checkpoint it wrote.
+func (t *task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskState, async time.Duration) checkpoint.SubtaskStats {
+	s := checkpoint.SubtaskStats{VertexID: operatorID(t.v.head()), Subtask: t.subtask, Unaligned: j.b.unaligned,
+		Alignment: j.alignment, Sync: j.sync, Async: async}
+	if c := j.channels; c != nil {
+		s.Alignment = c.alignment
+	}
+	for _, h := range handles {
+		s.StateSize += h.Bytes
+		s.Persisted += h.ChannelStateSize()
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gflink/gflink/savepoint"
 )
@@ -15,6 +16,27 @@ type Ack struct {
 	Handles map[string]savepoint.SubtaskState
 	Descs   map[string][]savepoint.StateDescriptor
 	Final   []OperatorSnapshot
+	// Stats is the subtask's part in the checkpoint, for statistics.
+	Stats SubtaskStats
+}
+
+// SubtaskStats is what a subtask reports of its part in a checkpoint
+// (Flink's SubtaskCheckpointStatistics).
+type SubtaskStats struct {
+	VertexID  string // the job vertex (its head operator's id)
+	Subtask   int
+	Unaligned bool
+	// Alignment is, aligned, from the first barrier to the snapshot;
+	// unaligned, from the first barrier to the last (the input channel
+	// state is complete).
+	Alignment time.Duration
+	// Sync and Async are the snapshot's synchronous and asynchronous parts.
+	Sync, Async time.Duration
+	// Persisted is the bytes of channel state (records in flight) written.
+	Persisted int64
+	StateSize int64
+	// AckTimestamp is when the job master got the ack (Unix ms).
+	AckTimestamp int64
 }
 
 // OperatorInfo is what _metadata says of an operator of the job.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -212,7 +213,8 @@ func TestRESTContract(t *testing.T) {
 
 	for _, p := range []string{"/overview", "/config", "/jobs", "/jobs/overview", "/jobs/" + id, "/jobs/" + id + "/status",
 		"/jobs/" + id + "/checkpoints", "/jobs/" + id + "/checkpoints/config", "/jobs/" + id + "/exceptions",
-		"/jobs/" + id + "/execution-result", "/jobs/" + id + "/checkpoints/details/1"} {
+		"/jobs/" + id + "/execution-result", "/jobs/" + id + "/checkpoints/details/1",
+		"/jobs/" + id + "/checkpoints/details/1/subtasks/" + j.Info().Vertices[1].ID} {
 		if code, body := get(t, base, p); code != http.StatusOK {
 			t.Errorf("GET %s: %d %s", p, code, body)
 		}
@@ -298,6 +300,7 @@ func TestRESTContract(t *testing.T) {
 		"PATCH /jobs/{jobid}", "GET /jobs/{jobid}/checkpoints", "POST /jobs/{jobid}/checkpoints",
 		"GET /jobs/{jobid}/checkpoints/config", "GET /jobs/{jobid}/checkpoints/{triggerid}",
 		"GET /jobs/{jobid}/checkpoints/details/{checkpointid}", "GET /jobs/{jobid}/exceptions",
+		"GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}",
 		"POST /jobs/{jobid}/savepoints", "GET /jobs/{jobid}/savepoints/{triggerid}", "POST /jobs/{jobid}/stop",
 		"POST /savepoint-disposal", "GET /savepoint-disposal/{triggerid}", "GET /jobs/{jobid}/status",
 		"GET /jobs/{jobid}/execution-result"}
@@ -312,6 +315,60 @@ func TestRESTContract(t *testing.T) {
 		t.Errorf("endpoints not exercised: %v", missing)
 	}
 	t.Logf("validated %d operations", len(v.seen))
+}
+
+// TestUnalignedCheckpointStatistics: with unaligned checkpoints, the
+// configuration, each checkpoint's type and each subtask's report say so.
+func TestUnalignedCheckpointStatistics(t *testing.T) {
+	j := startJob(t, t.TempDir(), "execution.checkpointing.unaligned.enabled", "true",
+		"execution.checkpointing.aligned-checkpoint-timeout", "0 ms")
+	srv := NewServer(j, ServerOptions{Version: "gflink test", Token: testToken})
+	hs := httptest.NewServer(srv)
+	defer func() {
+		hs.Close()
+		srv.Close()
+		j.Cancel()
+		j.Wait()
+	}()
+	waitUntil(t, func() bool { return j.Info().Checkpoints.Completed > 0 })
+	base, id := hs.URL, j.ID()
+	var cfg CheckpointConfigInfo
+	getJSON(t, base, "/jobs/"+id+"/checkpoints/config", &cfg)
+	if !cfg.UnalignedCheckpoints || cfg.AlignedCheckpointTimeout != 0 {
+		t.Errorf("checkpoints/config: unaligned_checkpoints %v, aligned_checkpoint_timeout %d", cfg.UnalignedCheckpoints, cfg.AlignedCheckpointTimeout)
+	}
+	done := j.Info().Checkpoints.LatestCompleted.ID
+	var cs CheckpointStatistics
+	getJSON(t, base, fmt.Sprintf("/jobs/%s/checkpoints/details/%d", id, done), &cs)
+	if cs.CheckpointType != "UNALIGNED_CHECKPOINT" || len(cs.Tasks) != 2 {
+		t.Errorf("checkpoint %d: type %q with %d tasks; want UNALIGNED_CHECKPOINT, 2", done, cs.CheckpointType, len(cs.Tasks))
+	}
+	for _, v := range j.Info().Vertices {
+		var ts TaskCheckpointStatisticsWithSubtaskDetails
+		getJSON(t, base, fmt.Sprintf("/jobs/%s/checkpoints/details/%d/subtasks/%s", id, done, v.ID), &ts)
+		if ts.NumAcknowledgedSubtasks != 2 || len(ts.Subtasks) != 2 {
+			t.Fatalf("vertex %s: %d subtasks acknowledged, %d listed; want 2", v.Name, ts.NumAcknowledgedSubtasks, len(ts.Subtasks))
+		}
+		for i, st := range ts.Subtasks {
+			if st.Index != i || !st.UnalignedCheckpoint || st.AckTimestamp < cs.TriggerTimestamp {
+				t.Errorf("vertex %s subtask %d: %+v", v.Name, i, st)
+			}
+		}
+	}
+	if code, body := get(t, base, fmt.Sprintf("/jobs/%s/checkpoints/details/%d/subtasks/nope", id, done)); code != http.StatusNotFound {
+		t.Errorf("unknown vertex: %d %s", code, body)
+	}
+}
+
+func getJSON(t *testing.T, base, path string, v any) {
+	t.Helper()
+	code, body := get(t, base, path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, code, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v: %s", path, err, body)
+	}
 }
 
 // TestCheckpointConfigReportsTheChangelog: checkpoints/config says whether

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,6 +231,9 @@ func (s *Server) routes() {
 	s.handleJob("GET /jobs/{jobid}/checkpoints/config", ok(func() any { return s.checkpointConfig() }))
 	s.handleJob("GET /jobs/{jobid}/checkpoints/details/{checkpointid}", func(r *http.Request) (any, int, error) {
 		return s.checkpointDetails(r.PathValue("checkpointid"))
+	})
+	s.handleJob("GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}", func(r *http.Request) (any, int, error) {
+		return s.checkpointSubtasks(r.PathValue("checkpointid"), r.PathValue("vertexid"))
 	})
 	s.handleJob("GET /jobs/{jobid}/checkpoints/{triggerid}", func(r *http.Request) (any, int, error) {
 		return s.pollOp(r.PathValue("triggerid"), opCheckpoint, s.job.ID())
@@ -703,8 +707,11 @@ func checkpointStatistics(c *engine.CheckpointStats) *CheckpointStatistics {
 	out := &CheckpointStatistics{ClassName: class, ID: c.ID, Status: c.Status, IsSavepoint: c.IsSavepoint(),
 		TriggerTimestamp: c.TriggerTimestamp, LatestAckTimestamp: c.LatestAckTimestamp,
 		CheckpointedSize: c.CheckpointedSize, StateSize: c.StateSize, EndToEndDuration: c.EndToEndDuration,
-		NumSubtasks: c.NumSubtasks, NumAcknowledgedSubtasks: c.NumAcknowledged, CheckpointType: c.Type,
-		Tasks: map[string]any{}}
+		NumSubtasks: c.NumSubtasks, NumAcknowledgedSubtasks: c.NumAcknowledged, CheckpointType: c.CheckpointType(),
+		PersistedData: c.PersistedData, Tasks: map[string]any{}}
+	for id, t := range taskCheckpointStats(c, nil) {
+		out.Tasks[id] = t.TaskCheckpointStatistics
+	}
 	if c.IsSavepoint() {
 		out.SavepointFormat = c.Format
 	}
@@ -759,6 +766,56 @@ func (s *Server) checkpointDetails(idStr string) (any, int, error) {
 	return checkpointStatistics(&c), http.StatusOK, nil
 }
 
+// taskCheckpointStats sums a checkpoint's subtask reports per job vertex
+// (Flink's TaskCheckpointStatistics), with the subtasks' details; vertices
+// names the job's vertices (nil: only those that reported).
+func taskCheckpointStats(c *engine.CheckpointStats, vertices []engine.VertexInfo) map[string]*TaskCheckpointStatisticsWithSubtaskDetails {
+	out := map[string]*TaskCheckpointStatisticsWithSubtaskDetails{}
+	for _, v := range vertices {
+		out[v.ID] = &TaskCheckpointStatisticsWithSubtaskDetails{TaskCheckpointStatistics: TaskCheckpointStatistics{
+			ID: c.ID, Status: c.Status, NumSubtasks: v.Parallelism}, Subtasks: []SubtaskCheckpointStatistics{}}
+	}
+	for _, s := range c.Subtasks {
+		t := out[s.VertexID]
+		if t == nil {
+			t = &TaskCheckpointStatisticsWithSubtaskDetails{TaskCheckpointStatistics: TaskCheckpointStatistics{ID: c.ID, Status: c.Status}}
+			out[s.VertexID] = t
+		}
+		t.NumAcknowledgedSubtasks++
+		t.NumSubtasks = max(t.NumSubtasks, t.NumAcknowledgedSubtasks)
+		t.StateSize += s.StateSize
+		t.CheckpointedSize += s.StateSize
+		t.PersistedData += s.Persisted
+		e2e := s.AckTimestamp - c.TriggerTimestamp
+		t.LatestAckTimestamp = max(t.LatestAckTimestamp, s.AckTimestamp)
+		t.EndToEndDuration = max(t.EndToEndDuration, e2e)
+		t.Subtasks = append(t.Subtasks, SubtaskCheckpointStatistics{ClassName: "completed", Index: s.Subtask, Status: "completed",
+			StateSize: s.StateSize, CheckpointedSize: s.StateSize, AckTimestamp: s.AckTimestamp, EndToEndDuration: e2e,
+			Checkpoint:          CheckpointDuration{Sync: s.Sync.Milliseconds(), Async: s.Async.Milliseconds()},
+			Alignment:           CheckpointAlignment{Persisted: s.Persisted, Duration: s.Alignment.Milliseconds()},
+			UnalignedCheckpoint: s.Unaligned})
+	}
+	return out
+}
+
+// checkpointSubtasks is GET …/checkpoints/details/:checkpointid/subtasks/:vertexid.
+func (s *Server) checkpointSubtasks(idStr, vertexID string) (any, int, error) {
+	id, err := strconv.ParseInt(idStr, 10, 64)
+	if err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, "Bad request, could not parse parameters: %q is not a checkpoint id.", idStr)
+	}
+	c, ok := s.job.CheckpointStats(id)
+	if !ok {
+		return nil, 0, errorf(http.StatusNotFound, "Could not find checkpointing statistics for checkpoint %d.", id)
+	}
+	t := taskCheckpointStats(&c, s.job.Info().Vertices)[vertexID]
+	if t == nil {
+		return nil, 0, errorf(http.StatusNotFound, "There is no vertex %s in job %s.", vertexID, s.job.ID())
+	}
+	slices.SortFunc(t.Subtasks, func(a, b SubtaskCheckpointStatistics) int { return a.Index - b.Index })
+	return t, http.StatusOK, nil
+}
+
 func (s *Server) checkpointConfig() CheckpointConfigInfo {
 	info := s.job.Info()
 	cfg := info.CheckpointConfig
@@ -780,6 +837,7 @@ func (s *Server) checkpointConfig() CheckpointConfigInfo {
 		Externalization: ExternalizationConfig{Enabled: cfg.Retention != checkpoint.NoExternalized,
 			DeleteOnCancellation: cfg.Retention != checkpoint.RetainOnCancellation},
 		StateBackend: backend, CheckpointStorage: storage,
+		UnalignedCheckpoints: cfg.Unaligned, AlignedCheckpointTimeout: cfg.AlignedTimeout.Milliseconds(),
 		TolerableFailedCheckpoints: cfg.TolerableFailed, CheckpointsAfterTasksFinish: cfg.AfterTasksFinish,
 		StateChangelogEnabled: info.Changelog.Enabled, ChangelogStorage: info.Changelog.Storage,
 		ChangelogPeriodicMaterializationInterval: info.Changelog.Interval.Milliseconds()}

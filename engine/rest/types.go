@@ -249,6 +249,60 @@ type CheckpointStatistics struct {
 	FailureMessage   *string `json:"failure_message,omitempty"`
 }
 
+// TaskCheckpointStatistics is one job vertex's part in a checkpoint.
+type TaskCheckpointStatistics struct {
+	ID                      int64  `json:"id"`
+	Status                  string `json:"status"`
+	LatestAckTimestamp      int64  `json:"latest_ack_timestamp"`
+	CheckpointedSize        int64  `json:"checkpointed_size"`
+	StateSize               int64  `json:"state_size"`
+	EndToEndDuration        int64  `json:"end_to_end_duration"`
+	AlignmentBuffered       int64  `json:"alignment_buffered"`
+	ProcessedData           int64  `json:"processed_data"`
+	PersistedData           int64  `json:"persisted_data"`
+	NumSubtasks             int    `json:"num_subtasks"`
+	NumAcknowledgedSubtasks int    `json:"num_acknowledged_subtasks"`
+}
+
+// TaskCheckpointStatisticsWithSubtaskDetails is GET
+// /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid.
+type TaskCheckpointStatisticsWithSubtaskDetails struct {
+	TaskCheckpointStatistics
+	Subtasks []SubtaskCheckpointStatistics `json:"subtasks"`
+}
+
+// SubtaskCheckpointStatistics is a subtask's part in a checkpoint (Flink's
+// CompletedSubtaskCheckpointStatistics; gflink lists acknowledged subtasks).
+type SubtaskCheckpointStatistics struct {
+	ClassName           string              `json:"className"`
+	Index               int                 `json:"index"`
+	Status              string              `json:"status"`
+	AckTimestamp        int64               `json:"ack_timestamp"`
+	EndToEndDuration    int64               `json:"end_to_end_duration"`
+	CheckpointedSize    int64               `json:"checkpointed_size"`
+	StateSize           int64               `json:"state_size"`
+	Checkpoint          CheckpointDuration  `json:"checkpoint"`
+	Alignment           CheckpointAlignment `json:"alignment"`
+	StartDelay          int64               `json:"start_delay"`
+	UnalignedCheckpoint bool                `json:"unaligned_checkpoint"`
+	Aborted             bool                `json:"aborted"`
+}
+
+// CheckpointDuration is a subtask's synchronous and asynchronous parts, in ms.
+type CheckpointDuration struct {
+	Sync  int64 `json:"sync"`
+	Async int64 `json:"async"`
+}
+
+// CheckpointAlignment is a subtask's alignment: duration in ms, and the
+// bytes of records in flight persisted (unaligned).
+type CheckpointAlignment struct {
+	Buffered  int64 `json:"buffered"`
+	Processed int64 `json:"processed"`
+	Persisted int64 `json:"persisted"`
+	Duration  int64 `json:"duration"`
+}
+
 // CheckpointingStatistics is GET /jobs/:jobid/checkpoints.
 type CheckpointingStatistics struct {
 	// Retained is gflink's extension: what the job keeps and whether it
