@@ -55,6 +55,21 @@ type inspectedOperator struct {
 	// Changelog: per subtask, the materialization and the log since it
 	// (checkpoints of the changelog state backend).
 	Changelog []inspectedChangelog `json:"changelog,omitempty"`
+	// InFlight: per subtask and channel, the records in flight an
+	// unaligned checkpoint stored (channel state).
+	InFlight []inspectedChannel `json:"channelState,omitempty"`
+}
+
+type inspectedChannel struct {
+	Subtask int `json:"subtask"`
+	// Direction is "input" (received, not processed) or "output" (not
+	// sent); Peer and Channel are the other end's operator uid and subtask
+	// (-1: records restored earlier and not yet processed).
+	Direction string `json:"direction"`
+	Peer      string `json:"peer"`
+	Channel   int    `json:"channel"`
+	Records   int64  `json:"records"`
+	Bytes     int64  `json:"bytes"`
 }
 
 type inspectedChangelog struct {
@@ -91,6 +106,15 @@ func runInspect(f *Factory, o *InspectOptions) error {
 				}
 				io.Changelog = append(io.Changelog, ic)
 			}
+			for _, d := range []struct {
+				dir string
+				hs  []savepoint.ChannelStateHandle
+			}{{"input", st.InputChannels}, {"output", st.OutputChannels}} {
+				for _, h := range d.hs {
+					io.InFlight = append(io.InFlight, inspectedChannel{Subtask: st.Index, Direction: d.dir, Peer: h.Peer,
+						Channel: h.Channel, Records: h.Records, Bytes: h.Stream.Length})
+				}
+			}
 		}
 		for _, s := range op.States {
 			io.States = append(io.States, inspectedState{Name: s.Name, Kind: s.Kind, Type: s.Type, Entries: s.Entries})
@@ -101,7 +125,7 @@ func runInspect(f *Factory, o *InspectOptions) error {
 	res := map[string]any{"path": savepoint.URI(r.Dir), "jobId": m.JobID, "jobName": m.JobName,
 		"checkpointId": m.CheckpointID, "kind": m.Kind, "format": m.Format, "stateBackend": m.Backend,
 		"maxParallelism": maxPar, "formatVersion": m.Version, "triggerTimestamp": m.TriggerTimestamp,
-		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "checkpointedSize": m.CheckpointedSize(), "sharedFiles": sharedOrEmpty(m.SharedFiles()), "operators": ops, "intact": verr == nil}
+		"completionTimestamp": m.CompletionTimestamp, "stateSize": m.StateSize(), "channelStateSize": m.ChannelStateSize(), "checkpointedSize": m.CheckpointedSize(), "sharedFiles": sharedOrEmpty(m.SharedFiles()), "operators": ops, "intact": verr == nil}
 	if c := m.Changelog(); c != nil {
 		res["changelog"] = c
 	}
@@ -119,6 +143,9 @@ func runInspect(f *Factory, o *InspectOptions) error {
 		fmt.Fprintf(w, "Completed:        %s\n", time.UnixMilli(m.CompletionTimestamp).Format("2006-01-02 15:04:05.000"))
 		fmt.Fprintf(w, "Max parallelism:  %d\n", maxPar)
 		fmt.Fprintf(w, "State size:       %s\n", humanSize(m.StateSize()))
+		if m.HasChannelState() {
+			fmt.Fprintf(w, "In flight:        %s (unaligned checkpoint: records in flight, replayed on restore)\n", humanSize(m.ChannelStateSize()))
+		}
 		if c := m.Changelog(); c != nil {
 			fmt.Fprintf(w, "Changelog:        %s (%s), then a log of %s in %d files; added %s\n",
 				materializations(c), humanSize(c.MaterializedBytes), humanSize(c.LogBytes), c.LogFiles, humanSize(m.CheckpointedSize()))
@@ -168,6 +195,22 @@ func runInspect(f *Factory, o *InspectOptions) error {
 						mat = fmt.Sprintf("materialization %d (%s)", c.MaterializationID, humanSize(c.MaterializedBytes))
 					}
 					fmt.Fprintf(w, "  %s subtask %d: %s, log %s in %d files\n", op.UID, c.Subtask, mat, humanSize(c.LogBytes), c.LogFiles)
+				}
+			}
+		}
+		if m.HasChannelState() {
+			fmt.Fprintf(w, "\nRecords in flight by subtask (input: received, not processed; output: not sent):\n")
+			for _, op := range ops {
+				for _, c := range op.InFlight {
+					peer := fmt.Sprintf("%s subtask %d", c.Peer, c.Channel)
+					if c.Channel < 0 {
+						peer = c.Peer + " (restored earlier)"
+					}
+					arrow := "from"
+					if c.Direction == "output" {
+						arrow = "to"
+					}
+					fmt.Fprintf(w, "  %s subtask %d, %s %s %s: %d records, %s\n", op.UID, c.Subtask, c.Direction, arrow, peer, c.Records, humanSize(c.Bytes))
 				}
 			}
 		}

@@ -259,14 +259,29 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	return nil
 }
 
+// exchanges lists the job's data exchanges between chains, for the records
+// in flight of unaligned checkpoints.
+func (g *JobGraph) exchanges() []restore.Exchange {
+	var out []restore.Exchange
+	for _, v := range g.vertices {
+		for _, in := range v.inputs {
+			out = append(out, exchangeOf(v, in, in.to.maxParallelism))
+		}
+	}
+	return out
+}
+
+func exchangeOf(v *vertex, in *edge, maxPar int) restore.Exchange {
+	return restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == partitionHash,
+		Parallelism: v.parallelism, MaxParallelism: maxPar}
+}
+
 // planInFlight gives each receiving task the records in flight of the
 // unaligned checkpoint it restores from, per input edge.
 func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*vertex][]*task) error {
 	for v, tasks := range tasksOf {
 		for k, in := range v.inputs {
-			x := restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == partitionHash,
-				Parallelism: v.parallelism, MaxParallelism: e.maxPar[in.to.uid]}
-			per, err := restore.InFlightFor(plan.Meta, x)
+			per, err := restore.InFlightFor(plan.Meta, exchangeOf(v, in, e.maxPar[in.to.uid]))
 			if err != nil {
 				return fmt.Errorf("snapshot %s: %w", plan.Pointer, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -438,6 +439,10 @@ func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestored
 	plan, err := MapRestore(g, fsys, r, allowNonRestoredState, backend)
 	if err != nil {
 		return nil, err
+	}
+	if lost := restore.UnmatchedInFlight(plan.Meta, g.exchanges()); len(lost) > 0 && !allowNonRestoredState {
+		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. It is an unaligned checkpoint that holds records in flight on exchanges the new program does not have (%s): they cannot be restored. Restore a changed program from a savepoint (savepoints are aligned and hold no records in flight), or set the --allowNonRestoredState option to drop them.",
+			plan.Pointer, strings.Join(lost, ", "))
 	}
 	for _, n := range g.nodes {
 		if err := sourceMismatch(n, plan); err != nil {

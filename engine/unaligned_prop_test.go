@@ -277,7 +277,9 @@ var intSer = intSerializerForTest{}
 
 type intSerializerForTest struct{}
 
-func (intSerializerForTest) Append(dst []byte, v int) []byte { return binary.AppendVarint(dst, int64(v)) }
+func (intSerializerForTest) Append(dst []byte, v int) []byte {
+	return binary.AppendVarint(dst, int64(v))
+}
 func (intSerializerForTest) Decode(src []byte) (int, []byte, error) {
 	v, n := binary.Varint(src)
 	if n <= 0 {

@@ -116,3 +116,34 @@ func compareBool(a, b bool) int {
 		return 1
 	}
 }
+
+// UnmatchedInFlight lists, as "from -> to", the exchanges the snapshot
+// holds records in flight on that the new job does not have: those
+// records cannot be restored (changing a job's topology needs a savepoint,
+// which is aligned and holds none).
+func UnmatchedInFlight(m *savepoint.Metadata, exchanges []Exchange) []string {
+	have := map[[2]string]bool{}
+	for _, x := range exchanges {
+		have[[2]string{x.From, x.To}] = true
+	}
+	seen := map[[2]string]bool{}
+	var out []string
+	add := func(from, to string) {
+		k := [2]string{from, to}
+		if !have[k] && !seen[k] {
+			seen[k] = true
+			out = append(out, from+" -> "+to)
+		}
+	}
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			for _, h := range st.InputChannels {
+				add(h.Peer, op.UID)
+			}
+			for _, h := range st.OutputChannels {
+				add(op.UID, h.Peer)
+			}
+		}
+	}
+	return out
+}

@@ -156,7 +156,8 @@ func subtaskKeyGroups(maxPar, p, i int) (start, end int) {
 
 func isEmpty(op *savepoint.OperatorState) bool {
 	for _, st := range op.Subtasks {
-		if st.Keyed != nil && (len(st.Keyed.KeyGroups) > 0 || st.Keyed.Native != nil || st.Keyed.Changelog != nil && len(st.Keyed.Changelog.Log) > 0) || st.Operator != nil {
+		if st.Keyed != nil && (len(st.Keyed.KeyGroups) > 0 || st.Keyed.Native != nil || st.Keyed.Changelog != nil && len(st.Keyed.Changelog.Log) > 0) || st.Operator != nil ||
+			len(st.InputChannels) > 0 || len(st.OutputChannels) > 0 {
 			return false
 		}
 	}

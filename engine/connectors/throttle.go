@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"math"
+	"sync"
 	"time"
 )
 
@@ -55,4 +56,35 @@ func (p *pacer) next() time.Time {
 func paceTime(start time.Time, units, rate float64) time.Time {
 	secs := min(units/rate, float64(365*24*3600)) // a tiny rate must not overflow a Duration
 	return start.Add(time.Duration(math.Ceil(secs*float64(time.Second))) + 1)
+}
+
+// Throttle paces the records that pass it, over all the subtasks that
+// share it, to a rate per second: a stand-in for a slow sink (a database
+// that takes so many writes a second), which backpressures the job.
+type Throttle struct {
+	mu      sync.Mutex
+	rate    float64
+	started time.Time
+	n       float64
+}
+
+// NewThrottle returns a throttle of rate records per second (0 or +Inf:
+// no limit).
+func NewThrottle(rate float64) *Throttle { return &Throttle{rate: rate} }
+
+// Wait returns when the next record may pass.
+func (t *Throttle) Wait() {
+	if !throttled(t.rate) {
+		return
+	}
+	t.mu.Lock()
+	if t.started.IsZero() {
+		t.started = time.Now()
+	}
+	at := paceTime(t.started, t.n, t.rate)
+	t.n++
+	t.mu.Unlock()
+	if d := time.Until(at); d > 0 {
+		time.Sleep(d)
+	}
 }

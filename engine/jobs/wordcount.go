@@ -178,7 +178,8 @@ type WordCountOptions struct {
 	Upsert   string
 	Discard  bool
 	Rate     float64
-	Generate int64 // words; -1: unbounded; 0: not generating
+	SinkRate float64 // counts per second the sink takes (0: no limit)
+	Generate int64   // words; -1: unbounded; 0: not generating
 	Distinct int
 	Seed     uint64
 }
@@ -191,6 +192,7 @@ func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 	fs.StringVar(&o.Upsert, "upsert", "", "a file to keep the counts in as a word<TAB>count table, upserted idempotently (instead of --output)")
 	fs.BoolVar(&o.Discard, "discard", false, "drop the counts (Flink's DiscardingSink): count without the cost of output (instead of --output or --upsert; --output discard is a directory named discard)")
 	fs.Float64Var(&o.Rate, "rate", 0, "read at most this many words per second, from files, generated or built-in text (0: as fast as possible)")
+	fs.Float64Var(&o.SinkRate, "sink-rate", 0, "write at most this many counts per second in all, like a slow database: the job is backpressured (0: no limit)")
 	fs.Func("generate", "generate this many words instead of reading files, or 'unbounded'", func(s string) error {
 		if s == "unbounded" {
 			o.Generate = -1
@@ -224,6 +226,9 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	if math.IsInf(o.Rate, 1) {
 		o.Rate = 0 // an infinite rate is no limit
 	}
+	if math.IsNaN(o.SinkRate) || o.SinkRate < 0 {
+		return o, &UsageError{Msg: fmt.Sprintf("wordcount: invalid --sink-rate %v: expected a number of counts per second >= 0 (0 or Inf: no limit)", o.SinkRate)}
+	}
 	if o.Generate != 0 && len(o.Inputs) > 0 {
 		return o, &UsageError{Msg: "wordcount: use --input or --generate, not both"}
 	}
@@ -250,7 +255,7 @@ func WordCount() Job {
 		DisplayName: wordCountName,
 		Description: "Counts words in text files, generated text, or a built-in text (Hamlet's soliloquy), emitting (word,count) updates.",
 		Usage: func(w io.Writer) {
-			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir> | --upsert <file> | --discard] [--rate <words/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
+			fmt.Fprintln(w, "Usage: gflink run [OPTIONS] wordcount [--input <file>]... [--output <dir> | --upsert <file> | --discard] [--rate <words/s>] [--sink-rate <counts/s>] [--generate <words>|unbounded [--distinct <n>] [--seed <n>]]")
 			var o WordCountOptions
 			fs := wordCountFlags(&o)
 			fs.SetOutput(w)
@@ -294,6 +299,13 @@ func WordCount() Job {
 				}
 			}
 			counts := WordCountPipeline(lines)
+			if o.SinkRate > 0 && !math.IsInf(o.SinkRate, 1) {
+				th := connectors.NewThrottle(o.SinkRate)
+				counts = engine.Map(counts, func(r WordCountRecord) WordCountRecord {
+					th.Wait()
+					return r
+				}).Name("sink-throttle").UID("sink-throttle")
+			}
 			switch {
 			case o.Output != "":
 				counts.SinkTo(&connectors.FileSink[WordCountRecord]{Dir: o.Output}).Name("file-sink").UID("sink")
