@@ -258,9 +258,11 @@ type pendingBatch[T any] struct {
 // maxOverdraft bounds the batches a writer holds back before it blocks in
 // the middle of a record, as Flink's overdraft buffers do (there, 5 per
 // gate): a record that explodes into many (a flatMap, a window firing)
-// must not grow them without bound. A barrier waiting for the task lifts
+// must not grow them without bound (a task waits for its held-back output
+// before it takes its next input, so only one input batch or poll adds to
+// them). A barrier waiting for the task lifts
 // the bound for the record in progress.
-const maxOverdraft = 64
+const maxOverdraft = 8
 
 // recordWriter partitions a task's output over the channels to the next
 // vertex's subtasks and batches it.

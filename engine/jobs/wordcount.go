@@ -161,7 +161,7 @@ func (c *Counter) ProcessElement(ctx *engine.Context[string], word string, out e
 // WordCountPipeline adds word count over lines to env and returns the
 // stream of count updates: tokenizer, keyBy(word), counter.
 func WordCountPipeline(lines engine.DataStream[string]) engine.DataStream[WordCountRecord] {
-	words := engine.FlatMap(lines, Tokenize).Name("tokenizer")
+	words := engine.FlatMap(lines, Tokenize).Name("tokenizer").UID("tokenizer")
 	return engine.Process(engine.KeyBy(words, func(w string) string { return w }), &Counter{}).
 		Name("counter").UID("counter")
 }
