@@ -80,6 +80,9 @@ func newTestConfig(t testing.TB) *config.Configuration {
 	}
 	if *unaligned {
 		c.SetString("execution.checkpointing.unaligned.enabled", "true", "test")
+		if *alignedTimeout != "" {
+			c.SetString("execution.checkpointing.aligned-checkpoint-timeout", *alignedTimeout, "test")
+		}
 	}
 	if *stateChangelog {
 		c.SetString("state.changelog.enabled", "true", "test")
@@ -90,7 +93,10 @@ func newTestConfig(t testing.TB) *config.Configuration {
 	return c
 }
 
-var unaligned = flag.Bool("unaligned", false, "run the engine tests' jobs with unaligned checkpoints")
+var (
+	unaligned      = flag.Bool("unaligned", false, "run the engine tests' jobs with unaligned checkpoints")
+	alignedTimeout = flag.String("aligned-timeout", "", "with -unaligned: execution.checkpointing.aligned-checkpoint-timeout")
+)
 
 // spinSink keeps spin's work from being optimized away.
 var spinSink atomic.Uint64
@@ -297,6 +303,11 @@ func TestEngineTestsUnaligned(t *testing.T) {
 			rerunTests(t, "with unaligned checkpoints on "+backend, true, "-state.backend="+backend, "-unaligned")
 		})
 	}
+	// Aligned at first, unaligned where a barrier is not through within
+	// 2 ms: both kinds, and checkpoints that turn halfway.
+	t.Run("aligned-timeout", func(t *testing.T) {
+		rerunTests(t, "with unaligned checkpoints after a 2 ms alignment timeout", true, "-unaligned", "-aligned-timeout=2ms")
+	})
 }
 
 // TestRetainedCheckpointRestores: with RETAIN_ON_CANCELLATION and no

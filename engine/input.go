@@ -145,7 +145,29 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		return nil
 	}
 	epoch := al.epoch
+	// alignTimer fires at the aligned-checkpoint timeout of the alignment
+	// in progress (alignFor's).
+	var alignTimer *time.Timer
+	var alignC <-chan time.Time
+	var alignFor int64
+	defer func() {
+		if alignTimer != nil {
+			alignTimer.Stop()
+		}
+	}()
 	for t.inputOpen() {
+		if id, until := t.alignmentDeadline(); id != alignFor {
+			alignFor, alignC = id, nil
+			if id != 0 {
+				d := time.Duration(until-t.exec.clock().UnixMilli()) * time.Millisecond
+				if alignTimer == nil {
+					alignTimer = time.NewTimer(max(d, 0))
+				} else {
+					alignTimer.Reset(max(d, 0))
+				}
+				alignC = alignTimer.C
+			}
+		}
 		var err error
 		if priority.Load() {
 			err = t.handleMail()
@@ -174,6 +196,9 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 				case <-t.timerC:
 					t.timerC, t.timerAt = nil, 0
 					err = t.fireTimers()
+				case <-alignC:
+					alignC = nil
+					err = t.alignmentTimedOut(alignFor)
 				case <-t.done:
 					return errTaskCanceled
 				}
@@ -207,14 +232,23 @@ func (t *task) waitOutput() (blocked bool, err error) {
 			onQueue = onQueue || w.pendingOnQueue()
 		}
 	}
+	var barrierDue int64
+	if len(t.captures) > 0 {
+		barrierDue = t.checkOutputBarriers(t.exec.clock())
+	}
 	if !pending {
 		return false, nil
 	}
 	var poll <-chan time.Time
-	if onQueue {
+	if onQueue || barrierDue != 0 {
 		// Waiting for room in a receiver's queue, which nothing signals
-		// (a gate of more than maxGateQueue/4 channels): poll.
-		tm := time.NewTimer(time.Millisecond)
+		// (a gate of more than maxGateQueue/4 channels), or for a held-back
+		// barrier's alignment timeout.
+		d := time.Millisecond
+		if !onQueue {
+			d = time.Duration(barrierDue-t.exec.clock().UnixMilli()) * time.Millisecond
+		}
+		tm := time.NewTimer(max(d, 0))
 		defer tm.Stop()
 		poll = tm.C
 	}

@@ -696,6 +696,9 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 	// rescaled, and are taken rarely.
 	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location,
 		unaligned: jm.cpCfg.Unaligned && !p.Type.IsSavepoint()}
+	if b.unaligned && jm.cpCfg.AlignedTimeout > 0 {
+		b.alignedUntil = b.timestamp + max(1, jm.cpCfg.AlignedTimeout.Milliseconds())
+	}
 	for _, t := range a.Tasks {
 		jm.exec.tasks[t].mail.put(mail{kind: mailTrigger, b: b})
 	}

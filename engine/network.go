@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/gflink/gflink/engine/checkpoint"
@@ -41,10 +42,19 @@ type barrier struct {
 	timestamp int64 // Unix ms of the trigger
 	typ       checkpoint.SnapshotType
 	loc       *checkpoint.Location // where tasks write their state
-	// unaligned: the barrier overtakes the records in flight, which are
-	// stored with the snapshot (see unaligned.go).
-	unaligned bool
+	// unaligned: the checkpoint is unaligned (see unaligned.go): from the
+	// start if alignedUntil is 0, else it starts aligned and a task turns
+	// it unaligned where its barrier is not through by alignedUntil (Unix
+	// ms; execution.checkpointing.aligned-checkpoint-timeout).
+	unaligned    bool
+	alignedUntil int64
 }
+
+// unalignedFromStart reports whether tasks take b unaligned at once.
+func (b barrier) unalignedFromStart() bool { return b.unaligned && b.alignedUntil == 0 }
+
+// timeoutable reports whether b starts aligned and may turn unaligned.
+func (b barrier) timeoutable() bool { return b.unaligned && b.alignedUntil != 0 }
 
 // eopMode says how an input ended.
 type eopMode uint8
@@ -244,6 +254,10 @@ type outputWriter interface {
 	// pendingOnQueue: a batch held back has its credit and waits only for
 	// room in the receiver's queue, which frees up without a wake-up.
 	pendingOnQueue() bool
+	// barrierPending and convertBarrier turn a held-back in-band barrier
+	// unaligned (aligned-checkpoint timeout).
+	barrierPending(id int64) bool
+	convertBarrier(b barrier) []channelData
 }
 
 // pendingBatch is a batch the writer could not send yet: overdrawn (made
@@ -426,9 +440,19 @@ func (w *recordWriter[T]) trySend(i int, b []T, kb []uint64, ev *event) bool {
 	select {
 	case w.targets[i].gate.in <- w.batchFor(i, b, kb, ev):
 		w.sent[i]++
+		w.announce(i, ev)
 		return true
 	default:
 		return false
+	}
+}
+
+// announce tells the receiver of channel i that a barrier that may turn
+// unaligned is in its queue.
+func (w *recordWriter[T]) announce(i int, ev *event) {
+	if ev != nil && ev.kind == evBarrier && ev.barrier.timeoutable() {
+		c := w.targets[i]
+		c.gate.mail.put(mail{kind: mailBarrierAnnounce, b: ev.barrier, ch: c.index})
 	}
 }
 
@@ -439,6 +463,7 @@ func (w *recordWriter[T]) sendBlocking(i int, b []T, kb []uint64, ev *event) boo
 	select {
 	case w.targets[i].gate.in <- w.batchFor(i, b, kb, ev):
 		w.sent[i]++
+		w.announce(i, ev)
 		return true
 	case <-w.mail.priorityWake:
 		return false
@@ -519,6 +544,53 @@ func (w *recordWriter[T]) broadcastEvent(ev *event) {
 		w.bufs[i] = nil
 		w.setKeyGroups(i, nil)
 	}
+}
+
+// barrierPending reports whether the in-band barrier of checkpoint id is
+// still held back on some channel.
+func (w *recordWriter[T]) barrierPending(id int64) bool {
+	for _, q := range w.pending {
+		for _, p := range q {
+			if p.ev != nil && p.ev.kind == evBarrier && p.ev.barrier.id == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// convertBarrier turns the in-band barrier of checkpoint b, held back past
+// its aligned-checkpoint timeout, into an unaligned one: on each channel
+// where it is still held back, the records ahead of it become output
+// channel state and the barrier goes ahead of them; channels it has gone
+// through keep it in band.
+func (w *recordWriter[T]) convertBarrier(b barrier) []channelData {
+	var out []channelData
+	for i, c := range w.targets {
+		q := w.pending[i]
+		at := slices.IndexFunc(q, func(p pendingBatch[T]) bool {
+			return p.ev != nil && p.ev.kind == evBarrier && p.ev.barrier.id == b.id
+		})
+		if at < 0 {
+			continue
+		}
+		cd := channelData{channel: i, keyed: w.part == partitionHash}
+		for _, p := range q[:at+1] {
+			appendRecords(&cd, w.ser, p.recs, p.kgs)
+		}
+		q[at].ev = nil
+		if len(q[at].recs) == 0 && !q[at].credit {
+			// Nothing left to send in it.
+			w.pending[i] = slices.Delete(q, at, at+1)
+			w.numPending--
+		}
+		if cd.records > 0 {
+			out = append(out, cd)
+		}
+		c.gate.mail.put(mail{kind: mailUnalignedBarrier, b: b, ch: c.index, seq: w.sent[i]})
+	}
+	w.epoch = b.id
+	return out
 }
 
 // unalignedBarrier sends checkpoint b's barrier on every channel ahead of

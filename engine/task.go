@@ -31,6 +31,11 @@ const (
 	// mailUnalignedBarrier: an upstream task sent checkpoint b's barrier on
 	// channel ch ahead of its data, after its batch number seq.
 	mailUnalignedBarrier
+	// mailBarrierAnnounce: an upstream task sent checkpoint b's in-band
+	// barrier, which may turn unaligned (aligned-checkpoint timeout), on
+	// channel ch: the receiver's timeout starts even while the barrier
+	// waits in its queue (Flink's barrier announcement).
+	mailBarrierAnnounce
 )
 
 type mail struct {
@@ -88,7 +93,8 @@ func (m *mailbox) take() []mail {
 
 // asyncJob is the asynchronous part of one snapshot.
 type asyncJob struct {
-	b    barrier
+	b         barrier
+	unaligned bool // taken unaligned (else aligned, maybe turned unaligned at the output)
 	caps []namedCapture
 	// alignment and sync are the aligned alignment's and the synchronous
 	// part's durations, for statistics.
@@ -227,6 +233,8 @@ type task struct {
 	// outPeers each writer's receiving operator, for _metadata.
 	input         unalignedInput
 	lastUnaligned int64
+	// announced is the newest timeoutable barrier announced on an input.
+	announced barrier
 	captures      []*channelCapture
 	chanInfo      []chanInfo
 	inPeers       []string
@@ -472,7 +480,7 @@ func (t *task) onAlignment(res alignResult) error {
 			errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 	}
 	if res.snapshot != nil {
-		return t.checkpoint(*res.snapshot)
+		return t.checkpoint(*res.snapshot, false)
 	}
 	return nil
 }
@@ -498,7 +506,7 @@ func (t *task) handle(m mail) error {
 		} else if m.b.id <= t.lastSnapshot {
 			return nil
 		}
-		return t.checkpoint(m.b)
+		return t.checkpoint(m.b, m.b.unalignedFromStart())
 	case mailComplete:
 		for _, op := range t.ops {
 			if err := op.notifyComplete(m.id); err != nil {
@@ -529,6 +537,10 @@ func (t *task) handle(m mail) error {
 		}
 	case mailUnalignedBarrier:
 		return t.onUnalignedBarrier(m)
+	case mailBarrierAnnounce:
+		if m.b.id > t.announced.id {
+			t.announced = m.b
+		}
 	case mailDrain:
 		if t.source != nil && t.inputOpen() {
 			t.waitFinal = true
@@ -541,7 +553,7 @@ func (t *task) handle(m mail) error {
 // checkpoint takes checkpoint b: sinks pre-commit, the barrier goes
 // downstream right after the records that precede it, state is captured
 // synchronously, and the capture is handed to the asynchronous writer.
-func (t *task) checkpoint(b barrier) error {
+func (t *task) checkpoint(b barrier, unaligned bool) error {
 	start := t.exec.clock()
 	var alignment time.Duration
 	if t.alignID == b.id {
@@ -553,12 +565,17 @@ func (t *task) checkpoint(b barrier) error {
 		}
 	}
 	var channels *channelCapture
-	if b.unaligned {
+	if unaligned {
 		channels = t.startUnaligned(b)
 	} else if t.inputOpen() {
 		ev := &event{kind: evBarrier, barrier: b}
 		for _, w := range t.writers {
 			w.broadcastEvent(ev)
+		}
+		if b.timeoutable() {
+			// The barrier may be held back behind backpressure: it
+			// turns unaligned there if still held back at the timeout.
+			channels = t.watchOutputBarrier(b)
 		}
 	}
 	caps := make([]namedCapture, 0, len(t.ops))
@@ -592,7 +609,7 @@ func (t *task) checkpoint(b barrier) error {
 		}
 	}
 	select {
-	case t.async <- asyncJob{b: b, caps: caps, keep: !t.inputOpen(), channels: channels,
+	case t.async <- asyncJob{b: b, unaligned: unaligned, caps: caps, keep: !t.inputOpen(), channels: channels,
 		alignment: alignment, sync: t.exec.clock().Sub(start)}:
 		return nil
 	case <-t.done:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -76,6 +77,12 @@ type channelCapture struct {
 	// capture completes, how long until the last.
 	started   time.Time
 	alignment time.Duration
+	// For a checkpoint taken aligned whose barrier may turn unaligned at
+	// the output (aligned-checkpoint timeout): b, and the writers whose
+	// barrier is still held back; converted is set once one turned.
+	b          barrier
+	outputWait []int
+	converted  bool
 }
 
 func newChannelCapture(id int64, numChannels int) *channelCapture {
@@ -104,13 +111,16 @@ func (c *channelCapture) close(ch int32) {
 	}
 }
 
-func (c *channelCapture) complete() bool { return c.numOpen == 0 }
+func (c *channelCapture) complete() bool { return c.numOpen == 0 && len(c.outputWait) == 0 }
 
 // offer records b if it came before the barrier of c's checkpoint on its
 // channel, and closes the channel once its barrier is behind. b was
 // received (taken from the gate) after the snapshot, or is queued unprocessed
 // at the snapshot; b.off records of it are processed already.
 func offer[T any](c *channelCapture, ser state.Serializer[T], b *netBatch[T]) {
+	if len(c.open) == 0 {
+		return // a checkpoint taken aligned, watched at the output only
+	}
 	if b.ch < 0 {
 		// Restored in flight and not processed yet: before every barrier.
 		d := c.channel(int(b.ch), b.kgs != nil)
@@ -129,7 +139,11 @@ func offer[T any](c *channelCapture, ser state.Serializer[T], b *netBatch[T]) {
 		d := c.channel(int(ch), b.kgs != nil)
 		appendRecords(d, ser, b.recs[b.off:], tail(b.kgs, b.off))
 	}
-	if b.ev != nil && b.ev.kind == evEndOfPartition || c.notified[ch] && b.seq >= c.seqAt[ch] {
+	if b.ev != nil && (b.ev.kind == evEndOfPartition || b.ev.kind == evBarrier && b.ev.barrier.id >= c.id) ||
+		c.notified[ch] && b.seq >= c.seqAt[ch] {
+		// The end, the channel's in-band barrier (a checkpoint that
+		// turned unaligned after its alignment timed out), or the last
+		// batch sent before its unaligned barrier.
 		c.close(ch)
 	}
 }
@@ -173,6 +187,27 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 		c.output[i] = w.unalignedBarrier(b)
 	}
 	t.lastUnaligned = b.id
+	if al := t.al; al != nil && b.timeoutable() {
+		// An aligned checkpoint turns unaligned (its alignment timed out,
+		// or an unaligned barrier of it came): the channels whose barrier
+		// came are complete — what was held back after it is not
+		// recorded — and the alignment is over; its in-band barriers
+		// still to come only close their channels' recording.
+		switch {
+		case al.current.id == b.id:
+			for ch, blocked := range al.blockedCh {
+				if blocked {
+					c.close(int32(ch))
+				}
+			}
+		case al.current.id != 0:
+			// An older alignment gives way, as to a newer barrier.
+			t.exec.decline(t, al.current.id, checkpoint.ErrDeclined,
+				errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
+		}
+		al.lastDone, al.current = max(al.lastDone, b.id), barrier{}
+		al.releaseAll()
+	}
 	if t.input != nil {
 		t.input.startCapture(c)
 	}
@@ -189,12 +224,12 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 func (t *task) onUnalignedBarrier(m mail) error {
 	id := m.b.id
 	if id > t.lastUnaligned && !t.isAborted(id) && t.inputOpen() {
-		if err := t.checkpoint(m.b); err != nil {
+		if err := t.checkpoint(m.b, true); err != nil {
 			return err
 		}
 	}
 	for _, c := range t.captures {
-		if c.id == id && t.input != nil {
+		if c.id == id && t.input != nil && len(c.open) > 0 {
 			t.input.notify(c, m.ch, m.seq)
 		}
 	}
@@ -225,7 +260,7 @@ func (t *task) abortCapture(id int64) {
 	for _, c := range t.captures {
 		if c.id == id {
 			c.aborted = true
-			c.numOpen = 0
+			c.numOpen, c.outputWait = 0, nil
 		}
 	}
 	t.completeCaptures()
@@ -272,14 +307,97 @@ func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 
 // subtaskStats describes the task's part in a checkpoint it wrote.
 func (t *task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskState, async time.Duration) checkpoint.SubtaskStats {
-	s := checkpoint.SubtaskStats{VertexID: operatorID(t.v.head()), Subtask: t.subtask, Unaligned: j.b.unaligned,
+	s := checkpoint.SubtaskStats{VertexID: operatorID(t.v.head()), Subtask: t.subtask, Unaligned: j.unaligned,
 		Alignment: j.alignment, Sync: j.sync, Async: async}
 	if c := j.channels; c != nil {
-		s.Alignment = c.alignment
+		s.Unaligned = j.unaligned || c.converted
+		if j.unaligned {
+			s.Alignment = c.alignment
+		}
 	}
 	for _, h := range handles {
 		s.StateSize += h.Bytes
 		s.Persisted += h.ChannelStateSize()
 	}
 	return s
+}
+
+// watchOutputBarrier starts watching the barrier of checkpoint b, taken
+// aligned, on the writers that hold it back: if it is still held back at
+// b's aligned-checkpoint timeout, it turns unaligned there
+// (checkOutputBarriers). It returns nil when the barrier went through.
+func (t *task) watchOutputBarrier(b barrier) *channelCapture {
+	c := newChannelCapture(b.id, 0)
+	c.started, c.b = t.exec.clock(), b
+	for i, w := range t.writers {
+		if w.barrierPending(b.id) {
+			c.outputWait = append(c.outputWait, i)
+		}
+	}
+	if len(c.outputWait) == 0 {
+		return nil
+	}
+	c.output = make([][]channelData, len(t.writers))
+	t.captures = append(t.captures, c)
+	return c
+}
+
+// checkOutputBarriers settles the barriers watched by watchOutputBarrier:
+// gone through in band, or turned unaligned at their timeout. It returns
+// the earliest timeout still ahead (0: none).
+func (t *task) checkOutputBarriers(now time.Time) (next int64) {
+	for _, c := range t.captures {
+		if len(c.outputWait) == 0 {
+			continue
+		}
+		kept := c.outputWait[:0]
+		for _, i := range c.outputWait {
+			w := t.writers[i]
+			switch {
+			case !w.barrierPending(c.id):
+			case now.UnixMilli() >= c.b.alignedUntil:
+				c.output[i] = w.convertBarrier(c.b)
+				c.converted = true
+			default:
+				kept = append(kept, i)
+				if next == 0 || c.b.alignedUntil < next {
+					next = c.b.alignedUntil
+				}
+			}
+		}
+		c.outputWait = kept
+	}
+	t.completeCaptures()
+	return next
+}
+
+// alignmentDeadline is when the checkpoint being aligned, or announced and
+// not taken yet, turns unaligned (0: none, or it does not time out).
+func (t *task) alignmentDeadline() (id, until int64) {
+	if b, ok := t.pendingAligned(); ok {
+		return b.id, b.alignedUntil
+	}
+	return 0, 0
+}
+
+func (t *task) pendingAligned() (barrier, bool) {
+	if t.al == nil {
+		return barrier{}, false
+	}
+	if c := t.al.current; c.id != 0 {
+		return c, c.timeoutable()
+	}
+	if a := t.announced; a.id > max(t.al.lastDone, t.lastUnaligned) && !t.isAborted(a.id) {
+		return a, true
+	}
+	return barrier{}, false
+}
+
+// alignmentTimedOut takes checkpoint id unaligned if it is still being
+// aligned, or announced and not taken.
+func (t *task) alignmentTimedOut(id int64) error {
+	if b, ok := t.pendingAligned(); ok && b.id == id {
+		return t.checkpoint(b, true)
+	}
+	return nil
 }

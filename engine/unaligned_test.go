@@ -105,3 +105,55 @@ func TestUnalignedExactlyOnceUnderBackpressure(t *testing.T) {
 		})
 	}
 }
+
+// TestAlignedCheckpointTimeout: with aligned-checkpoint-timeout, a job
+// without backpressure keeps aligned checkpoints (no records in flight
+// stored), and a backpressured one turns them unaligned (records in
+// flight stored); both restore exactly.
+func TestAlignedCheckpointTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		slow      int
+		timeout   string
+		unaligned bool
+	}{{"light load", 0, "10 s", false}, {"backpressure", 20000, "5 ms", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := wcRun{p: 2, lines: 8000, distinct: 500, slow: tc.slow, rate: 400_000}
+			first := base
+			first.conf = unalignedConf(t.TempDir(), "restart-strategy.type", "none",
+				"execution.checkpointing.aligned-checkpoint-timeout", tc.timeout,
+				"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
+				"fault-injection.fail-after-records", "6000")
+			res, out1 := first.run(t)
+			if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
+				t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
+			}
+			chk, err := savepoint.LocalPath(res.Retained[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			resolved, err := restore.Resolve(vfs.Default, chk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resolved.Metadata.HasChannelState(); got != tc.unaligned {
+				t.Fatalf("%s holds records in flight: %v; want %v", filepath.Base(chk), got, tc.unaligned)
+			}
+			second := base
+			second.slow, second.rate = 0, 0
+			second.conf = checkpointConf(t.TempDir())
+			second.restore = resolved
+			res, out2 := second.run(t)
+			if res.Status != engine.StatusFinished {
+				t.Fatalf("status %s: %v", res.Status, res.Err)
+			}
+			got := finalCounts(t, out2)
+			for w, c := range finalCounts(t, out1) {
+				if got[w] < c {
+					got[w] = c
+				}
+			}
+			compareCounts(t, got, expected(base), false)
+		})
+	}
+}
