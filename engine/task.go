@@ -95,7 +95,7 @@ func (m *mailbox) take() []mail {
 type asyncJob struct {
 	b         barrier
 	unaligned bool // taken unaligned (else aligned, maybe turned unaligned at the output)
-	caps []namedCapture
+	caps      []namedCapture
 	// alignment and sync are the aligned alignment's and the synchronous
 	// part's durations, for statistics.
 	alignment, sync time.Duration
@@ -235,10 +235,10 @@ type task struct {
 	lastUnaligned int64
 	// announced is the newest timeoutable barrier announced on an input.
 	announced barrier
-	captures      []*channelCapture
-	chanInfo      []chanInfo
-	inPeers       []string
-	outPeers      []string
+	captures  []*channelCapture
+	chanInfo  []chanInfo
+	inPeers   []string
+	outPeers  []string
 	// alignID is the checkpoint whose first barrier came at alignStart.
 	alignID    int64
 	alignStart time.Time
