@@ -67,6 +67,26 @@ func (q *inputQueue[T]) startCapture(c *channelCapture) {
 	}
 }
 
+// unstash puts the held-back batches whose channel alignment released back
+// at the front of the queue, in the order they came: they are older than
+// any batch of their channel in the queue. (Processing them here instead
+// would skip the loop's mailbox check: a barrier arriving meanwhile would
+// cut a batch short and send it to the front, ahead of older ones.)
+func (q *inputQueue[T]) unstash() {
+	var released, kept []netBatch[T]
+	for _, b := range q.stash {
+		if q.t.al.blocked(b.ch) {
+			kept = append(kept, b)
+		} else {
+			released = append(released, b)
+		}
+	}
+	if len(released) > 0 {
+		q.queue = append(released, q.queue...)
+		q.stash = kept
+	}
+}
+
 func (q *inputQueue[T]) notify(c *channelCapture, ch int32, seq uint32) {
 	c.notify(ch, seq, q.received[ch])
 }
@@ -109,7 +129,10 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 				head.Collect(b.recs[i])
 			}
 		}
-		if i < len(b.recs) {
+		if i < len(b.recs) || b.ev != nil && priority.Load() {
+			// Cut short, or an event that must wait for the barrier
+			// (the end of an input could complete an alignment the
+			// barrier turned unaligned).
 			b.off = i
 			q.queue = append(q.queue, netBatch[T]{})
 			copy(q.queue[1:], q.queue)
@@ -120,27 +143,6 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		g.recycle(b)
 		if ev != nil {
 			return t.onEvent(ch, ev)
-		}
-		return nil
-	}
-	// drain processes held-back batches whose channel is released, in
-	// arrival order; any change of alignment restarts the scan, so that a
-	// channel's batches are never reordered.
-	drain := func() error {
-		for i := 0; i < len(q.stash); {
-			b := q.stash[i]
-			if al.blocked(b.ch) {
-				i++
-				continue
-			}
-			q.stash = append(q.stash[:i], q.stash[i+1:]...)
-			e := al.epoch
-			if err := process(b); err != nil {
-				return err
-			}
-			if al.epoch != e {
-				i = 0
-			}
 		}
 		return nil
 	}
@@ -208,9 +210,7 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 			return err
 		}
 		if al.epoch != epoch {
-			if err := drain(); err != nil {
-				return err
-			}
+			q.unstash()
 			epoch = al.epoch
 		}
 		if len(g.in) == 0 && len(q.queue) == 0 {

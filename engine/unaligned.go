@@ -187,12 +187,15 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 		c.output[i] = w.unalignedBarrier(b)
 	}
 	t.lastUnaligned = b.id
-	if al := t.al; al != nil && b.timeoutable() {
+	if al := t.al; al != nil {
 		// An aligned checkpoint turns unaligned (its alignment timed out,
 		// or an unaligned barrier of it came): the channels whose barrier
 		// came are complete — what was held back after it is not
 		// recorded — and the alignment is over; its in-band barriers
-		// still to come only close their channels' recording.
+		// still to come only close their channels' recording. In-band
+		// barriers of older checkpoints are stale from now on, as after
+		// any snapshot (the job master takes checkpoints aligned while a
+		// savepoint is in progress, so that these are never a savepoint's).
 		switch {
 		case al.current.id == b.id:
 			for ch, blocked := range al.blockedCh {
@@ -223,7 +226,8 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 // came on channel m.ch: the first one of its checkpoint takes the snapshot.
 func (t *task) onUnalignedBarrier(m mail) error {
 	id := m.b.id
-	if id > t.lastUnaligned && !t.isAborted(id) && t.inputOpen() {
+	takenAligned := t.al != nil && m.b.timeoutable() && id <= t.al.lastDone
+	if id > t.lastUnaligned && !takenAligned && !t.isAborted(id) && t.inputOpen() {
 		if err := t.checkpoint(m.b, true); err != nil {
 			return err
 		}

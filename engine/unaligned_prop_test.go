@@ -46,6 +46,8 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			// at holds, per checkpoint, len(processed[s]) at its snapshot.
 			at   map[int64][]int
 			caps map[int64]*channelCapture
+			// aligned: checkpoints taken aligned.
+			aligned map[int64]bool
 		}
 		recv := make([]*receiver, numR)
 		gates := make([]*inputGate[int], numR)
@@ -55,7 +57,8 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			g := newInputGate[int](numS, per, tk.mail)
 			q := &inputQueue[int]{t: tk, g: g, received: make([]uint32, numS), ser: intSer}
 			tk.input = q
-			recv[r] = &receiver{t: tk, q: q, processed: make([][]int, numS), at: map[int64][]int{}, caps: map[int64]*channelCapture{}}
+			recv[r] = &receiver{t: tk, q: q, processed: make([][]int, numS), at: map[int64][]int{}, caps: map[int64]*channelCapture{},
+				aligned: map[int64]bool{}}
 			gates[r] = g
 		}
 		type sender struct {
@@ -81,6 +84,44 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			send[s] = &sender{w: ow.(*recordWriter[int]), sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
 		}
 		var triggered int64
+		// completed reports whether every task has taken checkpoint id,
+		// or ended: the coordinator could trigger the next.
+		completed := func(id int64) bool {
+			if id == 0 {
+				return true
+			}
+			for _, s := range send {
+				if !s.ended && (s.taken < id || s.w.barrierPending(id)) {
+					return false
+				}
+			}
+			for _, rc := range recv {
+				if rc.aligned[id] || rc.t.al.allFinished() {
+					continue
+				}
+				c := rc.caps[id]
+				if c == nil {
+					return false
+				}
+				select {
+				case <-c.done:
+				default:
+					return false
+				}
+			}
+			return true
+		}
+		// timeoutable[id]: checkpoint id starts aligned and may turn
+		// unaligned (aligned-checkpoint timeout); else it is unaligned
+		// from the start.
+		timeoutable := map[int64]bool{}
+		barrierOf := func(id int64) barrier {
+			b := barrier{id: id, unaligned: true}
+			if timeoutable[id] {
+				b.alignedUntil = 1
+			}
+			return b
+		}
 		take := func(s *sender) {
 			s.taken++
 			id := s.taken
@@ -89,10 +130,40 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				s.before[id][r] = len(s.sent[r])
 			}
 			out := make([][]int, numR)
-			for _, d := range s.w.unalignedBarrier(barrier{id: id, unaligned: true}) {
-				out[d.channel] = decodeInts(rt, d)
+			if b := barrierOf(id); b.timeoutable() {
+				s.w.broadcastEvent(&event{kind: evBarrier, barrier: b})
+			} else {
+				for _, d := range s.w.unalignedBarrier(b) {
+					out[d.channel] = decodeInts(rt, d)
+				}
 			}
 			s.out[id] = out
+		}
+		// convert turns the sender's held-back in-band barrier unaligned.
+		convert := func(s *sender) {
+			id := s.taken
+			if id == 0 || !timeoutable[id] || !s.w.barrierPending(id) {
+				return
+			}
+			for _, d := range s.w.convertBarrier(barrierOf(id)) {
+				s.out[id][d.channel] = decodeInts(rt, d)
+			}
+		}
+		// snapshotAt records what a receiver processed at its snapshot.
+		snapshotAt := func(rc *receiver, id int64) {
+			at := make([]int, numS)
+			for s := range at {
+				at[s] = len(rc.processed[s])
+			}
+			rc.at[id] = at
+		}
+		onAlign := func(rc *receiver, res alignResult) {
+			if res.snapshot != nil {
+				// Taken aligned: no channel state at a receiver without
+				// outputs.
+				snapshotAt(rc, res.snapshot.id)
+				rc.aligned[res.snapshot.id] = true
+			}
 		}
 		receive := func(rc *receiver) bool {
 			select {
@@ -104,37 +175,59 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				return false
 			}
 		}
-		// process processes up to n records of the oldest batch.
-		process := func(rc *receiver, n int) {
-			b := &rc.q.queue[0]
+		// processBatch processes up to n records of b, then its event, as
+		// runInput does; it reports whether b is done.
+		processBatch := func(rc *receiver, b *netBatch[int], n int) bool {
+			al := rc.t.al
 			from := rc.t.chanSender(b.ch)
 			rc.processed[from] = append(rc.processed[from], b.recs[b.off:b.off+n]...)
 			b.off += n
 			if b.off < len(b.recs) {
-				return // cut short: stays at the front
+				return false // cut short: stays at the front
 			}
-			nb := *b
-			rc.q.queue = rc.q.queue[1:]
-			rc.q.g.recycle(nb)
-			if nb.ev != nil && nb.ev.kind == evEndOfPartition {
-				rc.t.al.onEndOfPartition(nb.ch)
+			rc.q.g.recycle(*b)
+			if ev := b.ev; ev != nil {
+				switch ev.kind {
+				case evEndOfPartition:
+					onAlign(rc, al.onEndOfPartition(b.ch))
+				case evBarrier:
+					onAlign(rc, al.onBarrier(b.ch, ev.barrier))
+				}
+			}
+			return true
+		}
+		// process processes up to n records of the oldest batch.
+		process := func(rc *receiver, n int) {
+			b := &rc.q.queue[0]
+			if rc.t.al.blocked(b.ch) {
+				rc.q.stash = append(rc.q.stash, *b) // held back for alignment
+				rc.q.queue = rc.q.queue[1:]
+				return
+			}
+			if processBatch(rc, b, n) {
+				rc.q.queue = rc.q.queue[1:]
 			}
 		}
 		handleMail := func(rc *receiver) bool {
 			mails := rc.t.mail.take()
 			for _, m := range mails {
+				if m.kind == mailBarrierAnnounce {
+					if m.b.id > rc.t.announced.id {
+						rc.t.announced = m.b
+					}
+					continue
+				}
 				if m.kind != mailUnalignedBarrier {
 					rt.Fatalf("unexpected mail %v", m.kind)
 				}
 				id := m.b.id
+				if rc.aligned[id] {
+					rt.Fatalf("receiver got checkpoint %d's unaligned barrier after taking it aligned", id)
+				}
 				if id > rc.t.lastUnaligned {
 					// What task.checkpoint does at a receiver without
 					// outputs: the snapshot, then the capture.
-					at := make([]int, numS)
-					for s := range at {
-						at[s] = len(rc.processed[s])
-					}
-					rc.at[id] = at
+					snapshotAt(rc, id)
 					rc.t.state = lifeRunning
 					rc.caps[id] = rc.t.startUnaligned(m.b)
 				}
@@ -150,7 +243,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 
 		steps := rapid.IntRange(1, 300).Draw(rt, "steps")
 		for range steps {
-			switch rapid.IntRange(0, 8).Draw(rt, "action") {
+			// As runInput does on every turn of its loop.
+			for _, rc := range recv {
+				rc.q.unstash()
+			}
+			switch rapid.IntRange(0, 10).Draw(rt, "action") {
 			case 0, 1: // a sender emits a record
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
 				if s.ended || s.w.numPending >= maxOverdraft {
@@ -171,11 +268,17 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				} else {
 					s.w.drainPending()
 				}
-			case 3: // a checkpoint is triggered
+			case 3: // a checkpoint is triggered, once the last one completed
+				// (max-concurrent-checkpoints: 1, which unaligned
+				// checkpoints require)
+				if !completed(triggered) {
+					continue
+				}
 				triggered++
+				timeoutable[triggered] = rapid.Bool().Draw(rt, "timeoutable")
 			case 4: // a sender takes the next checkpoint
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
-				if !s.ended && s.taken < triggered {
+				if !s.ended && s.taken < triggered && s.w.numPending+numR <= maxOverdraft {
 					take(s)
 				}
 			case 5: // a sender ends its input
@@ -198,6 +301,18 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				process(rc, rapid.IntRange(0, len(b.recs)-b.off).Draw(rt, "records"))
 			case 8: // a receiver handles its mail
 				handleMail(recv[rapid.IntRange(0, numR-1).Draw(rt, "r")])
+			case 9: // a sender's held-back barrier reaches its timeout
+				convert(send[rapid.IntRange(0, numS-1).Draw(rt, "s")])
+			case 10: // a receiver's alignment reaches its timeout
+				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
+				if rc.t.mail.priority.Load() {
+					continue // the mail goes first
+				}
+				if b, ok := rc.t.pendingAligned(); ok {
+					snapshotAt(rc, b.id)
+					rc.t.state = lifeRunning
+					rc.caps[b.id] = rc.t.startUnaligned(b)
+				}
 			}
 		}
 		// Liveness: once every sender has taken every checkpoint and sent
@@ -208,7 +323,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			}
 			progress = false
 			for _, s := range send {
-				for !s.ended && s.taken < triggered {
+				for !s.ended && s.taken < triggered && s.w.numPending+numR <= maxOverdraft {
 					take(s)
 					progress = true
 				}
@@ -221,9 +336,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				for handleMail(rc) || receive(rc) {
 					progress = true
 				}
+				rc.q.unstash()
 				for len(rc.q.queue) > 0 && !rc.t.mail.priority.Load() {
 					b := rc.q.queue[0]
 					process(rc, len(b.recs)-b.off)
+					rc.q.unstash()
 					progress = true
 				}
 			}
@@ -238,6 +355,21 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			}
 		}
 		for ri, rc := range recv {
+			for id := range rc.aligned {
+				for si, s := range send {
+					want := s.sent[ri]
+					if s.before[id] != nil {
+						want = want[:s.before[id][ri]]
+					}
+					if got := rc.processed[si][:rc.at[id][si]]; !slices.Equal(got, want) {
+						rt.Fatalf("aligned checkpoint %d, sender %d -> receiver %d: processed %v; emitted before the snapshot %v", id, si, ri, got, want)
+					}
+					if out := s.out[id]; out != nil && len(out[ri]) > 0 {
+						rt.Fatalf("aligned checkpoint %d: sender %d has output channel state %v for receiver %d", id, si, out[ri], ri)
+					}
+					checked++
+				}
+			}
 			for id, c := range rc.caps {
 				select {
 				case <-c.done:

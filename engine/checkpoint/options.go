@@ -223,6 +223,11 @@ func ConfigFrom(c *config.Configuration) (Config, []string, error) {
 		// refuses, as for any pair of keys that contradict each other.
 		errs = append(errs, errors.New("execution.checkpointing.unaligned.enabled: true needs execution.checkpointing.mode: EXACTLY_ONCE (it is AT_LEAST_ONCE): "+
 			"at-least-once checkpoints never wait for alignment, so there is nothing to unalign. Set execution.checkpointing.mode: EXACTLY_ONCE or execution.checkpointing.unaligned.enabled: false"))
+	case unaligned && cfg.MaxConcurrent != 1:
+		// Flink's rule too: a task records one checkpoint's records in
+		// flight at a time, and tags what it sends after a barrier with it.
+		errs = append(errs, fmt.Errorf("execution.checkpointing.unaligned.enabled: true needs execution.checkpointing.max-concurrent-checkpoints: 1 (it is %d): "+
+			"the records in flight of one checkpoint are told from the next one's by the order of their barriers. Set execution.checkpointing.max-concurrent-checkpoints: 1 or execution.checkpointing.unaligned.enabled: false", cfg.MaxConcurrent))
 	case unaligned:
 		cfg.Unaligned, cfg.AlignedTimeout = true, alignedTimeout
 	case !unaligned && (alignedTimeout > 0 || forced):

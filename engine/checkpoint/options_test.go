@@ -31,6 +31,8 @@ func TestUnalignedKeys(t *testing.T) {
 		{name: "at least once", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.unaligned.enabled": "true",
 			"execution.checkpointing.mode": "AT_LEAST_ONCE"},
 			err: []string{"execution.checkpointing.unaligned.enabled", "execution.checkpointing.mode: EXACTLY_ONCE", "AT_LEAST_ONCE"}},
+		{name: "concurrent", kv: map[string]string{"execution.checkpointing.unaligned.enabled": "true", "execution.checkpointing.max-concurrent-checkpoints": "2"},
+			err: []string{"execution.checkpointing.unaligned.enabled", "execution.checkpointing.max-concurrent-checkpoints: 1 (it is 2)"}},
 		{name: "not a bool", kv: map[string]string{"execution.checkpointing.unaligned.enabled": "yes"},
 			err: []string{"execution.checkpointing.unaligned.enabled", "yes"}},
 		{name: "timeout without unaligned", kv: map[string]string{"execution.checkpointing.interval": "1 s", "execution.checkpointing.alignment-timeout": "100 ms"},
