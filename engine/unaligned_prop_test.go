@@ -327,7 +327,9 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 					take(s)
 					progress = true
 				}
-				s.w.flush()
+				if s.w.numPending+numR <= maxOverdraft {
+					s.w.flush()
+				}
 				if s.w.drainPending() || s.w.numPending > 0 {
 					progress = true
 				}
