@@ -147,10 +147,11 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		return nil
 	}
 	epoch := al.epoch
-	// alignTimer fires at the aligned-checkpoint timeout of the alignment
-	// in progress (alignFor's).
+	// alignTimer puts a priority mail at the aligned-checkpoint timeout of
+	// the alignment in progress (alignFor's): through the mailbox, so that
+	// it cuts the input batch in progress short like a barrier, however
+	// slow its records are.
 	var alignTimer *time.Timer
-	var alignC <-chan time.Time
 	var alignFor int64
 	defer func() {
 		if alignTimer != nil {
@@ -159,15 +160,13 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 	}()
 	for t.inputOpen() {
 		if id, until := t.alignmentDeadline(); id != alignFor {
-			alignFor, alignC = id, nil
+			alignFor = id
+			if alignTimer != nil {
+				alignTimer.Stop()
+			}
 			if id != 0 {
 				d := time.Duration(until-t.exec.clock().UnixMilli()) * time.Millisecond
-				if alignTimer == nil {
-					alignTimer = time.NewTimer(max(d, 0))
-				} else {
-					alignTimer.Reset(max(d, 0))
-				}
-				alignC = alignTimer.C
+				alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: id}) })
 			}
 		}
 		var err error
@@ -198,9 +197,6 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 				case <-t.timerC:
 					t.timerC, t.timerAt = nil, 0
 					err = t.fireTimers()
-				case <-alignC:
-					alignC = nil
-					err = t.alignmentTimedOut(alignFor)
 				case <-t.done:
 					return errTaskCanceled
 				}

@@ -36,6 +36,9 @@ const (
 	// channel ch: the receiver's timeout starts even while the barrier
 	// waits in its queue (Flink's barrier announcement).
 	mailBarrierAnnounce
+	// mailAlignmentTimeout: the alignment of checkpoint id reached its
+	// aligned-checkpoint timeout.
+	mailAlignmentTimeout
 )
 
 type mail struct {
@@ -68,7 +71,7 @@ func newMailbox() *mailbox {
 func (m *mailbox) put(x mail) {
 	m.mu.Lock()
 	m.q = append(m.q, x)
-	if x.kind == mailTrigger || x.kind == mailUnalignedBarrier {
+	if x.kind == mailTrigger || x.kind == mailUnalignedBarrier || x.kind == mailAlignmentTimeout {
 		m.priority.Store(true)
 		select {
 		case m.priorityWake <- struct{}{}:
@@ -264,6 +267,9 @@ func (t *task) invoke() (err error) {
 	t.asyncDone = make(chan struct{})
 	go t.asyncLoop()
 	defer func() {
+		for _, c := range t.captures {
+			c.stop()
+		}
 		close(t.async)
 		<-t.asyncDone
 	}()
@@ -537,6 +543,11 @@ func (t *task) handle(m mail) error {
 		}
 	case mailUnalignedBarrier:
 		return t.onUnalignedBarrier(m)
+	case mailAlignmentTimeout:
+		if len(t.captures) > 0 {
+			t.checkOutputBarriers(t.exec.clock())
+		}
+		return t.alignmentTimedOut(m.id)
 	case mailBarrierAnnounce:
 		if m.b.id > t.announced.id {
 			t.announced = m.b

@@ -83,6 +83,16 @@ type channelCapture struct {
 	b          barrier
 	outputWait []int
 	converted  bool
+	// timer puts a priority mail at b's timeout, so that a task blocked
+	// for credit in the middle of a record comes back to turn its barrier.
+	timer *time.Timer
+}
+
+// stop stops the capture's timer, if any.
+func (c *channelCapture) stop() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 }
 
 func newChannelCapture(id int64, numChannels int) *channelCapture {
@@ -250,6 +260,7 @@ func (t *task) completeCaptures() {
 	for _, c := range t.captures {
 		if c.complete() {
 			c.alignment = t.exec.clock().Sub(c.started)
+			c.stop()
 			close(c.done)
 		} else {
 			kept = append(kept, c)
@@ -342,6 +353,8 @@ func (t *task) watchOutputBarrier(b barrier) *channelCapture {
 		return nil
 	}
 	c.output = make([][]channelData, len(t.writers))
+	d := time.Duration(b.alignedUntil-t.exec.clock().UnixMilli()) * time.Millisecond
+	c.timer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: b.id}) })
 	t.captures = append(t.captures, c)
 	return c
 }

@@ -102,6 +102,8 @@ func main() {
 		incrementalRatio(scratch)
 	case "changelog":
 		changelogRatios(scratch)
+	case "unaligned":
+		unalignedRatios(scratch)
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
