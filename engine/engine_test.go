@@ -59,6 +59,11 @@ type wcRun struct {
 	// slow makes the counter spin this many rounds per update, so that it
 	// backpressures the tokenizer: the keyed exchange's buffers stay full.
 	slow int
+	// sinkRate throttles the counts to this many a second in all (a slow
+	// sink that leaves the cores free, unlike slow).
+	sinkRate float64
+	// log, if set, receives the job's log.
+	log *syncBuffer
 }
 
 func (r wcRun) generator() *connectors.WordGenerator {
@@ -126,6 +131,13 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 			return c
 		}).Name("slow").UID("slow")
 	}
+	if r.sinkRate > 0 {
+		th := connectors.NewThrottle(r.sinkRate)
+		counts = engine.Map(counts, func(c jobs.WordCountRecord) jobs.WordCountRecord {
+			th.Wait()
+			return c
+		}).Name("throttle").UID("throttle")
+	}
 	counts.Print().UID("sink")
 	g, err := env.Build()
 	if err != nil {
@@ -139,7 +151,10 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 		c.SetString("execution.checkpointing.unaligned.enabled", "false", "test") // EXACTLY_ONCE only
 	}
 	var logger *slog.Logger
-	if os.Getenv("GFLINK_TEST_LOG") != "" {
+	switch {
+	case r.log != nil:
+		logger = slog.New(slog.NewTextHandler(r.log, nil))
+	case os.Getenv("GFLINK_TEST_LOG") != "":
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: c, FS: r.fs, Restore: r.restore, JobID: r.jobID, Logger: logger})

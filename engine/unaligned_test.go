@@ -3,6 +3,7 @@ package engine_test
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,10 @@ import (
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
+
+// completedCheckpoints matches a completed unaligned checkpoint's log line:
+// its id and the bytes of records in flight it stored.
+var completedCheckpoints = regexp.MustCompile(`Completed checkpoint (\d+) for job \w+ \([^)]*?(?:persistedData=(\d+) bytes)?\)`)
 
 // unalignedConf is checkpointConf with unaligned checkpoints.
 func unalignedConf(dir string, extra ...string) map[string]string {
@@ -86,15 +91,32 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 // keyed exchange is backpressured, with unaligned checkpoints every 20 ms,
 // end with the exact counts.
 func TestUnalignedExactlyOnceUnderBackpressure(t *testing.T) {
-	for _, tc := range []struct{ p, failures, after int }{{1, 2, 1500}, {2, 3, 1200}, {4, 3, 900}} {
+	for _, tc := range []struct{ p, failures, after int }{{1, 2, 8000}, {2, 3, 8000}, {4, 3, 8000}} {
 		t.Run(fmt.Sprintf("p=%d/failures=%d", tc.p, tc.failures), func(t *testing.T) {
-			r := wcRun{p: tc.p, lines: 5000, distinct: 2000, slow: 10000,
+			r := wcRun{p: tc.p, lines: 20000, distinct: 2000, sinkRate: 300_000, log: &syncBuffer{},
 				conf: unalignedConf(t.TempDir(),
 					"fault-injection.fail-after-records", strconv.Itoa(tc.after),
 					"fault-injection.max-failures", strconv.Itoa(tc.failures))}
 			res, out := r.run(t)
 			if res.Status != engine.StatusFinished {
 				t.Fatalf("status %s: %v", res.Status, res.Err)
+			}
+			// The failures restored unaligned checkpoints, and the
+			// checkpoints taken while the input was being read stored
+			// records in flight: the backpressure was real. (The last two
+			// come after the sources' input ended, as the counter drains.)
+			log := r.log.String()
+			if !strings.Contains(log, "Restoring job") {
+				t.Fatalf("no failure restored a checkpoint:\n%s", log)
+			}
+			completed := completedCheckpoints.FindAllStringSubmatch(log, -1)
+			if len(completed) < 4 {
+				t.Fatalf("%d checkpoints completed; the test needs some while reading", len(completed))
+			}
+			for _, c := range completed[:len(completed)-2] {
+				if n, _ := strconv.Atoi(c[2]); n == 0 {
+					t.Fatalf("checkpoint %s stored no records in flight: %s", c[1], c[0])
+				}
 			}
 			compareCounts(t, finalCounts(t, out), expected(r), false)
 			// Updates printed twice show the failures happened: the
