@@ -189,32 +189,39 @@ func TestKillWithFileSink(t *testing.T) {
 		if err := res.Run(); err != nil {
 			t.Fatalf("attempt %d: restore: %v\n%s", i, err, errOut.String())
 		}
-		seen := map[string]bool{}
-		got := map[string]int64{}
-		parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
-		for _, f := range parts {
-			b, _ := os.ReadFile(f)
-			for _, l := range strings.Split(string(b), "\n") {
-				r, ok := jobs.ParseWordCountRecord(l)
-				if !ok {
-					continue
-				}
-				if seen[l] {
-					t.Fatalf("attempt %d (p=%s): %s is in the finished files twice", i, p, l)
-				}
-				seen[l] = true
-				got[r.Word] = max(got[r.Word], r.Count)
+		checkCommittedOnce(t, fmt.Sprintf("attempt %d (p=%s)", i, p), out, want)
+	}
+}
+
+// checkCommittedOnce checks that the finished part files in out hold every
+// word count update of want exactly once and nothing else.
+func checkCommittedOnce(t *testing.T, what, out string, want map[string]int64) {
+	t.Helper()
+	seen := map[string]bool{}
+	got := map[string]int64{}
+	parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
+	for _, f := range parts {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(b), "\n") {
+			r, ok := jobs.ParseWordCountRecord(l)
+			if !ok {
+				continue
 			}
-		}
-		var total int64
-		for w, n := range want {
-			if got[w] != n {
-				t.Fatalf("attempt %d (p=%s): final count of %q = %d; want %d", i, p, w, got[w], n)
+			if seen[l] {
+				t.Fatalf("%s: %s is in the finished files twice", what, l)
 			}
-			total += n
+			seen[l] = true
+			got[r.Word] = max(got[r.Word], r.Count)
 		}
-		if int64(len(seen)) != total {
-			t.Fatalf("attempt %d: %d updates in the files; want exactly %d", i, len(seen), total)
+	}
+	var total int64
+	for w, n := range want {
+		if got[w] != n {
+			t.Fatalf("%s: final count of %q = %d; want %d", what, w, got[w], n)
 		}
+		total += n
+	}
+	if int64(len(seen)) != total {
+		t.Fatalf("%s: %d updates in the files; want exactly %d", what, len(seen), total)
 	}
 }

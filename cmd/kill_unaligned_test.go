@@ -3,14 +3,11 @@ package cmd
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -62,33 +59,7 @@ func TestKillUnaligned(t *testing.T) {
 		if err := res.Run(); err != nil {
 			t.Fatalf("attempt %d: restore: %v\n%s", i, err, errOut.String())
 		}
-		seen := map[string]bool{}
-		got := map[string]int64{}
-		parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
-		for _, f := range parts {
-			b, _ := os.ReadFile(f)
-			for _, l := range strings.Split(string(b), "\n") {
-				r, ok := jobs.ParseWordCountRecord(l)
-				if !ok {
-					continue
-				}
-				if seen[l] {
-					t.Fatalf("attempt %d (p=%s then %s): %s is in the finished files twice", i, p[0], p[1], l)
-				}
-				seen[l] = true
-				got[r.Word] = max(got[r.Word], r.Count)
-			}
-		}
-		var total int64
-		for w, n := range want {
-			if got[w] != n {
-				t.Fatalf("attempt %d (p=%s then %s): final count of %q = %d; want %d", i, p[0], p[1], w, got[w], n)
-			}
-			total += n
-		}
-		if int64(len(seen)) != total {
-			t.Fatalf("attempt %d: %d updates in the files; want exactly %d", i, len(seen), total)
-		}
+		checkCommittedOnce(t, fmt.Sprintf("attempt %d (p=%s then %s)", i, p[0], p[1]), out, want)
 	}
 }
 

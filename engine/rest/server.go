@@ -754,14 +754,23 @@ func (s *Server) checkpointStats() CheckpointingStatistics {
 	return out
 }
 
-func (s *Server) checkpointDetails(idStr string) (any, int, error) {
+// checkpointByID finds a checkpoint's statistics by the id in a path.
+func (s *Server) checkpointByID(idStr string) (engine.CheckpointStats, error) {
 	id, err := strconv.ParseInt(idStr, 10, 64)
 	if err != nil {
-		return nil, 0, errorf(http.StatusBadRequest, "Bad request, could not parse parameters: %q is not a checkpoint id.", idStr)
+		return engine.CheckpointStats{}, errorf(http.StatusBadRequest, "Bad request, could not parse parameters: %q is not a checkpoint id.", idStr)
 	}
 	c, ok := s.job.CheckpointStats(id)
 	if !ok {
-		return nil, 0, errorf(http.StatusNotFound, "Could not find checkpointing statistics for checkpoint %d.", id)
+		return engine.CheckpointStats{}, errorf(http.StatusNotFound, "Could not find checkpointing statistics for checkpoint %d.", id)
+	}
+	return c, nil
+}
+
+func (s *Server) checkpointDetails(idStr string) (any, int, error) {
+	c, err := s.checkpointByID(idStr)
+	if err != nil {
+		return nil, 0, err
 	}
 	return checkpointStatistics(&c), http.StatusOK, nil
 }
@@ -800,13 +809,9 @@ func taskCheckpointStats(c *engine.CheckpointStats, vertices []engine.VertexInfo
 
 // checkpointSubtasks is GET …/checkpoints/details/:checkpointid/subtasks/:vertexid.
 func (s *Server) checkpointSubtasks(idStr, vertexID string) (any, int, error) {
-	id, err := strconv.ParseInt(idStr, 10, 64)
+	c, err := s.checkpointByID(idStr)
 	if err != nil {
-		return nil, 0, errorf(http.StatusBadRequest, "Bad request, could not parse parameters: %q is not a checkpoint id.", idStr)
-	}
-	c, ok := s.job.CheckpointStats(id)
-	if !ok {
-		return nil, 0, errorf(http.StatusNotFound, "Could not find checkpointing statistics for checkpoint %d.", id)
+		return nil, 0, err
 	}
 	t := taskCheckpointStats(&c, s.job.Info().Vertices)[vertexID]
 	if t == nil {
