@@ -34,18 +34,8 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 	first.conf = unalignedConf(t.TempDir(), "restart-strategy.type", "none",
 		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
 		"fault-injection.fail-after-records", "6000")
-	res, out1 := first.run(t)
-	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
-		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
-	}
-	chk, err := savepoint.LocalPath(res.Retained[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := restore.Resolve(vfs.Default, chk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resolved, out1 := failWithCheckpoint(t, first)
+	chk := resolved.Dir
 	m := resolved.Metadata
 	if !m.HasChannelState() || m.Version != 2 {
 		t.Fatalf("%s (version %d) holds no records in flight; the counter was slowed so that it must", filepath.Base(chk), m.Version)
@@ -65,24 +55,11 @@ func TestUnalignedCheckpointRescales(t *testing.T) {
 	if in == 0 {
 		t.Fatal("no input channel state: the counter's queue was full")
 	}
-	before := finalCounts(t, out1)
 	for _, p := range []int{2, 3, 1} {
 		t.Run("p="+strconv.Itoa(p), func(t *testing.T) {
 			second := base
 			second.p, second.slow = p, 0
-			second.conf = checkpointConf(t.TempDir())
-			second.restore = resolved
-			res, out2 := second.run(t)
-			if res.Status != engine.StatusFinished {
-				t.Fatalf("status %s: %v", res.Status, res.Err)
-			}
-			got := finalCounts(t, out2)
-			for w, c := range before {
-				if got[w] < c {
-					got[w] = c // words not updated after the restore
-				}
-			}
-			compareCounts(t, got, expected(base), false)
+			continueFrom(t, second, resolved, finalCounts(t, out1))
 		})
 	}
 }
@@ -146,36 +123,52 @@ func TestAlignedCheckpointTimeout(t *testing.T) {
 				"execution.checkpointing.aligned-checkpoint-timeout", tc.timeout,
 				"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
 				"fault-injection.fail-after-records", "6000")
-			res, out1 := first.run(t)
-			if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
-				t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
-			}
-			chk, err := savepoint.LocalPath(res.Retained[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			resolved, err := restore.Resolve(vfs.Default, chk)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resolved, out1 := failWithCheckpoint(t, first)
+			chk := resolved.Dir
 			if got := resolved.Metadata.HasChannelState(); got != tc.unaligned {
 				t.Fatalf("%s holds records in flight: %v; want %v", filepath.Base(chk), got, tc.unaligned)
 			}
 			second := base
 			second.slow, second.rate = 0, 0
-			second.conf = checkpointConf(t.TempDir())
-			second.restore = resolved
-			res, out2 := second.run(t)
-			if res.Status != engine.StatusFinished {
-				t.Fatalf("status %s: %v", res.Status, res.Err)
-			}
-			got := finalCounts(t, out2)
-			for w, c := range finalCounts(t, out1) {
-				if got[w] < c {
-					got[w] = c
-				}
-			}
-			compareCounts(t, got, expected(base), false)
+			continueFrom(t, second, resolved, finalCounts(t, out1))
 		})
 	}
+}
+
+// failWithCheckpoint runs r, which must fail with one retained checkpoint,
+// and returns that checkpoint resolved and the run's output.
+func failWithCheckpoint(t *testing.T, r wcRun) (*restore.Resolved, string) {
+	t.Helper()
+	res, out := r.run(t)
+	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
+		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
+	}
+	chk, err := savepoint.LocalPath(res.Retained[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolved, out
+}
+
+// continueFrom runs r restored from resolved to its end: with the counts
+// the first run printed (before), its final counts are the whole text's.
+func continueFrom(t *testing.T, r wcRun, resolved *restore.Resolved, before map[string]int64) {
+	t.Helper()
+	r.conf = checkpointConf(t.TempDir())
+	r.restore = resolved
+	res, out := r.run(t)
+	if res.Status != engine.StatusFinished {
+		t.Fatalf("status %s: %v", res.Status, res.Err)
+	}
+	got := finalCounts(t, out)
+	for w, c := range before {
+		if got[w] < c {
+			got[w] = c // words not updated after the restore
+		}
+	}
+	compareCounts(t, got, expected(r), false)
 }
