@@ -246,6 +246,25 @@ func checkpointConf(dir string, extra ...string) map[string]string {
 	return c
 }
 
+// failWithCheckpoint runs r, which must fail with one retained checkpoint,
+// and returns that checkpoint resolved and the run's output.
+func failWithCheckpoint(t *testing.T, r wcRun) (*restore.Resolved, string) {
+	t.Helper()
+	res, out := r.run(t)
+	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
+		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
+	}
+	chk, err := savepoint.LocalPath(res.Retained[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolved, out
+}
+
 func TestWordCountWithoutFailures(t *testing.T) {
 	r := wcRun{p: 2, lines: 2000, distinct: 300}
 	res, out := r.run(t)
@@ -802,18 +821,8 @@ func TestRunningOnlyAfterStateRestored(t *testing.T) {
 		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
 		"execution.checkpointing.data-inline-threshold", "0", // state in files, read through the FS
 		"fault-injection.fail-after-records", "12000")
-	res, _ := first.run(t)
-	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
-		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
-	}
-	chk, err := savepoint.LocalPath(res.Retained[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := restore.Resolve(vfs.Default, chk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resolved, _ := failWithCheckpoint(t, first)
+	chk := resolved.Dir
 
 	var held atomic.Int64
 	var armed, released atomic.Bool // armed once planning (which reads files too) is done

@@ -10,8 +10,6 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/restore"
-	"github.com/gflink/gflink/savepoint"
-	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // completedCheckpoints matches a completed unaligned checkpoint's log line:
@@ -133,25 +131,6 @@ func TestAlignedCheckpointTimeout(t *testing.T) {
 			continueFrom(t, second, resolved, finalCounts(t, out1))
 		})
 	}
-}
-
-// failWithCheckpoint runs r, which must fail with one retained checkpoint,
-// and returns that checkpoint resolved and the run's output.
-func failWithCheckpoint(t *testing.T, r wcRun) (*restore.Resolved, string) {
-	t.Helper()
-	res, out := r.run(t)
-	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
-		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
-	}
-	chk, err := savepoint.LocalPath(res.Retained[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := restore.Resolve(vfs.Default, chk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resolved, out
 }
 
 // continueFrom runs r restored from resolved to its end: with the counts
