@@ -46,7 +46,7 @@
 #   RUA_TIMEOUT_P50  the same with aligned-checkpoint-timeout 100 ms
 #                                                          (reported)
 #   RUA_THROUGHPUT  throughput unaligned ÷ aligned without backpressure
-#           (20 M words, p=2, discarding sink)         (target ≥ 0.95)
+#           (40 M words, p=2, discarding sink, 7 rounds) (target ≥ 0.95)
 #
 # Input: 20,000,000 words, 100,000 distinct, in a file (page cache).
 # Usage: scripts/bench.sh            (about twenty minutes on 2 cores;
@@ -162,7 +162,7 @@ echo "$sc" | grep '^# [rc]' | sed 's/^# /# changelog, 1M keys, full speed: /'
 scp=$(scale -mode changelog -keys 1000000 -words 3000000 -rate 100000 -rounds 2 -materialize 6s)
 echo "$scp" | grep '^# [rc]' | sed 's/^# /# changelog, 1M keys, 100K words\/s: /'
 # Unaligned checkpoints: under a throttled sink, and at full speed.
-su=$(scale -mode unaligned -keys 100000 -words 20000000 -rounds 3)
+su=$(scale -mode unaligned -keys 100000 -words 40000000 -rounds 3 -throughput-rounds 7)
 echo "$su" | grep '^# [a-z]' | sed 's/^# /# unaligned: /'
 rlsm=$(echo "$sl" | field RLSM)
 r6=$(echo "$si" | field R6)

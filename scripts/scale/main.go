@@ -102,7 +102,7 @@ func main() {
 		incrementalRatio(scratch)
 	case "changelog":
 		changelogRatios(scratch)
-	case "unaligned":
+	case "unaligned", "unaligned-throughput":
 		unalignedRatios(scratch)
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
