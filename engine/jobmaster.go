@@ -51,6 +51,13 @@ type JobOptions struct {
 	// mapped, before any task is deployed: what a client says about the
 	// submission then comes before anything the job itself prints.
 	OnAccepted func(*Job)
+	// HA is JobManager high availability, or nil: checkpoint ids, completed
+	// checkpoints and the job's end are recorded there, each only while
+	// this process leads.
+	HA HighAvailability
+	// FirstCheckpointID is the least id the job's next checkpoint may take
+	// (a new leader continues the shared counter); 0 for no bound.
+	FirstCheckpointID int64
 }
 
 // JobResult is how a job ended.
@@ -173,6 +180,7 @@ type jobMaster struct {
 	timestamps map[JobStatus]int64
 	result     JobResult
 
+	ha            HighAvailability // nil without high availability
 	onStatus      func(JobStatus, time.Time)
 	onSavepoint   func(path string)
 	backends      *stateBackends
@@ -218,7 +226,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
 		done: make(chan struct{}), status: StatusInitializing, timestamps: map[JobStatus]int64{},
 		allowNonRest: o.AllowNonRestoredState, taskStates: map[taskKey]string{}, onStatus: o.OnStatus,
-		onSavepoint: o.OnSavepoint}
+		onSavepoint: o.OnSavepoint, ha: o.HA}
 	if jm.jobID == "" {
 		jm.jobID = NewJobID()
 	}
@@ -287,6 +295,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.plan = plan
 		nextID = o.Restore.Metadata.CheckpointID + 1
 	}
+	nextID = max(nextID, o.FirstCheckpointID)
 	for _, v := range g.vertices {
 		for i := 0; i < v.parallelism; i++ {
 			jm.taskStates[taskKey{v.id, i}] = ExecCreated
@@ -557,7 +566,7 @@ func (jm *jobMaster) run() {
 		jm.mu.Lock()
 		st := jm.status
 		jm.mu.Unlock()
-		if st.IsGloballyTerminal() {
+		if st.IsGloballyTerminal() || st == StatusSuspended {
 			return
 		}
 		now := jm.clock()
@@ -672,6 +681,14 @@ func (jm *jobMaster) apply(actions []checkpoint.Action) {
 
 func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 	p := a.Pending
+	if p.Location == nil && jm.ha != nil {
+		// Before anything is written: a new leader never reuses the id,
+		// nor the chk-<id> directory a lost leader may still be writing.
+		if err := jm.ha.ReserveCheckpointID(p.ID); err != nil {
+			jm.apply(jm.coord.Decline(jm.clock(), p.ID, -1, checkpoint.ErrIOProblem, fmt.Errorf("reserve checkpoint id %d in the high-availability store: %w", p.ID, err)))
+			return
+		}
+	}
 	if p.Location == nil {
 		target := jm.cpCfg.SavepointDir
 		if p.Request != nil && p.Request.TargetDir != "" {
@@ -751,6 +768,16 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	err := werr
 	if err == nil {
 		err = jm.storage.Finalize(loc, md)
+	}
+	if err == nil && jm.ha != nil {
+		// Fencing: only a checkpoint registered while this process leads
+		// completes, and only a completed one is committed by the sinks.
+		if err = jm.ha.AddCheckpoint(p.ID, loc.Dir, p.Type.IsSavepoint()); err != nil {
+			err = fmt.Errorf("register checkpoint %d in the high-availability store: %w", p.ID, err)
+			// The write may have reached ZooKeeper, and a new leader may
+			// restore it: its files stay.
+			p.Location = nil
+		}
 	}
 	jm.apply(jm.coord.Finalized(jm.clock(), p.ID, &checkpoint.Handle{Loc: loc, Meta: md}, err))
 }
@@ -869,6 +896,13 @@ func (jm *jobMaster) discard(cp *checkpoint.Completed) {
 	jm.stats.discarded(cp.ID)
 	jm.mu.Unlock()
 	h := cp.Handle
+	if jm.ha != nil {
+		if err := jm.ha.RemoveCheckpoint(cp.ID); err != nil {
+			// A new leader may still restore it: its files stay.
+			jm.log.Warn(fmt.Sprintf("Could not remove checkpoint %d from the high-availability store, so its files are kept: %v", cp.ID, err))
+			return
+		}
+	}
 	if err := jm.storage.Discard(h.Loc, h.Meta); err != nil {
 		jm.log.Warn(fmt.Sprintf("Could not discard checkpoint %d: %v", cp.ID, err))
 	}
@@ -994,6 +1028,14 @@ func (jm *jobMaster) stopAttempt(reason error) {
 // script listing the checkpoint directory next) must find the policy
 // applied, not files still being deleted.
 func (jm *jobMaster) endCheckpoints(final JobStatus) {
+	if jm.ha != nil {
+		if err := jm.ha.MarkTerminal(string(final)); err != nil {
+			// Another leader will run the job again from its latest
+			// registered checkpoint: none may be deleted.
+			jm.log.Warn(fmt.Sprintf("Could not record that job %s is %s in the job result store, so its checkpoints are kept for the leader that takes over: %v", jm.jobID, final, err))
+			return
+		}
+	}
 	keep := checkpoint.KeepOnEnd(final == StatusFailed, final == StatusCanceled, jm.cpCfg.Retention)
 	kept := map[string]bool{}
 	defer jm.refreshRetained()

@@ -36,11 +36,13 @@ var transitions = map[JobStatus][]JobStatus{
 	StatusInitializing: {StatusCreated, StatusFailed, StatusCanceled},
 	// A job stays CREATED while its tasks load their restored state, and
 	// can fail then.
-	StatusCreated:    {StatusRunning, StatusFailing, StatusRestarting, StatusFailed, StatusCancelling, StatusCanceled},
-	StatusRunning:    {StatusFinished, StatusFailing, StatusRestarting, StatusCancelling, StatusFailed},
-	StatusFailing:    {StatusFailed, StatusRestarting, StatusCancelling},
-	StatusRestarting: {StatusCreated, StatusRunning, StatusFailed, StatusCancelling, StatusCanceled},
-	StatusCancelling: {StatusCanceled, StatusFailed, StatusFinished},
+	// Any status that is not terminal can become SUSPENDED: the process
+	// lost leadership (high availability).
+	StatusCreated:    {StatusRunning, StatusFailing, StatusRestarting, StatusFailed, StatusCancelling, StatusCanceled, StatusSuspended},
+	StatusRunning:    {StatusFinished, StatusFailing, StatusRestarting, StatusCancelling, StatusFailed, StatusSuspended},
+	StatusFailing:    {StatusFailed, StatusRestarting, StatusCancelling, StatusSuspended},
+	StatusRestarting: {StatusCreated, StatusRunning, StatusFailed, StatusCancelling, StatusCanceled, StatusSuspended},
+	StatusCancelling: {StatusCanceled, StatusFailed, StatusFinished, StatusSuspended},
 }
 
 // canTransition reports whether from → to is allowed.

@@ -1,0 +1,402 @@
+package ha
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/ha/zktest"
+)
+
+func testConfig(t *testing.T, addr string) *Config {
+	t.Helper()
+	c := config.New()
+	c.SetString(Type.Key(), "zookeeper", "-D")
+	c.SetString(Quorum.Key(), addr, "-D")
+	c.SetString(StorageDir.Key(), t.TempDir(), "-D")
+	c.SetString(ClusterID.Key(), "/"+strings.ReplaceAll(t.Name(), "/", "-"), "-D")
+	c.SetString(SessionTimeout.Key(), "1 s", "-D")
+	c.SetString(ConnectionTimeout.Key(), "5 s", "-D")
+	c.SetString(RetryWait.Key(), "100 ms", "-D")
+	cfg, err := ConfigFrom(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func connect(t *testing.T, cfg *Config) *Services {
+	t.Helper()
+	s, err := Connect(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestElectionHandsOverInOrder(t *testing.T) {
+	zk := zktest.Start(t)
+	cfg := testConfig(t, zk.Addr)
+	a, b, c := connect(t, cfg), connect(t, cfg), connect(t, cfg)
+	la, err := a.Contend(context.Background(), Candidate{PID: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type won struct {
+		who string
+		l   *Leadership
+		err error
+	}
+	wins := make(chan won, 2)
+	ahead := make(chan int, 2)
+	for name, s := range map[string]*Services{"b": b, "c": c} {
+		go func() {
+			l, err := s.Contend(context.Background(), Candidate{PID: 2}, func(n int) { ahead <- n })
+			wins <- won{name, l, err}
+		}()
+	}
+	got := []int{<-ahead, <-ahead}
+	if got[0]+got[1] != 3 {
+		t.Fatalf("standbys were told %v candidates ahead, want 1 and 2", got)
+	}
+	cands, err := a.Candidates()
+	if err != nil || len(cands) != 3 {
+		t.Fatalf("candidates %v, %v; want 3", cands, err)
+	}
+	select {
+	case w := <-wins:
+		t.Fatalf("%s leads while a does", w.who)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := la.Publish(LeaderInfo{Address: "http://127.0.0.1:1", JobID: "j"}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Leader(); err != nil || info.Address != "http://127.0.0.1:1" {
+		t.Fatalf("leader retrieval: %+v, %v", info, err)
+	}
+	a.Close() // the leader's session ends: one standby takes over
+	w := <-wins
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	if _, err := c.Leader(); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("the old leader's address outlived its session: %v", err)
+	}
+	select {
+	case w2 := <-wins:
+		t.Fatalf("%s and %s lead at once", w.who, w2.who)
+	case <-time.After(200 * time.Millisecond):
+	}
+	w.l.Release()
+	w2 := <-wins
+	if w2.err != nil || w2.who == w.who {
+		t.Fatalf("the last standby did not take over: %+v", w2)
+	}
+}
+
+// proxy forwards TCP to ZooKeeper until frozen: a frozen proxy is a
+// leader that stopped answering (paused, cut off) without closing its
+// connection.
+type proxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	frozen bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{l: l, target: target}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go p.pipe(c, up)
+			go p.pipe(up, c)
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			dst.Close()
+			return
+		}
+		p.mu.Lock()
+		frozen := p.frozen
+		p.mu.Unlock()
+		if frozen {
+			continue // swallowed, as by a paused process
+		}
+		if _, err := dst.Write(buf[:n]); err != nil && !errors.Is(err, io.EOF) {
+			src.Close()
+			return
+		}
+	}
+}
+
+func (p *proxy) freeze(f bool) {
+	p.mu.Lock()
+	p.frozen = f
+	p.mu.Unlock()
+}
+
+func (p *proxy) close() {
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestFencing: a leader that stops answering loses its session; a standby
+// takes over; everything the old leader then tries to write — a checkpoint
+// id, a checkpoint, the job's end — fails, before and after it is heard
+// from again, and the store holds only the new leader's checkpoints.
+func TestFencing(t *testing.T) {
+	zk := zktest.Start(t)
+	px := newProxy(t, zk.Addr)
+	cfg := testConfig(t, zk.Addr)
+	oldCfg := *cfg
+	oldCfg.Servers = []string{px.l.Addr().String()}
+	old := connect(t, &oldCfg)
+	l1, err := old.Contend(context.Background(), Candidate{PID: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j1, err := l1.ForJob("job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j1.ReserveCheckpointID(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := j1.AddCheckpoint(1, "/chk-1", false); err != nil {
+		t.Fatal(err)
+	}
+	standby := connect(t, cfg)
+	won := make(chan *Leadership, 1)
+	go func() {
+		l, err := standby.Contend(context.Background(), Candidate{PID: 2}, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		won <- l
+	}()
+	px.freeze(true)
+	var l2 *Leadership
+	select {
+	case l2 = <-won:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not take over within 10 s of a 1 s session timeout")
+	}
+	j2, err := l2.ForJob("job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := standby.CheckpointIDCounter("job")
+	if err != nil || next != 2 {
+		t.Fatalf("counter %d, %v; want 2", next, err)
+	}
+	if err := j2.ReserveCheckpointID(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := j2.AddCheckpoint(2, "/chk-2", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the old leader notices", 5*time.Second, func() bool { return old.LostCause() != nil })
+	tryOld := func() {
+		if err := j1.ReserveCheckpointID(3); err == nil {
+			t.Error("the old leader reserved a checkpoint id")
+		}
+		if err := j1.AddCheckpoint(3, "/old-chk-3", false); err == nil {
+			t.Error("the old leader registered a checkpoint")
+		}
+		if err := j1.MarkTerminal("FINISHED"); err == nil {
+			t.Error("the old leader recorded the job's end")
+		}
+	}
+	tryOld()
+	px.freeze(false) // heard from again: its session is gone all the same
+	tryOld()
+	cps, err := standby.Checkpoints("job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cps) != 2 || cps[0].Dir != "/chk-1" || cps[1].Dir != "/chk-2" {
+		t.Fatalf("registered %+v, want chk-1 and chk-2", cps)
+	}
+	if r, _ := standby.JobResult("job"); r != nil {
+		t.Fatalf("a job result was recorded: %+v", r)
+	}
+	if err := j2.MarkTerminal("FINISHED"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := standby.JobResult("job"); err != nil || r == nil || r.Status != "FINISHED" {
+		t.Fatalf("job result %+v, %v", r, err)
+	}
+}
+
+func TestStoresRoundTrip(t *testing.T) {
+	zk := zktest.Start(t)
+	cfg := testConfig(t, zk.Addr)
+	s := connect(t, cfg)
+	l, err := s.Contend(context.Background(), Candidate{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := l.ForJob("job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sj, err := s.SubmittedJob("job"); err != nil || sj != nil {
+		t.Fatalf("submitted job before any: %+v, %v", sj, err)
+	}
+	want := SubmittedJob{JobID: "job", Job: "wordcount", Args: []string{"--input", "x"}}
+	if err := j.PutSubmittedJob(want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SubmittedJob("job")
+	if err != nil || got.Job != want.Job || len(got.Args) != 2 {
+		t.Fatalf("submitted job %+v, %v", got, err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		if err := j.AddCheckpoint(id, "/c", id == 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.AddCheckpoint(4, "/s", true); err != nil {
+		t.Fatal(err)
+	}
+	cps, _ := s.Checkpoints("job")
+	var ids []int64
+	for _, c := range cps {
+		ids = append(ids, c.ID)
+	}
+	if len(ids) != 3 || ids[0] != 1 || ids[1] != 3 || ids[2] != 4 {
+		t.Fatalf("registered %v: a savepoint replaces older savepoints only", ids)
+	}
+	if err := j.RemoveCheckpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.RemoveCheckpoint(99); err != nil {
+		t.Fatalf("removing an unregistered checkpoint: %v", err)
+	}
+	tok1, err := s.ClusterToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok2, _ := s.ClusterToken()
+	fi, _ := os.Stat(filepath.Join(cfg.StorageDir, cfg.ClusterID, "rest-token"))
+	if tok1 == "" || tok1 != tok2 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cluster token %q/%q, mode %v", tok1, tok2, fi.Mode())
+	}
+	if err := j.CleanUp(); err != nil {
+		t.Fatal(err)
+	}
+	if cps, _ := s.Checkpoints("job"); len(cps) != 0 {
+		t.Fatalf("after clean-up: %+v", cps)
+	}
+	if sj, _ := s.SubmittedJob("job"); sj != nil {
+		t.Fatalf("job graph after clean-up: %+v", sj)
+	}
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{"high-availability.type": "zookeeper", "high-availability.storageDir": "/tmp/x"}, "high-availability.zookeeper.quorum is not set"},
+		{map[string]string{"high-availability.type": "zookeeper", "high-availability.zookeeper.quorum": "127.0.0.1:2181"}, "high-availability.storageDir is not set"},
+		{map[string]string{"high-availability": "KUBERNETES"}, "KUBERNETES is not available"},
+		{map[string]string{"high-availability.type": "zookeeper", "high-availability.zookeeper.quorum": "localhost", "high-availability.storageDir": "/tmp/x"}, "high-availability.zookeeper.quorum"},
+		{map[string]string{"high-availability.type": "etcd"}, "high-availability.type"},
+		{map[string]string{"high-availability.type": "zookeeper", "high-availability.zookeeper.quorum": "127.0.0.1:2181", "high-availability.storageDir": "/tmp/x", "pipeline.job-id": "xyz"}, "pipeline.job-id"},
+	} {
+		c := config.New()
+		for k, v := range tc.set {
+			c.SetString(k, v, "-D")
+		}
+		_, err := ConfigFrom(c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one containing %q", tc.set, err, tc.want)
+		}
+	}
+	c := config.New()
+	if cfg, err := ConfigFrom(c); cfg != nil || err != nil {
+		t.Errorf("default: %+v, %v; want high availability off", cfg, err)
+	}
+}
+
+func TestUnreachableQuorumFailsWithinTheConnectionTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	cfg := &Config{Servers: []string{addr}, Root: "/flink/x", SessionTimeout: time.Second, ConnectionTimeout: 700 * time.Millisecond}
+	start := time.Now()
+	_, err = Connect(context.Background(), cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "connection-timeout") {
+		t.Fatalf("error %v: want one naming %s and the key", err, addr)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %v with a 700 ms connection timeout", d)
+	}
+}
+
+func TestDerivedJobIDIsStable(t *testing.T) {
+	a, b := DerivedJobID("/default"), DerivedJobID("default")
+	if a != b || len(a) != 32 || DerivedJobID("other") == a {
+		t.Fatalf("derived ids %s %s", a, b)
+	}
+}

@@ -1,0 +1,188 @@
+package ha
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Services is one process's ZooKeeper session and what it serves: leader
+// election, leader retrieval and the stores. A session lives until the
+// process closes it or ZooKeeper ends it; a process that lost its session
+// opens a new one to contend again.
+type Services struct {
+	cfg  *Config
+	conn *zk.Conn
+	log  *slog.Logger
+
+	lost     chan struct{} // closed when the session is disconnected or expired
+	lostOnce sync.Once
+	lostWhy  error
+	done     chan struct{} // the event loop has ended
+}
+
+// zkLogger sends the client's lines to the debug log.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug("zookeeper: " + fmt.Sprintf(format, args...))
+}
+
+// Connect opens a session with the quorum, waiting at most the connection
+// timeout: an unreachable quorum is an error naming its address and the
+// key to raise, not a hang.
+func Connect(ctx context.Context, cfg *Config, log *slog.Logger) (*Services, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	established := make(chan struct{})
+	var once sync.Once
+	conn, events, err := zk.Connect(cfg.Servers, cfg.SessionTimeout, zk.WithLogger(zkLogger{log}), zk.WithLogInfo(false),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+				once.Do(func() { close(established) })
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("high-availability.zookeeper.quorum %s: %w", strings.Join(cfg.Servers, ","), err)
+	}
+	s := &Services{cfg: cfg, conn: conn, log: log, lost: make(chan struct{}), done: make(chan struct{})}
+	go s.watchSession(events, established)
+	timer := time.NewTimer(cfg.ConnectionTimeout)
+	defer timer.Stop()
+	select {
+	case <-established:
+	case <-timer.C:
+		s.Close()
+		return nil, fmt.Errorf("Could not connect to ZooKeeper at %s within %s (high-availability.zookeeper.quorum, high-availability.zookeeper.client.connection-timeout): is ZooKeeper running there?",
+			strings.Join(cfg.Servers, ","), fmtDuration(cfg.ConnectionTimeout))
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+func fmtDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
+
+// watchSession drains the client's events (it drops what nobody reads)
+// and closes lost when the session is gone or cut off. Either ends this
+// process's leadership: a disconnected leader cannot tell whether its
+// session still lives, and ZooKeeper may already have handed the job to
+// another process, so it must stop acting at once (Flink's default: a
+// SUSPENDED connection revokes leadership).
+func (s *Services) watchSession(events <-chan zk.Event, established <-chan struct{}) {
+	defer close(s.done)
+	for ev := range events {
+		if ev.Type != zk.EventSession {
+			continue
+		}
+		select {
+		case <-established:
+		default:
+			continue // still connecting: Connect decides
+		}
+		switch ev.State {
+		case zk.StateDisconnected:
+			s.markLost(errors.New("the connection to ZooKeeper was lost"))
+		case zk.StateExpired:
+			s.markLost(errors.New("the ZooKeeper session expired"))
+		}
+	}
+	s.markLost(errors.New("the ZooKeeper session was closed"))
+}
+
+func (s *Services) markLost(why error) {
+	s.lostOnce.Do(func() {
+		s.lostWhy = why
+		close(s.lost)
+	})
+}
+
+// Lost is closed once the session is disconnected, expired or closed.
+func (s *Services) Lost() <-chan struct{} { return s.lost }
+
+// LostCause says why the session was lost (nil while it lives).
+func (s *Services) LostCause() error {
+	select {
+	case <-s.lost:
+		return s.lostWhy
+	default:
+		return nil
+	}
+}
+
+// Close ends the session: ZooKeeper deletes this process's ephemeral
+// znodes (its latch, its connection info) at once, so a standby takes over
+// without waiting for the session timeout.
+func (s *Services) Close() {
+	s.conn.Close()
+	<-s.done
+}
+
+// Config is the configuration the services were opened with.
+func (s *Services) Config() *Config { return s.cfg }
+
+// Paths of the cluster's znodes, after Flink's layout.
+func (s *Services) latchDir() string       { return s.cfg.Root + "/leader/latch" }
+func (s *Services) connectionInfo() string { return s.cfg.Root + "/leader/rest_server/connection_info" }
+func (s *Services) jobGraphNode(jobID string) string {
+	return s.cfg.Root + "/jobgraphs/" + jobID
+}
+func (s *Services) checkpointsDir(jobID string) string {
+	return s.cfg.Root + "/jobs/" + jobID + "/checkpoints"
+}
+func (s *Services) counterNode(jobID string) string {
+	return s.cfg.Root + "/jobs/" + jobID + "/checkpoint_id_counter"
+}
+
+// retry runs op again on a lost connection, retry-wait apart, at most
+// max-retry-attempts times: reads and set-up writes ride out a blip. The
+// fenced writes of a leader are never retried blindly — see Leadership.
+func (s *Services) retry(what string, op func() error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = op()
+		if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) || attempt >= s.cfg.MaxRetries {
+			break
+		}
+		select {
+		case <-time.After(s.cfg.RetryWait):
+		case <-s.done:
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// ensurePath creates p and its parents as persistent znodes, if missing.
+func (s *Services) ensurePath(p string) error {
+	if p == "/" || p == "" {
+		return nil
+	}
+	ok, _, err := s.conn.Exists(p)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	if err := s.ensurePath(path.Dir(p)); err != nil {
+		return err
+	}
+	_, err = s.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
