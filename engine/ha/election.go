@@ -139,8 +139,8 @@ func (s *Services) Candidates() ([]Candidate, error) {
 // fenced runs ops only if this process's latch znode still exists, all or
 // nothing.
 func (l *Leadership) fenced(what string, ops ...any) error {
-	if cause := l.s.LostCause(); cause != nil {
-		return fmt.Errorf("%s: not the leader any more: %w", what, cause)
+	if err := l.alive(what); err != nil {
+		return err
 	}
 	all := append([]any{&zk.CheckVersionRequest{Path: l.latch, Version: -1}}, ops...)
 	res, err := l.s.conn.Multi(all...)
@@ -213,3 +213,13 @@ func (l *Leadership) Release() {
 
 // String names the leader's latch znode.
 func (l *Leadership) String() string { return strings.TrimPrefix(l.latch, l.s.cfg.Root+"/") }
+
+// alive fails once the session is known lost: a lost leader does not even
+// read, as its reads would wait for a reconnection that cannot restore
+// its leadership.
+func (l *Leadership) alive(what string) error {
+	if cause := l.s.LostCause(); cause != nil {
+		return fmt.Errorf("%s: not the leader any more: %w", what, cause)
+	}
+	return nil
+}

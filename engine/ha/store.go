@@ -257,6 +257,9 @@ func (j *JobStores) PutSubmittedJob(sj SubmittedJob) error {
 // ReserveCheckpointID implements engine.HighAvailability: the counter
 // moves past id, only while this process leads.
 func (j *JobStores) ReserveCheckpointID(id int64) error {
+	if err := j.l.alive("reserve checkpoint id"); err != nil {
+		return err
+	}
 	s := j.l.s
 	next := []byte(strconv.FormatInt(id+1, 10))
 	ok, _, err := s.conn.Exists(s.counterNode(j.jobID))
@@ -273,6 +276,9 @@ func (j *JobStores) ReserveCheckpointID(id int64) error {
 // registered too, as sinks commit them: a savepoint replaces the
 // savepoints registered before it.
 func (j *JobStores) AddCheckpoint(id int64, dir string, savepoint bool) error {
+	if err := j.l.alive("register checkpoint"); err != nil {
+		return err
+	}
 	s := j.l.s
 	ops := []any{&zk.CreateRequest{Path: s.checkpointsDir(j.jobID) + "/" + checkpointName(id, savepoint), Data: []byte(dir), Acl: zk.WorldACL(zk.PermAll)}}
 	if names, _, err := s.conn.Children(s.checkpointsDir(j.jobID)); err == nil {
@@ -287,6 +293,9 @@ func (j *JobStores) AddCheckpoint(id int64, dir string, savepoint bool) error {
 
 // RemoveCheckpoint implements engine.HighAvailability.
 func (j *JobStores) RemoveCheckpoint(id int64) error {
+	if err := j.l.alive("unregister checkpoint"); err != nil {
+		return err
+	}
 	s := j.l.s
 	p := s.checkpointsDir(j.jobID) + "/" + checkpointName(id, false)
 	ok, _, err := s.conn.Exists(p)
@@ -315,6 +324,9 @@ func (j *JobStores) MarkTerminal(status string) error {
 // CleanUp removes the ended job's znodes and job graph (Flink's HA
 // cleanup once a job's result is recorded); the job result stays.
 func (j *JobStores) CleanUp() error {
+	if err := j.l.alive("clean up the job's high-availability data"); err != nil {
+		return err
+	}
 	s := j.l.s
 	var ops []any
 	if names, _, err := s.conn.Children(s.checkpointsDir(j.jobID)); err == nil {
