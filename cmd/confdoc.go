@@ -6,6 +6,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/rest"
 )
 
@@ -83,5 +84,5 @@ func writeOption(b *strings.Builder, o config.AnyOption) {
 
 // allOptions lists every option the command line validates.
 func allOptions() []config.AnyOption {
-	return append(engine.Options(), rest.Options()...)
+	return append(append(engine.Options(), rest.Options()...), ha.Options()...)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 )
@@ -62,6 +63,15 @@ func (r *childReport) running(jobID string, st engine.JobStatus, notes []string)
 	r.send(childMessage{JobID: jobID, State: string(st), Notes: notes})
 }
 
+// standingBy answers the parent of a high-availability process that does
+// not lead (or found the job ended): it returns with msg.
+func (r *childReport) standingBy(jobID, msg string) {
+	r.send(childMessage{JobID: jobID, State: stateStandingBy, Notes: []string{msg}})
+}
+
+// stateStandingBy is a detached child's answer when another process leads.
+const stateStandingBy = "STANDING_BY"
+
 func (r *childReport) failed(err error) {
 	var u *UsageError
 	r.send(childMessage{Error: err.Error(), Code: exitCode(err), Usage: errors.As(err, &u)})
@@ -73,14 +83,20 @@ func (r *childReport) close() {
 
 // runDetached starts the job in a background process and returns once it
 // is RUNNING (restored, with -s), or reports why it could not start.
-func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configuration) error {
+func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configuration, haCfg *ha.Config) error {
 	jobID := engine.NewJobID()
+	logName := jobID + ".log"
+	if haCfg != nil {
+		// One job id per cluster, and one log per process of it.
+		jobID = haCfg.JobID
+		logName = fmt.Sprintf("%s-%d.log", jobID, time.Now().UnixNano())
+	}
 	home := jobregistry.Home(f.Getenv)
 	logDir := filepath.Join(home, "log")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	logPath := filepath.Join(logDir, jobID+".log")
+	logPath := filepath.Join(logDir, logName)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open job log: %w", err)
@@ -157,6 +173,10 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 	}
 	for _, n := range m.Notes {
 		out.println("%s", n)
+	}
+	if m.State == stateStandingBy {
+		out.result(map[string]any{"jobId": jobID, "state": m.State, "log": logPath})
+		return nil
 	}
 	out.println("Job has been submitted with JobID %s", jobID)
 	e, _ := jobregistry.NewRegistry(home).Get(jobID)

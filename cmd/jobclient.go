@@ -14,6 +14,7 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/spf13/cobra"
@@ -77,6 +78,7 @@ type session struct {
 	conf    *config.Configuration
 	client  *rest.Client
 	entry   *jobregistry.Entry // nil with -m
+	leader  *haLeader          // the leader found through ZooKeeper, or nil
 	timeout time.Duration
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -111,6 +113,25 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 	}
 	s := &session{timeout: timeout, conf: conf}
 	reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
+	haCfg, err := ha.ConfigFrom(conf)
+	if err != nil {
+		return nil, err
+	}
+	if o.Global.JobManager == "" && haCfg != nil {
+		// High availability: the leader, wherever it runs now.
+		l, err := findLeader(f.Context, haCfg)
+		if err != nil {
+			return nil, err
+		}
+		if jobID != "" && jobID != l.info.JobID {
+			return nil, fmt.Errorf("Job %s not found: cluster %s (high-availability.cluster-id) runs job %s. Use -m host:port to address another endpoint.", jobID, haCfg.ClusterID, l.info.JobID)
+		}
+		s.leader, s.client = l, rest.NewClient(l.info.Address)
+		s.client.Token = l.token
+		s.client.Rediscover = rediscover(haCfg, l.info)
+		s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
+		return s, nil
+	}
 	if o.Global.JobManager != "" {
 		s.client = rest.NewClient(o.Global.JobManager)
 		s.client.Token = restToken(f, o.Global, reg, s.client.Base)

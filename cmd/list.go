@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fatih/color"
+	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
@@ -51,6 +53,21 @@ type listedJob struct {
 	StartTime int64  `json:"start-time"`
 	EndTime   int64  `json:"end-time"`
 	Endpoint  string `json:"endpoint,omitempty"`
+	// Under high availability: the leading process (pid@host) and how
+	// many stand by.
+	Leader   string `json:"leader,omitempty"`
+	Standbys *int   `json:"standbys,omitempty"`
+}
+
+// highAvailabilityOn says whether the configuration has high
+// availability: list then asks the leader found through ZooKeeper.
+func highAvailabilityOn(f *Factory, o *ListOptions) (bool, error) {
+	conf, err := loadConfig(f, o.Global, newLogger(f.IO.ErrOut, logLevel(f)))
+	if err != nil {
+		return false, err
+	}
+	cfg, err := ha.ConfigFrom(conf)
+	return cfg != nil, err
 }
 
 func category(state string) string {
@@ -70,7 +87,17 @@ func runList(f *Factory, o *ListOptions) error {
 	}
 	out.println("Waiting for response...")
 	var jobs []listedJob
-	if o.Global.JobManager != "" {
+	haOn := false
+	if o.Global.JobManager == "" {
+		if haOn, err = highAvailabilityOn(f, o); err != nil {
+			return err
+		}
+	}
+	if haOn {
+		if jobs, err = haJobs(f, o); err != nil {
+			return err
+		}
+	} else if o.Global.JobManager != "" {
 		s, err := connect(f, &o.clientOptions, "")
 		if err != nil {
 			return err
@@ -145,6 +172,9 @@ func runList(f *Factory, o *ListOptions) error {
 		fmt.Fprintln(w, title)
 		for _, j := range js {
 			fmt.Fprintf(w, "%s : %s : %s (%s)\n", time.UnixMilli(j.StartTime).Format("02.01.2006 15:04:05"), j.JobID, j.Name, j.State)
+			if j.Standbys != nil {
+				fmt.Fprintf(w, "    led by process %s, %d standing by\n", j.Leader, *j.Standbys)
+			}
 		}
 		fmt.Fprintln(w, strings.Repeat("-", 62))
 	}
@@ -196,4 +226,28 @@ func colorState(s string) string {
 		return color.YellowString(s)
 	}
 	return s
+}
+
+// haJobs lists the cluster's job, asking the leader found through
+// ZooKeeper, or the job result store once the job has ended.
+func haJobs(f *Factory, o *ListOptions) ([]listedJob, error) {
+	s, err := connect(f, &o.clientOptions, "")
+	var ended *jobEndedError
+	if errors.As(err, &ended) {
+		return []listedJob{{JobID: ended.JobID, State: ended.State, EndTime: -1}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer s.cancel()
+	ov, err := s.client.JobsOverview(s.ctx)
+	if err != nil {
+		return nil, s.explain(err, "Failed to retrieve job list")
+	}
+	var jobs []listedJob
+	for _, j := range ov {
+		jobs = append(jobs, listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base,
+			Leader: fmt.Sprintf("%d@%s", s.leader.info.PID, s.leader.info.Host), Standbys: new(s.leader.standbys())})
+	}
+	return jobs, nil
 }

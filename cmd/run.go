@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
@@ -162,9 +164,15 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if srvOpts.DisableAuthentication && !o.Check {
 		log.Warn("rest.authentication.enabled is false: the job's REST endpoint serves every request without a token, so every local user who can reach its port can cancel or stop the job and write savepoints as you.")
 	}
+	var haCfg *ha.Config
+	if !o.Check {
+		if haCfg, err = haConfig(conf, log); err != nil {
+			return err
+		}
+	}
 	if o.Detached && report == nil && !o.Check {
 		// The parent: everything from here on is the child's.
-		return runDetached(f, o, out, conf)
+		return runDetached(f, o, out, conf, haCfg)
 	}
 	src, err := resolveRestore(f.FS, conf, log)
 	if err != nil {
@@ -182,11 +190,17 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if jobID == "" {
 		jobID = engine.NewJobID()
 	}
+	if haCfg != nil {
+		jobID = haCfg.JobID // the cluster's, in every process of it
+	}
 	sub := &submission{f: f, out: out, report: report, graph: graph, srvOpts: srvOpts,
 		opts: engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}}
 	if src != nil {
 		sub.opts.Restore, sub.opts.AllowNonRestoredState, sub.opts.ClaimMode = src.Resolved, src.AllowNonRestoredState, src.ClaimMode
 		sub.notices = restoreNotices(src, conf)
+	}
+	if haCfg != nil {
+		return runHA(sub, o, haCfg, src, log)
 	}
 	return sub.run()
 }
@@ -331,32 +345,53 @@ type submission struct {
 }
 
 func (s *submission) run() error {
-	listener, err := s.listen()
+	st, err := s.start(s.f.Context)
 	if err != nil {
 		return err
 	}
+	defer st.srv.Close()
+	<-st.running
+	s.reportRunning(st.job)
+	res := st.job.Wait()
+	// Stay reachable until whoever asked for a stop or savepoint has its
+	// answer, then go.
+	st.srv.WaitFetched(10 * time.Second)
+	return reportResult(s.f, s.out, res)
+}
+
+// started is a submitted job with its REST endpoint serving.
+type started struct {
+	job     *engine.Job
+	srv     *rest.Server
+	running <-chan struct{} // closed once the job runs or has ended
+}
+
+// start binds, registers, submits and serves; ctx ends the job (cancels
+// it) when done.
+func (s *submission) start(ctx context.Context) (*started, error) {
+	listener, err := s.listen()
+	if err != nil {
+		return nil, err
+	}
 	running := s.register(listener)
-	j, err := engine.Submit(s.f.Context, s.graph, s.opts)
+	j, err := engine.Submit(ctx, s.graph, s.opts)
 	if err != nil {
 		listener.Close()
-		return err
+		return nil, err
 	}
 	s.srvOpts.Version, s.srvOpts.Revision, s.srvOpts.FS = "gflink "+Version, revision(), s.f.FS
 	srv := rest.NewServer(j, s.srvOpts)
 	srv.Serve(listener)
-	defer srv.Close()
-	<-running
+	return &started{job: j, srv: srv, running: running}, nil
+}
+
+// reportRunning answers a detached parent once the job runs; the parent
+// prints the submission line for the user.
+func (s *submission) reportRunning(j *engine.Job) {
 	if s.report != nil {
-		// A detached child answers its parent once the job runs; the
-		// parent prints the submission line for the user.
 		s.report.running(s.opts.JobID, j.Status(), s.notices)
 		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
 	}
-	res := j.Wait()
-	// Stay reachable until whoever asked for a stop or savepoint has its
-	// answer, then go.
-	srv.WaitFetched(10 * time.Second)
-	return reportResult(s.f, s.out, res)
 }
 
 // listen binds the REST endpoint before the job starts, so that a busy
@@ -374,7 +409,7 @@ func (s *submission) listen() (net.Listener, error) {
 func (s *submission) register(listener net.Listener) <-chan struct{} {
 	// The job's secret: in its registry entry (owner-only) for gflink's
 	// commands, required by its endpoint.
-	if !s.srvOpts.DisableAuthentication {
+	if !s.srvOpts.DisableAuthentication && s.srvOpts.Token == "" {
 		s.srvOpts.Token = rest.NewToken()
 	}
 	conf, jobID := s.opts.Config, s.opts.JobID

@@ -192,6 +192,16 @@ func (s *Services) CheckpointIDCounter(jobID string) (int64, error) {
 	return n, nil
 }
 
+// ReadClusterToken reads the cluster's REST token without creating it
+// (the CLI's side).
+func (s *Services) ReadClusterToken() (string, error) {
+	data, err := os.ReadFile(filepath.Join(s.clusterStorage(), "rest-token"))
+	if err != nil {
+		return "", fmt.Errorf("read the cluster's REST token in high-availability.storageDir: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
 // ClusterToken is the cluster's REST token: every leader's endpoint
 // requires it, and the CLI reads it here, beside the job graph, owner-only.
 // The first process of the cluster creates it.

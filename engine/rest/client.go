@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -23,6 +24,12 @@ type Client struct {
 	// endpoint known to be the job's, never sent to an arbitrary host.
 	Token string
 	HTTP  *http.Client
+	// Rediscover, when set, finds the endpoint again after this one
+	// refused a connection: under high availability a killed leader's
+	// address stays published until its session ends, and a standby takes
+	// over at another. It returns the new endpoint and token, or an error
+	// when none appears before ctx ends.
+	Rediscover func(ctx context.Context, failed string) (base, token string, err error)
 }
 
 // NewClient makes a client for an address: host:port or a URL.
@@ -86,6 +93,16 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		// Only a refused connection is retried: the request never reached
+		// the job, so sending it again cannot do anything twice.
+		if c.Rediscover != nil && errors.Is(err, syscall.ECONNREFUSED) {
+			base, token, rerr := c.Rediscover(ctx, c.Base)
+			if rerr == nil {
+				c.Base, c.Token = strings.TrimSuffix(NewClient(base).Base, "/"), token
+				return c.do(ctx, method, path, body, out)
+			}
+			err = fmt.Errorf("%w; %v", err, rerr)
 		}
 		return &UnreachableError{Base: c.Base, Err: err}
 	}
