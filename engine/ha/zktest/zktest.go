@@ -51,7 +51,7 @@ func Start(t testing.TB) *Server {
 		t.Skip(msg)
 	}
 	dir := t.TempDir()
-	s, err := start(dir)
+	s, err := StartIn(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,12 @@ func Start(t testing.TB) *Server {
 // ZooKeeper grants between 2 and 20 ticks unless told otherwise.
 const tickTime = 100 * time.Millisecond
 
-func start(dir string) (*Server, error) {
+// StartIn starts ZooKeeper with its data and log in dir (for programs
+// such as scripts/failover; tests use Start). The caller stops it.
+func StartIn(dir string) (*Server, error) {
+	if why := Available(); why != "" {
+		return nil, fmt.Errorf("cannot start ZooKeeper: %s: install it with apt-get install -y --no-install-recommends zookeeper", why)
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
