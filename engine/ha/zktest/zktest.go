@@ -69,6 +69,9 @@ func StartIn(dir string) (*Server, error) {
 	if why := Available(); why != "" {
 		return nil, fmt.Errorf("cannot start ZooKeeper: %s: install it with apt-get install -y --no-install-recommends zookeeper", why)
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
