@@ -108,12 +108,15 @@ func (r *haRun) term(svc *ha.Services) (done bool, err error) {
 		return true, err
 	}
 	if res.Status == engine.StatusSuspended {
+		if r.sub.f.Context.Err() != nil {
+			// Asked to stop: the session closes with the process, and a
+			// standby takes over at once.
+			r.log.Warn(fmt.Sprintf("Handing job %s over: this process was asked to stop; a standby of cluster %s takes over from the latest registered checkpoint.", jobID, r.cfg.ClusterID))
+			return true, &SilentError{Code: ExitCanceled}
+		}
 		// Lost the leadership: the job is another process's now, or ours
 		// again once we win it back.
 		r.log.Warn(fmt.Sprintf("Lost leadership of cluster %s: job %s is suspended here, and the leader that takes over recovers it; this process stands by.", r.cfg.ClusterID, jobID))
-		if r.sub.f.Context.Err() != nil {
-			return true, &SilentError{Code: ExitCanceled}
-		}
 		r.told = false
 		return false, nil
 	}
@@ -231,7 +234,11 @@ func (r *haRun) jobGraph(svc *ha.Services, stores *ha.JobStores) error {
 	if err != nil {
 		return err
 	}
+	if stored != nil {
+		stores.Describe(sub.graph.Name, stored.Submitted)
+	}
 	if stored == nil {
+		stores.Describe(sub.graph.Name, time.Now().UnixMilli())
 		return stores.PutSubmittedJob(ha.SubmittedJob{JobID: sub.opts.JobID, Job: o.Job, Args: o.Args, Parallelism: o.Parallelism, Submitted: time.Now().UnixMilli()})
 	}
 	if stored.Job == o.Job && slices.Equal(stored.Args, o.Args) && stored.Parallelism == o.Parallelism {
@@ -312,7 +319,7 @@ func findLeader(ctx context.Context, cfg *ha.Config) (*haLeader, error) {
 	l.info, err = svc.Leader()
 	if errors.Is(err, ha.ErrNoLeader) {
 		if res, rerr := svc.JobResult(cfg.JobID); rerr == nil && res != nil {
-			return nil, &jobEndedError{JobID: res.JobID, State: res.Status}
+			return nil, &jobEndedError{JobID: res.JobID, State: res.Status, Name: res.Name, Start: res.Start, End: res.Time}
 		}
 		return nil, fmt.Errorf("No gflink process leads cluster %s (high-availability.cluster-id) in ZooKeeper at %s right now (%d standing by); try again once a standby has taken over.",
 			cfg.ClusterID, strings.Join(cfg.Servers, ","), len(l.candidates))

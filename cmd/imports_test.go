@@ -41,6 +41,11 @@ func TestImportRules(t *testing.T) {
 			if (d == mod+"/cmd" || strings.HasPrefix(d, mod+"/cmd/")) && pkg != mod {
 				t.Errorf("%s imports %s: nothing but main may import cmd", pkg, d)
 			}
+			// The job master knows high availability only as the
+			// engine.HighAvailability interface; ZooKeeper is engine/ha's.
+			if pkg == mod+"/engine" && (under(d, mod+"/engine/ha") || under(d, "github.com/go-zookeeper/zk")) {
+				t.Errorf("%s depends on %s: the engine sees high availability only through engine.HighAvailability", pkg, d)
+			}
 			for _, r := range rules {
 				if under(pkg, r.pkg) && under(d, r.banned) {
 					t.Errorf("%s depends on %s: %s", pkg, d, r.why)

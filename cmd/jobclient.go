@@ -206,7 +206,12 @@ func (s *session) checkEndpoint(reg *jobregistry.Registry, jobID string) error {
 }
 
 // jobEndedError: the registry says the job has ended.
-type jobEndedError struct{ JobID, State string }
+type jobEndedError struct {
+	JobID, State string
+	// From the job result store (high availability), when known.
+	Name       string
+	Start, End int64
+}
 
 func (e *jobEndedError) Error() string {
 	return fmt.Sprintf("Job %s is not running: it ended %s.", e.JobID, e.State)

@@ -234,7 +234,7 @@ func haJobs(f *Factory, o *ListOptions) ([]listedJob, error) {
 	s, err := connect(f, &o.clientOptions, "")
 	var ended *jobEndedError
 	if errors.As(err, &ended) {
-		return []listedJob{{JobID: ended.JobID, State: ended.State, EndTime: -1}}, nil
+		return []listedJob{{JobID: ended.JobID, Name: ended.Name, State: ended.State, StartTime: ended.Start, EndTime: ended.End}}, nil
 	}
 	if err != nil {
 		return nil, err

@@ -31,11 +31,12 @@ type HighAvailability interface {
 	MarkTerminal(status string) error
 }
 
-// LeadershipLostError says why a job was suspended.
+// LeadershipLostError says why a job was suspended: this process lost, or
+// gave up, the leadership.
 type LeadershipLostError struct{ Cause error }
 
 func (e *LeadershipLostError) Error() string {
-	return fmt.Sprintf("This process lost the leadership of the job (%v): the job is suspended without committing anything, and the new leader recovers it from its latest registered checkpoint.", e.Cause)
+	return fmt.Sprintf("Job suspended in this process (%v): nothing more is committed here, and the leader that takes over recovers the job from its latest registered checkpoint.", e.Cause)
 }
 
 func (e *LeadershipLostError) Unwrap() error { return e.Cause }

@@ -32,8 +32,11 @@ type SubmittedJob struct {
 // terminal state and must never run again.
 type JobResult struct {
 	JobID  string `json:"jobId"`
+	Name   string `json:"name,omitempty"`
 	Status string `json:"status"`
-	Time   int64  `json:"time"`
+	// Start is when the job was first submitted; Time when it ended (ms).
+	Start int64 `json:"start,omitempty"`
+	Time  int64 `json:"time"`
 }
 
 func (s *Services) clusterStorage() string { return filepath.Join(s.cfg.StorageDir, s.cfg.ClusterID) }
@@ -250,7 +253,12 @@ func (l *Leadership) ForJob(jobID string) (*JobStores, error) {
 type JobStores struct {
 	l     *Leadership
 	jobID string
+	name  string // for the job result
+	start int64
 }
+
+// Describe names the job and its first submission for its job result.
+func (j *JobStores) Describe(name string, submitted int64) { j.name, j.start = name, submitted }
 
 // PutSubmittedJob stores the job graph (in storageDir, pointed to from
 // ZooKeeper) unless one is stored already.
@@ -324,7 +332,7 @@ func (j *JobStores) MarkTerminal(status string) error {
 	if err := j.l.fenced("record the job's end"); err != nil {
 		return err
 	}
-	data, _ := json.Marshal(JobResult{JobID: j.jobID, Status: status, Time: time.Now().UnixMilli()})
+	data, _ := json.Marshal(JobResult{JobID: j.jobID, Name: j.name, Status: status, Start: j.start, Time: time.Now().UnixMilli()})
 	if err := writeFileAtomic(filepath.Join(j.l.s.jobResultDir(), j.jobID+".json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write the job result store: %w", err)
 	}
