@@ -331,6 +331,9 @@ func TestHASavepointAndStopFollowTheLeader(t *testing.T) {
 	}
 	l.cmd.Process.Kill()
 	<-l.done
+	// A complete checkpoint that was never registered (as one the killed
+	// leader wrote just before it died): the new leader must not take it.
+	unregistered := plantUnregisteredCheckpoint(t, filepath.Join(c.dir, "ck", jobID))
 	// At once: the dead leader's address is still published.
 	if out := cli("savepoint", jobID, filepath.Join(c.dir, "sp")); !strings.Contains(out, "Savepoint completed") {
 		t.Fatalf("savepoint during the failover:\n%s", out)
@@ -341,6 +344,19 @@ func TestHASavepointAndStopFollowTheLeader(t *testing.T) {
 		t.Fatalf("stop after the failover:\n%s", out)
 	}
 	c.wait(60 * time.Second)
+	recovered := regexp.MustCompile(`Recovering job \S+ from checkpoint \d+ registered in ZooKeeper: (\S+)`)
+	found := false
+	for _, p := range c.procs {
+		for _, m := range recovered.FindAllStringSubmatch(p.stdout.String(), -1) {
+			found = true
+			if strings.HasSuffix(m[1], filepath.Base(unregistered)) {
+				t.Errorf("the new leader recovered from %s, which was never registered", m[1])
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no process recovered the job from a registered checkpoint:\n%s", c.logs())
+	}
 	if out := cli("list", "-a"); !strings.Contains(out, jobID) || !strings.Contains(out, "FINISHED") {
 		t.Fatalf("list after the job ended:\n%s", out)
 	}
@@ -361,4 +377,20 @@ func TestHASavepointAndStopFollowTheLeader(t *testing.T) {
 			t.Fatalf("count of %q = %d after the restore; want %d", w, got[w], n)
 		}
 	}
+}
+
+// plantUnregisteredCheckpoint copies the job's newest complete checkpoint
+// to a higher chk-N that no ZooKeeper entry points to, and returns it.
+func plantUnregisteredCheckpoint(t *testing.T, jobDir string) string {
+	t.Helper()
+	metas, _ := filepath.Glob(filepath.Join(jobDir, "chk-*", "_metadata"))
+	if len(metas) == 0 {
+		t.Fatalf("no complete checkpoint in %s", jobDir)
+	}
+	src := filepath.Dir(metas[len(metas)-1])
+	dst := filepath.Join(jobDir, "chk-999999")
+	if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	return dst
 }
