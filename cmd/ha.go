@@ -277,7 +277,7 @@ func (r *haRun) recover(svc *ha.Services) error {
 		return nil
 	}
 	latest := cps[len(cps)-1]
-	resolved, err := restore.Resolve(sub.f.FS, latest.Dir)
+	resolved, err := restore.Resolve(sub.f.FS, latest.Metadata)
 	if err != nil {
 		// Falling back to an older checkpoint would repeat what the
 		// latest one's sinks committed.

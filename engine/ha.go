@@ -22,6 +22,12 @@ type HighAvailability interface {
 	// directory holds _metadata); sinks commit both. An error leaves the outcome unknown — the write may have
 	// reached ZooKeeper — so the checkpoint's files are kept.
 	AddCheckpoint(id int64, dir string, savepoint bool) error
+	// Leading reports nil while this process still leads, as far as it
+	// knows without asking ZooKeeper: checked again before the sinks are
+	// told to commit a registered checkpoint, so that a leader that lost
+	// its session in between leaves the commit to its successor (which
+	// commits the restored checkpoint's transactions itself).
+	Leading() error
 	// RemoveCheckpoint unregisters a subsumed checkpoint; its files are
 	// deleted only after this succeeded.
 	RemoveCheckpoint(id int64) error

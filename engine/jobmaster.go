@@ -855,7 +855,14 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	jm.mu.Unlock()
 	jm.log.Info(fmt.Sprintf("Completed %s %d for job %s (%d bytes, checkpointDuration=%d ms, finalizationTime=%d ms%s).",
 		what, a.Checkpoint.ID, jm.jobID, h.Meta.StateSize(), dur, max(fin, 0), extra))
-	if jm.exec != nil {
+	notify := jm.exec != nil
+	if notify && jm.ha != nil {
+		if err := jm.ha.Leading(); err != nil {
+			notify = false
+			jm.log.Warn(fmt.Sprintf("Not committing checkpoint %d here: %v; the leader that takes over commits it when it restores it.", a.Checkpoint.ID, err))
+		}
+	}
+	if notify {
 		for _, t := range a.Notify {
 			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})
 		}

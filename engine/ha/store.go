@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gflink/gflink/savepoint"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -120,7 +121,8 @@ func (s *Services) SubmittedJob(jobID string) (*SubmittedJob, error) {
 // completed-checkpoint store.
 type RegisteredCheckpoint struct {
 	ID        int64
-	Dir       string
+	Metadata  string // its _metadata file, which the znode points to
+	Dir       string // the directory of Metadata
 	Savepoint bool
 }
 
@@ -167,7 +169,7 @@ func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
 			}
 			return nil, fmt.Errorf("read the completed-checkpoint store: %w", err)
 		}
-		out = append(out, RegisteredCheckpoint{ID: id, Dir: string(data), Savepoint: sp})
+		out = append(out, RegisteredCheckpoint{ID: id, Metadata: string(data), Dir: filepath.Dir(string(data)), Savepoint: sp})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -293,12 +295,14 @@ func (j *JobStores) ReserveCheckpointID(id int64) error {
 // AddCheckpoint implements engine.HighAvailability. Savepoints are
 // registered too, as sinks commit them: a savepoint replaces the
 // savepoints registered before it.
-func (j *JobStores) AddCheckpoint(id int64, dir string, savepoint bool) error {
+func (j *JobStores) AddCheckpoint(id int64, dir string, isSavepoint bool) error {
 	if err := j.l.alive("register checkpoint"); err != nil {
 		return err
 	}
 	s := j.l.s
-	ops := []any{&zk.CreateRequest{Path: s.checkpointsDir(j.jobID) + "/" + checkpointName(id, savepoint), Data: []byte(dir), Acl: zk.WorldACL(zk.PermAll)}}
+	// Flink's completed-checkpoint store: the znode points to _metadata.
+	meta := []byte(filepath.Join(dir, savepoint.MetadataFileName))
+	ops := []any{&zk.CreateRequest{Path: s.checkpointsDir(j.jobID) + "/" + checkpointName(id, isSavepoint), Data: meta, Acl: zk.WorldACL(zk.PermAll)}}
 	if names, _, err := s.conn.Children(s.checkpointsDir(j.jobID)); err == nil {
 		for _, n := range names {
 			if old, sp, ok := parseCheckpointName(n); ok && sp && old < id {
@@ -308,6 +312,9 @@ func (j *JobStores) AddCheckpoint(id int64, dir string, savepoint bool) error {
 	}
 	return j.l.fenced("register checkpoint "+strconv.FormatInt(id, 10), ops...)
 }
+
+// Leading implements engine.HighAvailability.
+func (j *JobStores) Leading() error { return j.l.alive("lead") }
 
 // RemoveCheckpoint implements engine.HighAvailability.
 func (j *JobStores) RemoveCheckpoint(id int64) error {
