@@ -232,10 +232,14 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 			return fmt.Errorf("enumerate splits of %s: %w", displayName(n), err)
 		}
 		v := vertexOf[n]
+		union := unionSplits(n.source)
 		for i, t := range tasksOf[v] {
-			var mine [][]byte
-			for j := i; j < len(splits); j += n.parallelism {
-				mine = append(mine, splits[j])
+			mine := splits // a union source's readers pick their own
+			if !union {
+				mine = nil
+				for j := i; j < len(splits); j += n.parallelism {
+					mine = append(mine, splits[j])
+				}
 			}
 			t.restore[0].restore = &restore.SubtaskRestore{OperatorState: []savepoint.OperatorListState{
 				{Name: sourceReaderStateName, Mode: savepoint.SplitDistribute, Items: mine}}}

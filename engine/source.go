@@ -27,6 +27,28 @@ type RestoredSplitsChecker interface {
 	CheckRestoredSplits(splits [][]byte) error
 }
 
+// UnionSplitSource is a source whose readers keep their splits in union
+// list state: after a restore, and on a fresh start, every reader is given
+// every split and keeps the ones it owns (Flink's legacy Kafka consumer).
+// A source that discovers splits while running needs it: a reader can
+// tell a new split from one another reader owns only by seeing them all,
+// at any parallelism.
+type UnionSplitSource interface {
+	UnionSplits() bool
+}
+
+func unionSplits(src any) bool {
+	u, ok := src.(UnionSplitSource)
+	return ok && u.UnionSplits()
+}
+
+// SourceCheckpointListener is implemented by readers that act when a
+// checkpoint completes (a Kafka reader commits its offsets to the consumer
+// group, for monitoring).
+type SourceCheckpointListener interface {
+	NotifyCheckpointComplete(checkpointID int64) error
+}
+
 // SourceContext describes the subtask a reader runs in.
 type SourceContext struct {
 	Subtask     int
@@ -112,10 +134,21 @@ func (o *sourceOperator[T]) snapshot(req snapshotRequest) (*opCapture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot source reader: %w", err)
 	}
+	mode := savepoint.SplitDistribute
+	if unionSplits(o.src) {
+		mode = savepoint.Union
+	}
 	return &opCapture{
-		opState: []savepoint.OperatorListState{{Name: sourceReaderStateName, Mode: savepoint.SplitDistribute, Items: splits}},
-		states:  []savepoint.StateDescriptor{{Name: sourceReaderStateName, Kind: savepoint.SplitDistribute.String(), Entries: int64(len(splits))}},
+		opState: []savepoint.OperatorListState{{Name: sourceReaderStateName, Mode: mode, Items: splits}},
+		states:  []savepoint.StateDescriptor{{Name: sourceReaderStateName, Kind: mode.String(), Entries: int64(len(splits))}},
 	}, nil
+}
+
+func (o *sourceOperator[T]) notifyComplete(id int64) error {
+	if l, ok := o.reader.(SourceCheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
 }
 
 func (o *sourceOperator[T]) close() error {
