@@ -1,17 +1,20 @@
 package jobs
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/connectors/kafka"
 )
 
 // WordCountRecord is one update of the word count: the word's count so far.
@@ -187,7 +190,7 @@ type WordCountOptions struct {
 func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable); the built-in text if none")
+	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable), or Kafka topics as kafka://host:port[,host:port]/topic[,topic]?group=g&startup=earliest-offset&bounded=true (each partition a split, its offset in checkpoints); the built-in text if none")
 	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
 	fs.StringVar(&o.Upsert, "upsert", "", "a file to keep the counts in as a word<TAB>count table, upserted idempotently (instead of --output)")
 	fs.BoolVar(&o.Discard, "discard", false, "drop the counts (Flink's DiscardingSink): count without the cost of output (instead of --output or --upsert; --output discard is a directory named discard)")
@@ -275,6 +278,12 @@ func WordCount() Job {
 					g.Words = o.Generate
 				}
 				lines = engine.FromSource[string](env, g, "generator").UID("source")
+			case len(o.Inputs) > 0 && kafka.IsURI(o.Inputs[0]):
+				src, err := kafkaInput(o)
+				if err != nil {
+					return err
+				}
+				lines = engine.FromSource[string](env, src, "kafka-input").UID("source")
 			case len(o.Inputs) > 0:
 				if err := connectors.CheckInputFiles(o.Inputs); err != nil {
 					return fmt.Errorf("wordcount: %w", err)
@@ -322,6 +331,30 @@ func WordCount() Job {
 			return nil
 		},
 	}
+}
+
+// kafkaCheckTimeout bounds the metadata request that checks a Kafka input
+// before the job is submitted.
+const kafkaCheckTimeout = 10 * time.Second
+
+// kafkaInput is the Kafka source an --input kafka://... URI names, checked
+// against the brokers: an unreachable broker or a missing topic is an
+// error before the job runs.
+func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
+	if len(o.Inputs) > 1 {
+		return nil, &UsageError{Msg: "wordcount: a kafka:// --input reads every topic it names (kafka://host:port/t1,t2); give it alone"}
+	}
+	if o.Rate > 0 {
+		return nil, &UsageError{Msg: "wordcount: --rate paces files and generated text, not a Kafka input"}
+	}
+	src, err := kafka.ParseSourceURI(o.Inputs[0])
+	if err != nil {
+		return nil, &UsageError{Msg: "wordcount: --input " + err.Error()}
+	}
+	if err := src.Check(context.Background(), kafkaCheckTimeout); err != nil {
+		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", o.Inputs[0], err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
+	}
+	return src, nil
 }
 
 // HamletLines is the built-in text of word count: the lines of Hamlet's
