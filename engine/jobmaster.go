@@ -251,6 +251,11 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.log.Warn("execution.checkpointing.checkpoints-after-tasks-finish is false: once a task has finished, no checkpoint completes, so two-phase-commit sinks never commit what they wrote after the last checkpoint before the input ended (the file sink leaves it in hidden pending files), and a failure after that restarts from that older checkpoint.")
 	}
 	jm.cpCfg = cfg
+	for _, n := range g.nodes {
+		if nr, ok := n.source.(NonReplayableSource); ok {
+			jm.log.Warn(nr.NotReplayable())
+		}
+	}
 	cl, clWarnings, err := changelogFrom(c, cfg, jm.jobID)
 	if err != nil {
 		return nil, err

@@ -49,6 +49,13 @@ type SourceCheckpointListener interface {
 	NotifyCheckpointComplete(checkpointID int64) error
 }
 
+// NonReplayableSource is a source that cannot rewind (a socket): the job
+// master logs its reason when the job starts, because a failure loses
+// what was in flight even with checkpointing on (at most once).
+type NonReplayableSource interface {
+	NotReplayable() string
+}
+
 // SourceContext describes the subtask a reader runs in.
 type SourceContext struct {
 	Subtask     int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/connectors/kafka"
 )
@@ -190,7 +192,7 @@ type WordCountOptions struct {
 func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable), or Kafka topics as kafka://host:port[,host:port]/topic[,topic]?group=g&startup=earliest-offset&bounded=true (each partition a split, its offset in checkpoints); the built-in text if none")
+	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable), Kafka topics as kafka://host:port[,host:port]/topic[,topic]?group=g&startup=earliest-offset&bounded=true (each partition a split, its offset in checkpoints), or lines from a TCP server as socket://host:port (not replayable: at most once); the built-in text if none")
 	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
 	fs.StringVar(&o.Upsert, "upsert", "", "a file to keep the counts in as a word<TAB>count table, upserted idempotently (instead of --output)")
 	fs.BoolVar(&o.Discard, "discard", false, "drop the counts (Flink's DiscardingSink): count without the cost of output (instead of --output or --upsert; --output discard is a directory named discard)")
@@ -278,6 +280,12 @@ func WordCount() Job {
 					g.Words = o.Generate
 				}
 				lines = engine.FromSource[string](env, g, "generator").UID("source")
+			case len(o.Inputs) > 0 && strings.HasPrefix(o.Inputs[0], "socket://"):
+				src, err := socketInput(o)
+				if err != nil {
+					return err
+				}
+				lines = engine.FromSource[string](env, src, "socket-input").UID("source").Parallelism(1)
 			case len(o.Inputs) > 0 && kafka.IsURI(o.Inputs[0]):
 				src, err := kafkaInput(o)
 				if err != nil {
@@ -353,6 +361,37 @@ func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 	}
 	if err := src.Check(context.Background(), kafkaCheckTimeout); err != nil {
 		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", o.Inputs[0], err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
+	}
+	return src, nil
+}
+
+// socketInput is the socket source a --input socket://host:port[?retries=N&retry-delay=D]
+// names (Flink's socketTextStream, e.g. fed by nc -lk 9999).
+func socketInput(o WordCountOptions) (*connectors.SocketSource, error) {
+	usage := func(format string, args ...any) error {
+		return &UsageError{Msg: "wordcount: --input " + fmt.Sprintf(format, args...)}
+	}
+	if len(o.Inputs) > 1 || o.Rate > 0 {
+		return nil, usage("%s: a socket input is given alone, without --rate", o.Inputs[0])
+	}
+	u, err := url.Parse(o.Inputs[0])
+	if err != nil || u.Port() == "" || u.Hostname() == "" {
+		return nil, usage("%s: expected socket://host:port", o.Inputs[0])
+	}
+	src := &connectors.SocketSource{Addr: u.Host, MaxRetry: 5, RetryDelay: time.Second}
+	for k, vs := range u.Query() {
+		switch v := vs[len(vs)-1]; k {
+		case "retries":
+			if src.MaxRetry, err = strconv.Atoi(v); err != nil || src.MaxRetry < 0 {
+				return nil, usage("%s: retries=%s: expected a number >= 0", o.Inputs[0], v)
+			}
+		case "retry-delay":
+			if src.RetryDelay, err = config.ParseDuration(v); err != nil {
+				return nil, usage("%s: retry-delay=%s: %v", o.Inputs[0], v, err)
+			}
+		default:
+			return nil, usage("%s: unknown parameter %q; accepted: retries, retry-delay", o.Inputs[0], k)
+		}
 	}
 	return src, nil
 }
