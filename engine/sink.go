@@ -88,6 +88,13 @@ type RecoveryCleaner interface {
 	CleanUp(ctx SinkContext, committables [][]byte) error
 }
 
+// UnionWriterStateSink is a sink whose writers' state is union state:
+// after a restore every writer sees every writer's state (the Kafka sink's
+// writers find the transactions of the old subtasks they take over).
+type UnionWriterStateSink interface {
+	UnionWriterState() bool
+}
+
 func isStatefulSink(s any) bool {
 	_, ok := s.(interface {
 		CreateCommitter(SinkContext) (Committer, error)
@@ -213,8 +220,12 @@ func (o *sinkOperator[T]) snapshot(req snapshotRequest) (*opCapture, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.opState = append(c.opState, savepoint.OperatorListState{Name: sinkWriterStateName, Mode: savepoint.SplitDistribute, Items: items})
-		c.states = append(c.states, savepoint.StateDescriptor{Name: sinkWriterStateName, Kind: savepoint.SplitDistribute.String(), Entries: int64(len(items))})
+		mode := savepoint.SplitDistribute
+		if u, ok := o.sink.(UnionWriterStateSink); ok && u.UnionWriterState() {
+			mode = savepoint.Union
+		}
+		c.opState = append(c.opState, savepoint.OperatorListState{Name: sinkWriterStateName, Mode: mode, Items: items})
+		c.states = append(c.states, savepoint.StateDescriptor{Name: sinkWriterStateName, Kind: mode.String(), Entries: int64(len(items))})
 	}
 	if o.committer != nil {
 		var items [][]byte

@@ -305,7 +305,7 @@ func WordCount() Job {
 			// The sinks create these directories; checking now turns a bad
 			// path into an error before the job is submitted (without
 			// creating anything: run --check builds the job too).
-			if o.Output != "" {
+			if o.Output != "" && !kafka.IsURI(o.Output) {
 				if err := connectors.CheckCreatableDir(o.Output); err != nil {
 					return fmt.Errorf("wordcount: cannot create the --output directory %s: %w", o.Output, err)
 				}
@@ -324,6 +324,12 @@ func WordCount() Job {
 				}).Name("sink-throttle").UID("sink-throttle")
 			}
 			switch {
+			case kafka.IsURI(o.Output):
+				sink, err := kafkaOutput(o)
+				if err != nil {
+					return err
+				}
+				counts.SinkTo(sink).Name("kafka-sink").UID("sink")
 			case o.Output != "":
 				counts.SinkTo(&connectors.FileSink[WordCountRecord]{Dir: o.Output}).Name("file-sink").UID("sink")
 			case o.Upsert != "":
@@ -363,6 +369,22 @@ func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", o.Inputs[0], err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
 	}
 	return src, nil
+}
+
+// kafkaOutput is the Kafka sink an --output kafka://... URI names: each
+// update a record keyed by its word, valued (word,count); checked against
+// the brokers before the job runs.
+func kafkaOutput(o WordCountOptions) (*kafka.Sink[WordCountRecord], error) {
+	c, err := kafka.ParseSinkURI(o.Output)
+	if err != nil {
+		return nil, &UsageError{Msg: "wordcount: --output " + err.Error()}
+	}
+	if err := c.Check(context.Background(), kafkaCheckTimeout); err != nil {
+		return nil, fmt.Errorf("wordcount: --output %s: %w (brokers %s, within %s)", o.Output, err, strings.Join(c.Brokers, ","), kafkaCheckTimeout)
+	}
+	return kafka.NewSink(c, func(r WordCountRecord) ([]byte, []byte) {
+		return []byte(r.Word), []byte(r.String())
+	}), nil
 }
 
 // socketInput is the socket source a --input socket://host:port[?retries=N&retry-delay=D]

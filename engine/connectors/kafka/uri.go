@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -158,4 +159,72 @@ func clientOptions(s string, q url.Values) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("kafka URI %s: sasl.mechanism=%s: accepted: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s, mech)
 	}
 	return opts, nil
+}
+
+// sinkParams are the query parameters ParseSinkURI accepts.
+const sinkParams = "delivery-guarantee (exactly-once, at-least-once, none), transactional-id-prefix, transaction.timeout.ms, tls, sasl.mechanism, sasl.username, sasl.password"
+
+// SinkConfig is a sink URI's settings; NewSink makes the sink for a type.
+type SinkConfig struct {
+	Brokers               []string
+	Topic                 string
+	Guarantee             string
+	TransactionalIDPrefix string
+	TransactionTimeout    time.Duration
+	Options               []kgo.Opt
+}
+
+// ParseSinkURI reads kafka://broker:9092/topic?delivery-guarantee=...&
+// transactional-id-prefix=... (Flink's sink.delivery-guarantee, default
+// at-least-once).
+func ParseSinkURI(s string) (*SinkConfig, error) {
+	u, err := parseURI(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(u.topics) != 1 {
+		return nil, fmt.Errorf("kafka URI %s: a sink writes one topic", s)
+	}
+	c := &SinkConfig{Brokers: u.brokers, Topic: u.topics[0], Guarantee: AtLeastOnce}
+	for k, vs := range u.query {
+		v := vs[len(vs)-1]
+		switch k {
+		case "delivery-guarantee", "sink.delivery-guarantee":
+			switch v {
+			case ExactlyOnce, AtLeastOnce, None:
+				c.Guarantee = v
+			default:
+				return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=%s: accepted: exactly-once, at-least-once, none", s, v)
+			}
+		case "transactional-id-prefix", "sink.transactional-id-prefix":
+			c.TransactionalIDPrefix = v
+		case "transaction.timeout.ms", "properties.transaction.timeout.ms":
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || ms <= 0 {
+				return nil, fmt.Errorf("kafka URI %s: transaction.timeout.ms=%s: expected a positive number of milliseconds", s, v)
+			}
+			c.TransactionTimeout = time.Duration(ms) * time.Millisecond
+		case "tls", "sasl.mechanism", "sasl.username", "sasl.password":
+		default:
+			return nil, fmt.Errorf("kafka URI %s: unknown parameter %q; accepted: %s", s, k, sinkParams)
+		}
+	}
+	if c.Guarantee == ExactlyOnce && c.TransactionalIDPrefix == "" {
+		return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once needs transactional-id-prefix=<prefix>, unique to the job (Flink requires it too)", s)
+	}
+	if c.Options, err = clientOptions(s, u.query); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewSink makes the sink c describes for records of type T.
+func NewSink[T any](c *SinkConfig, record func(T) (key, value []byte)) *Sink[T] {
+	return &Sink[T]{Brokers: c.Brokers, Topic: c.Topic, Guarantee: c.Guarantee, TransactionalIDPrefix: c.TransactionalIDPrefix,
+		TransactionTimeout: c.TransactionTimeout, Record: record, Options: c.Options}
+}
+
+// Check asks the brokers for the sink's topic within the timeout.
+func (c *SinkConfig) Check(ctx context.Context, timeout time.Duration) error {
+	return (&Source{Brokers: c.Brokers, Topics: []string{c.Topic}, Options: c.Options}).Check(ctx, timeout)
 }

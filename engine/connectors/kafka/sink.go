@@ -1,0 +1,362 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Delivery guarantees of the sink (Flink's sink.delivery-guarantee).
+const (
+	ExactlyOnce = "exactly-once"
+	AtLeastOnce = "at-least-once"
+	None        = "none"
+)
+
+// Sink writes records to a topic (Flink's KafkaSink). Exactly-once: each
+// subtask writes into one Kafka transaction per checkpoint, flushed at the
+// barrier (pre-commit) and committed when the checkpoint completes — the
+// two-phase commit the engine drives. Transactional ids are
+// <prefix>-<subtask>-<n>, n counting the subtask's transactions; the
+// writers' state (union) records each subtask's next n, so that after a
+// restore, at any parallelism, the writer that takes an old subtask over
+// aborts that subtask's lingering transactions — n upward until an id that
+// was never used — and a fresh job does the same from 0, as Flink's
+// TransactionAborter. At-least-once flushes at every barrier; none never
+// waits.
+type Sink[T any] struct {
+	Brokers   []string
+	Topic     string
+	Guarantee string
+	// TransactionalIDPrefix is required for exactly-once; two jobs must
+	// not share one.
+	TransactionalIDPrefix string
+	// TransactionTimeout is transaction.timeout.ms: a transaction left open
+	// by a failure blocks read_committed readers until it is aborted on
+	// restore, or until this timeout. It must not exceed the brokers'
+	// transaction.max.timeout.ms (15 min by default).
+	TransactionTimeout time.Duration
+	// Record turns a value into a record's key and value.
+	Record  func(T) (key, value []byte)
+	Options []kgo.Opt
+}
+
+// UnionWriterState implements engine.UnionWriterStateSink.
+func (*Sink[T]) UnionWriterState() bool { return true }
+
+func (s *Sink[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...), kgo.DefaultProduceTopic(s.Topic)}
+	opts = append(opts, s.Options...)
+	return append(opts, extra...)
+}
+
+func (s *Sink[T]) timeout() time.Duration {
+	if s.TransactionTimeout > 0 {
+		return s.TransactionTimeout
+	}
+	return 15 * time.Minute
+}
+
+// writerState is a writer's checkpointed state.
+type writerState struct {
+	Subtask int   `json:"subtask"`
+	Next    int64 `json:"next"` // the next transaction's n
+}
+
+// committable is a pre-committed transaction.
+type committable struct {
+	TransactionalID string `json:"transactionalId"`
+	ProducerID      int64  `json:"producerId"`
+	Epoch           int16  `json:"epoch"`
+}
+
+// open holds the clients of pre-committed transactions in this process, so
+// that the committer ends them on the client that began them; after a
+// restore in another process the committer ends them by producer id and
+// epoch instead.
+var open = struct {
+	sync.Mutex
+	m map[string]*kgo.Client
+}{m: map[string]*kgo.Client{}}
+
+func (s *Sink[T]) txnID(subtask int, n int64) string {
+	return fmt.Sprintf("%s-%d-%d", s.TransactionalIDPrefix, subtask, n)
+}
+
+// CreateWriter implements engine.Sink.
+func (s *Sink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T], error) {
+	w := &writer[T]{s: s, ctx: ctx}
+	if s.Guarantee != ExactlyOnce {
+		cl, err := kgo.NewClient(s.clientOpts()...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink: %w", err)
+		}
+		w.cl = cl
+		return w, nil
+	}
+	if s.TransactionalIDPrefix == "" {
+		return nil, errors.New("kafka sink: delivery guarantee exactly-once needs a transactional-id-prefix")
+	}
+	// Which old subtasks this writer takes over, and where their
+	// transactions stand.
+	from := map[int]int64{ctx.Subtask: 0}
+	for _, b := range ctx.RestoredState {
+		var st writerState
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("kafka sink: restored writer state: %w", err)
+		}
+		if st.Subtask%ctx.Parallelism == ctx.Subtask {
+			from[st.Subtask] = max(from[st.Subtask], st.Next)
+		}
+	}
+	w.next = from[ctx.Subtask]
+	if err := s.abortLingering(from); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// abortLingering aborts the transactions of the given subtasks from the
+// given n upward, until an id that was never used: InitProducerID on a
+// transactional id aborts its open transaction, and answers epoch 0 for
+// an id never used before.
+func (s *Sink[T]) abortLingering(from map[int]int64) error {
+	cl, err := kgo.NewClient(s.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for subtask, n := range from {
+		for ; ; n++ {
+			id := s.txnID(subtask, n)
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.TransactionalID = &id
+			req.TransactionTimeoutMillis = int32(s.timeout().Milliseconds())
+			resp, err := req.RequestWith(ctx, cl)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			if err != nil {
+				return fmt.Errorf("kafka sink: abort lingering transaction %s: %w", id, err)
+			}
+			if resp.ProducerEpoch == 0 {
+				break // never used: nothing after it either
+			}
+		}
+	}
+	return nil
+}
+
+type writer[T any] struct {
+	s   *Sink[T]
+	ctx engine.SinkContext
+	cl  *kgo.Client // at-least-once and none; exactly-once: the open transaction's
+
+	next  int64  // exactly-once: the n of the next transaction
+	txnID string // the open transaction, or ""
+
+	mu  sync.Mutex
+	err error // the first failed produce
+}
+
+func (w *writer[T]) failed(_ *kgo.Record, err error) {
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *writer[T]) produceErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return fmt.Errorf("kafka sink: produce to %s: %w", w.s.Topic, w.err)
+	}
+	return nil
+}
+
+// Write implements engine.SinkWriter: asynchronous; errors surface at the
+// next flush.
+func (w *writer[T]) Write(v T) error {
+	if err := w.produceErr(); err != nil {
+		return err
+	}
+	if w.s.Guarantee == ExactlyOnce && w.txnID == "" {
+		if err := w.begin(); err != nil {
+			return err
+		}
+	}
+	k, val := w.s.Record(v)
+	w.cl.Produce(context.Background(), &kgo.Record{Key: k, Value: val}, w.failed)
+	return nil
+}
+
+func (w *writer[T]) begin() error {
+	id := w.s.txnID(w.ctx.Subtask, w.next)
+	cl, err := kgo.NewClient(w.s.clientOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.timeout()))...)
+	if err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		cl.Close()
+		return fmt.Errorf("kafka sink: begin transaction %s: %w", id, err)
+	}
+	w.cl, w.txnID = cl, id
+	w.next++
+	return nil
+}
+
+// Flush implements engine.SinkWriter: at-least-once waits for every record
+// to be acknowledged before the barrier passes on.
+func (w *writer[T]) Flush(bool) error {
+	if w.s.Guarantee == AtLeastOnce {
+		if err := w.cl.Flush(context.Background()); err != nil {
+			return err
+		}
+	}
+	return w.produceErr()
+}
+
+// PrepareCommit implements engine.CommittingSinkWriter: the open
+// transaction is flushed and handed over; the next record opens another.
+func (w *writer[T]) PrepareCommit() ([][]byte, error) {
+	if w.s.Guarantee != ExactlyOnce || w.txnID == "" {
+		return nil, nil
+	}
+	ctx := context.Background()
+	if err := w.cl.Flush(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.produceErr(); err != nil {
+		return nil, err
+	}
+	pid, epoch, err := w.cl.ProducerID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: transaction %s: %w", w.txnID, err)
+	}
+	b, _ := json.Marshal(committable{TransactionalID: w.txnID, ProducerID: pid, Epoch: epoch})
+	open.Lock()
+	open.m[w.txnID] = w.cl
+	open.Unlock()
+	w.cl, w.txnID = nil, ""
+	return [][]byte{b}, nil
+}
+
+// SnapshotState implements engine.StatefulSinkWriter.
+func (w *writer[T]) SnapshotState(int64) ([][]byte, error) {
+	if w.s.Guarantee != ExactlyOnce {
+		return nil, nil
+	}
+	b, _ := json.Marshal(writerState{Subtask: w.ctx.Subtask, Next: w.next})
+	return [][]byte{b}, nil
+}
+
+// Close implements engine.SinkWriter. An open transaction is aborted: it
+// was never pre-committed, so no checkpoint refers to it.
+func (w *writer[T]) Close() error {
+	if w.cl == nil {
+		return nil
+	}
+	if w.s.Guarantee == ExactlyOnce {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = w.cl.AbortBufferedRecords(ctx)
+		_ = w.cl.EndTransaction(ctx, kgo.TryAbort)
+		cancel()
+	} else {
+		w.cl.Flush(context.Background())
+	}
+	w.cl.Close()
+	return nil
+}
+
+// CreateCommitter implements engine.TwoPhaseCommittingSink.
+func (s *Sink[T]) CreateCommitter(ctx engine.SinkContext) (engine.Committer, error) {
+	return &committer[T]{s: s, subtask: ctx.Subtask}, nil
+}
+
+type committer[T any] struct {
+	s       *Sink[T]
+	subtask int
+	admin   *kgo.Client
+}
+
+// Commit implements engine.Committer. Idempotent: a transaction committed
+// before answers success again; one the broker no longer knows in that
+// epoch (fenced, or its state moved on) was committed before a failure.
+func (c *committer[T]) Commit(items [][]byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, b := range items {
+		var cm committable
+		if err := json.Unmarshal(b, &cm); err != nil {
+			return fmt.Errorf("kafka sink: committable: %w", err)
+		}
+		open.Lock()
+		cl := open.m[cm.TransactionalID]
+		delete(open.m, cm.TransactionalID)
+		open.Unlock()
+		if cl != nil {
+			err := cl.EndTransaction(ctx, kgo.TryCommit)
+			cl.Close()
+			if err != nil {
+				return fmt.Errorf("kafka sink: commit transaction %s: %w", cm.TransactionalID, err)
+			}
+			continue
+		}
+		if c.admin == nil {
+			a, err := kgo.NewClient(c.s.clientOpts()...)
+			if err != nil {
+				return fmt.Errorf("kafka sink: %w", err)
+			}
+			c.admin = a
+		}
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = cm.TransactionalID, cm.ProducerID, cm.Epoch, true
+		resp, err := req.RequestWith(ctx, c.admin)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if errors.Is(err, kerr.InvalidTxnState) || errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+			err = nil // committed before the failure
+		}
+		if err != nil {
+			return fmt.Errorf("kafka sink: commit transaction %s: %w", cm.TransactionalID, err)
+		}
+	}
+	return nil
+}
+
+// Close implements engine.Committer. The clients of this subtask's
+// pre-committed transactions that no commit ended (the job stopped between
+// a checkpoint and its completion) are closed; the transactions stay open
+// for a restore to commit, or for the next writer of the subtask to abort.
+func (c *committer[T]) Close() error {
+	if c.admin != nil {
+		c.admin.Close()
+	}
+	mine := c.s.txnID(c.subtask, 0)
+	mine = mine[:len(mine)-1]
+	open.Lock()
+	defer open.Unlock()
+	for id, cl := range open.m {
+		if strings.HasPrefix(id, mine) {
+			cl.Close()
+			delete(open.m, id)
+		}
+	}
+	return nil
+}
