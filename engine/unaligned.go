@@ -187,8 +187,20 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 	c := newChannelCapture(b.id, t.numIn)
 	c.started = t.exec.clock()
 	if !t.inputOpen() {
-		// A task whose input ended has sent everything, and gets no more.
+		// A task whose input ended gets no more, but what it sent may not
+		// have arrived: held back by backpressure (a bounded source that
+		// read all its input into its output), or queued unprocessed at the
+		// receivers, with its end of partition last. The barrier overtakes
+		// it as for a running task — the held-back batches are its output
+		// channel state, the queued ones the receivers' input channel
+		// state — so that the checkpoint does not wait for the receivers
+		// to drain it.
 		c.numOpen = 0
+		c.output = make([][]channelData, len(t.writers))
+		for i, w := range t.writers {
+			c.output[i] = w.unalignedBarrier(b)
+		}
+		t.lastUnaligned = b.id
 		close(c.done)
 		return c
 	}
