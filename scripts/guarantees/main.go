@@ -9,6 +9,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -16,11 +17,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/engine/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/olekukonko/tablewriter"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var (
@@ -70,7 +76,15 @@ func main() {
 		{"EXACTLY_ONCE", "stdout", ck("EXACTLY_ONCE")},
 		{"EXACTLY_ONCE", "file sink (two-phase commit)", ck("EXACTLY_ONCE")},
 		{"EXACTLY_ONCE", "upsert table (idempotent)", ck("EXACTLY_ONCE")},
+		{"AT_LEAST_ONCE", "Kafka, at-least-once", ck("AT_LEAST_ONCE")},
+		{"EXACTLY_ONCE", "Kafka, exactly-once (read_committed)", ck("EXACTLY_ONCE")},
 	}
+	// The Kafka rows write to an in-process Kafka (kfake, over loopback
+	// TCP) and read the topic back as a consumer would.
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4))
+	check(err)
+	defer kc.Close()
+	brokers = kc.ListenAddrs()
 
 	fmt.Printf("word count over %d words (%d distinct), parallelism %d, sources at %d words/s,\n", *lines*10, *distinct, *parallelism, *rate)
 	fmt.Printf("one failure injected after %d source records; checkpoints every 100 ms where enabled.\n\n", *failAfter)
@@ -126,6 +140,13 @@ func run(work, name string, flags []string, sink, input string, expectFailure bo
 		args = append(args, "--output", outDir)
 	case strings.HasPrefix(sink, "upsert"):
 		args = append(args, "--upsert", table)
+	case strings.HasPrefix(sink, "Kafka"):
+		g := kafka.AtLeastOnce
+		if strings.Contains(sink, "exactly-once") {
+			g = kafka.ExactlyOnce
+		}
+		createTopic(name)
+		args = append(args, "--output", "kafka://"+strings.Join(brokers, ",")+"/"+name+"?delivery-guarantee="+g+"&transactional-id-prefix="+name)
 	}
 	cmd := exec.Command(*gflinkBin, args...)
 	cmd.Env = append(os.Environ(), "GFLINK_HOME="+filepath.Join(work, "home"), "NO_COLOR=1")
@@ -168,8 +189,54 @@ func run(work, name string, flags []string, sink, input string, expectFailure bo
 			out.final[w] = n
 			out.updates[w+","+v]++
 		}
+	case strings.HasPrefix(sink, "Kafka"):
+		add(strings.Join(readTopic(name), "\n"))
 	default:
 		add(stdout.String())
+	}
+	return out
+}
+
+// brokers is the in-process Kafka's address.
+var brokers []string
+
+func createTopic(topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	check(err)
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 4, 1, nil, topic)
+	check(err)
+}
+
+// readTopic reads a topic to its last stable offset with read_committed,
+// as a consumer of transactional output must.
+func readTopic(topic string) []string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	check(err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	check(err)
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	var out []string
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		check(ctx.Err())
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				out = append(out, string(r.Value))
+			}
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
 	}
 	return out
 }
