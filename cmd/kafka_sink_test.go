@@ -9,58 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/engine/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // readTopic reads every record of topic up to its end — the last stable
 // offset for read_committed — and returns the values.
 func readTopic(t *testing.T, brokers []string, topic string, committed bool) []string {
 	t.Helper()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list := kadm.NewClient(adm).ListEndOffsets
-	iso := kgo.ReadUncommitted()
-	if committed {
-		list, iso = kadm.NewClient(adm).ListCommittedOffsets, kgo.ReadCommitted()
-	}
-	ends, err := list(ctx, topic)
+	out, err := kafka.ReadToEnd(ctx, brokers, topic, committed)
 	if err != nil {
 		t.Fatal(err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
-		kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []string
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: %d partitions not read to their end within 30 s", topic, len(left))
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
-			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
 	}
 	return out
 }

@@ -127,9 +127,6 @@ func (s *Services) Close() {
 	<-s.done
 }
 
-// Config is the configuration the services were opened with.
-func (s *Services) Config() *Config { return s.cfg }
-
 // Paths of the cluster's znodes, after Flink's layout.
 func (s *Services) latchDir() string       { return s.cfg.Root + "/leader/latch" }
 func (s *Services) connectionInfo() string { return s.cfg.Root + "/leader/rest_server/connection_info" }

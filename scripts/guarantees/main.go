@@ -211,33 +211,10 @@ func createTopic(topic string) {
 // readTopic reads a topic to its last stable offset with read_committed,
 // as a consumer of transactional output must.
 func readTopic(topic string) []string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	check(err)
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	out, err := kafka.ReadToEnd(ctx, brokers, topic, true)
 	check(err)
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
-	var out []string
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		check(ctx.Err())
-		fs.EachRecord(func(r *kgo.Record) {
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
-			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-	}
 	return out
 }
 
