@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
@@ -11,31 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/engine/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // produceLines writes the file's lines to topic, round robin over its
 // partitions.
 func produceLines(t *testing.T, brokers []string, topic, file string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var recs []*kgo.Record
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(sc.Text())})
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+	if _, err := kafka.ProduceLines(context.Background(), brokers, topic, f); err != nil {
 		t.Fatal(err)
 	}
 }

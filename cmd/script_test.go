@@ -165,6 +165,7 @@ func scriptParams(dir string, setup func(*testscript.Env)) testscript.Params {
 			"hashdir":       cmdHashDir,
 			"waitgone":      cmdWaitGone,
 			"corrupt":       cmdCorrupt,
+			"kafka":         cmdKafka,
 		},
 	}
 }

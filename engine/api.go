@@ -240,6 +240,7 @@ func (s DataStreamSink) Parallelism(p int) DataStreamSink {
 func (s DataStream[T]) SinkTo(sink Sink[T]) DataStreamSink {
 	n := s.env.newNode(kindSink, "Sink", nil)
 	n.stateful = isStatefulSink(sink)
+	n.sink = sink
 	s.env.connect(s.n, n, partitionForward, nil)
 	n.build = func(rt *buildContext, _ any) (any, operator) {
 		op := newSinkOperator(rt, sink)

@@ -45,6 +45,7 @@ type node struct {
 	in, outs       []*edge
 	out            typeOps // the output type; nil for sinks
 	source         any
+	sink           any
 	enumerate      func(parallelism int) ([][]byte, error) // sources: fresh splits
 	maxParExplicit bool
 	// build makes the operator, given the collector of its output, and

@@ -255,6 +255,13 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		if nr, ok := n.source.(NonReplayableSource); ok {
 			jm.log.Warn(nr.NotReplayable())
 		}
+		for _, c := range []any{n.source, n.sink} {
+			if tc, ok := c.(CheckpointTimingChecker); ok {
+				for _, w := range tc.CheckCheckpointTiming(CheckpointTiming{Interval: cfg.Interval, Timeout: cfg.Timeout}) {
+					jm.log.Warn(w)
+				}
+			}
+		}
 	}
 	cl, clWarnings, err := changelogFrom(c, cfg, jm.jobID)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gflink/gflink/savepoint"
 )
@@ -93,6 +94,20 @@ type RecoveryCleaner interface {
 // writers find the transactions of the old subtasks they take over).
 type UnionWriterStateSink interface {
 	UnionWriterState() bool
+}
+
+// CheckpointTimingChecker is a connector whose guarantee depends on how
+// often checkpoints complete (the Kafka exactly-once sink's transactions
+// must commit before the brokers abort them). The job master logs what it
+// returns when the job starts.
+type CheckpointTimingChecker interface {
+	CheckCheckpointTiming(CheckpointTiming) []string
+}
+
+// CheckpointTiming is what a CheckpointTimingChecker is told.
+type CheckpointTiming struct {
+	Interval time.Duration // 0: periodic checkpoints are off
+	Timeout  time.Duration // execution.checkpointing.timeout
 }
 
 func isStatefulSink(s any) bool {

@@ -187,6 +187,10 @@ type WordCountOptions struct {
 	Generate int64   // words; -1: unbounded; 0: not generating
 	Distinct int
 	Seed     uint64
+	// KafkaSource and KafkaSink are Kafka parameters given as arguments
+	// (--group g, --delivery-guarantee exactly-once, --properties.x v)
+	// rather than in the kafka:// URIs.
+	KafkaSource, KafkaSink kafka.Params
 }
 
 func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
@@ -218,6 +222,14 @@ func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 // ParseWordCountArgs parses word count's arguments.
 func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	var o WordCountOptions
+	// Kafka parameters are part of a URI, even given as arguments: a bad
+	// one is a bad URI, exit 1 with the message alone, as the brokers'
+	// errors are.
+	args, src, sink, err := kafka.JobArgs(args)
+	if err != nil {
+		return o, fmt.Errorf("wordcount: %w", err)
+	}
+	o.KafkaSource, o.KafkaSink = src, sink
 	fs := wordCountFlags(&o)
 	if err := fs.Parse(args); err != nil {
 		return o, &UsageError{Msg: "wordcount: " + err.Error()}
@@ -246,6 +258,16 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	if o.Discard && (o.Output != "" || o.Upsert != "") {
 		return o, &UsageError{Msg: "wordcount: --discard drops the counts; use it without --output and --upsert"}
 	}
+	kafkaIn := len(o.Inputs) > 0 && kafka.IsURI(o.Inputs[0])
+	if a := o.KafkaSource.OnlySource(); a != "" && !kafkaIn {
+		return o, fmt.Errorf("wordcount: %s configures a Kafka input, but --input is not a kafka:// URI", a)
+	}
+	if a := o.KafkaSink.OnlySink(); a != "" && !kafka.IsURI(o.Output) {
+		return o, fmt.Errorf("wordcount: %s configures a Kafka output, but --output is not a kafka:// URI", a)
+	}
+	if a := o.KafkaSource.Any(); a != "" && !kafkaIn && !kafka.IsURI(o.Output) {
+		return o, fmt.Errorf("wordcount: %s configures a Kafka connection, but neither --input nor --output is a kafka:// URI", a)
+	}
 	return o, nil
 }
 
@@ -265,6 +287,7 @@ func WordCount() Job {
 			fs := wordCountFlags(&o)
 			fs.SetOutput(w)
 			fs.PrintDefaults()
+			fmt.Fprintln(w, "  Any parameter of a kafka:// URI may also be given as an argument, --name value (e.g. --group g --bounded --delivery-guarantee exactly-once --transactional-id-prefix p), as may Kafka client properties (--properties.security.protocol SASL_SSL).")
 		},
 		Build: func(env *engine.Environment, args []string) error {
 			o, err := ParseWordCountArgs(args)
@@ -361,9 +384,9 @@ func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 	if o.Rate > 0 {
 		return nil, &UsageError{Msg: "wordcount: --rate paces files and generated text, not a Kafka input"}
 	}
-	src, err := kafka.ParseSourceURI(o.Inputs[0])
+	src, err := kafka.ParseSourceURI(o.Inputs[0], o.KafkaSource)
 	if err != nil {
-		return nil, &UsageError{Msg: "wordcount: --input " + err.Error()}
+		return nil, fmt.Errorf("wordcount: --input %w", err)
 	}
 	if err := src.Check(context.Background(), kafkaCheckTimeout); err != nil {
 		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", o.Inputs[0], err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
@@ -375,9 +398,9 @@ func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 // update a record keyed by its word, valued (word,count); checked against
 // the brokers before the job runs.
 func kafkaOutput(o WordCountOptions) (*kafka.Sink[WordCountRecord], error) {
-	c, err := kafka.ParseSinkURI(o.Output)
+	c, err := kafka.ParseSinkURI(o.Output, o.KafkaSink)
 	if err != nil {
-		return nil, &UsageError{Msg: "wordcount: --output " + err.Error()}
+		return nil, fmt.Errorf("wordcount: --output %w", err)
 	}
 	if err := c.Check(context.Background(), kafkaCheckTimeout); err != nil {
 		return nil, fmt.Errorf("wordcount: --output %s: %w (brokers %s, within %s)", o.Output, err, strings.Join(c.Brokers, ","), kafkaCheckTimeout)
@@ -390,11 +413,12 @@ func kafkaOutput(o WordCountOptions) (*kafka.Sink[WordCountRecord], error) {
 // socketInput is the socket source a --input socket://host:port[?retries=N&retry-delay=D]
 // names (Flink's socketTextStream, e.g. fed by nc -lk 9999).
 func socketInput(o WordCountOptions) (*connectors.SocketSource, error) {
-	usage := func(format string, args ...any) error {
-		return &UsageError{Msg: "wordcount: --input " + fmt.Sprintf(format, args...)}
-	}
 	if len(o.Inputs) > 1 || o.Rate > 0 {
-		return nil, usage("%s: a socket input is given alone, without --rate", o.Inputs[0])
+		return nil, &UsageError{Msg: fmt.Sprintf("wordcount: --input %s: a socket input is given alone, without --rate", o.Inputs[0])}
+	}
+	// A bad URI is an error of its own (exit 1), as for Kafka.
+	usage := func(format string, args ...any) error {
+		return fmt.Errorf("wordcount: --input "+format, args...)
 	}
 	u, err := url.Parse(o.Inputs[0])
 	if err != nil || u.Port() == "" || u.Hostname() == "" {

@@ -54,9 +54,8 @@ type Sink[T any] struct {
 func (*Sink[T]) UnionWriterState() bool { return true }
 
 func (s *Sink[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...), kgo.DefaultProduceTopic(s.Topic)}
-	opts = append(opts, s.Options...)
-	return append(opts, extra...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(s.Brokers...), kgo.DefaultProduceTopic(s.Topic)}, extra...)
+	return append(opts, s.Options...)
 }
 
 func (s *Sink[T]) timeout() time.Duration {
@@ -77,6 +76,32 @@ type committable struct {
 	TransactionalID string `json:"transactionalId"`
 	ProducerID      int64  `json:"producerId"`
 	Epoch           int16  `json:"epoch"`
+}
+
+// CheckCheckpointTiming implements engine.CheckpointTimingChecker. An
+// exactly-once transaction is begun after one checkpoint's barrier and
+// committed when the next checkpoint completes: it stays open for an
+// interval plus that checkpoint's duration, and longer when a checkpoint
+// fails or the job restarts. The brokers abort a transaction older than
+// transaction.timeout.ms; its records are then lost and the commit fails,
+// so an interval that comes near the timeout is worth a warning when the
+// job starts, not a failure hours later.
+func (s *Sink[T]) CheckCheckpointTiming(t engine.CheckpointTiming) []string {
+	if s.Guarantee != ExactlyOnce {
+		return nil
+	}
+	timeout := s.timeout()
+	switch {
+	case t.Interval == 0:
+		return []string{fmt.Sprintf("Kafka sink to %s is exactly-once but checkpointing is off (execution.checkpointing.interval is not set): its transaction commits only when the input ends, so read_committed readers see nothing before that, and an unbounded job never commits. Set execution.checkpointing.interval.", s.Topic)}
+	case t.Interval >= timeout:
+		return []string{fmt.Sprintf("Kafka sink to %s: execution.checkpointing.interval (%s) is not below transaction.timeout.ms (%d): every transaction stays open at least an interval, so the brokers abort it before it commits, its records are lost and the job fails over. Lower the interval or raise transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms, 15 min by default).",
+			s.Topic, t.Interval, timeout.Milliseconds())}
+	case 2*t.Interval > timeout:
+		return []string{fmt.Sprintf("Kafka sink to %s: execution.checkpointing.interval (%s) approaches transaction.timeout.ms (%d): a transaction stays open for an interval plus the checkpoint's duration (up to execution.checkpointing.timeout, %s), longer when a checkpoint fails or the job restarts, and the brokers abort it at the timeout, losing its records. Keep the interval below half the timeout.",
+			s.Topic, t.Interval, timeout.Milliseconds(), t.Timeout)}
+	}
+	return nil
 }
 
 // open holds the clients of pre-committed transactions in this process, so

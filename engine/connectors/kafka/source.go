@@ -53,7 +53,11 @@ type Source struct {
 	// ReadUncommitted reads records of open and aborted transactions too
 	// (isolation.level=read_uncommitted); the default is read_committed.
 	ReadUncommitted bool
-	// Options are further client options (TLS, SASL, ...).
+	// NoOffsetCommit keeps the offsets out of the group even when Group is
+	// set (Flink's commit.offsets.on.checkpoint=false).
+	NoOffsetCommit bool
+	// Options are further client options (TLS, SASL, fetch tuning, ...);
+	// they come after gflink's own, so a user's fetch.max.wait.ms wins.
 	Options []kgo.Opt
 }
 
@@ -87,10 +91,12 @@ func owner(tp topicPartition, parallelism int) int {
 	return (start + int(tp.partition)) % parallelism
 }
 
+// commits reports whether completed checkpoints' offsets go to the group.
+func (s *Source) commits() bool { return s.Group != "" && !s.NoOffsetCommit }
+
 func (s *Source) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
-	opts = append(opts, s.Options...)
-	return append(opts, extra...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(s.Brokers...)}, extra...)
+	return append(opts, s.Options...)
 }
 
 // requestTimeout bounds each metadata and offset request.
@@ -476,7 +482,7 @@ func (r *reader) SnapshotState(id int64) ([][]byte, error) {
 			offsets[tp] = sp.Offset
 		}
 	}
-	if r.src.Group != "" {
+	if r.src.commits() {
 		r.pending[id] = offsets
 	}
 	return out, nil
@@ -492,7 +498,7 @@ func (r *reader) NotifyCheckpointComplete(id int64) error {
 			delete(r.pending, old)
 		}
 	}
-	if !ok || r.src.Group == "" || r.closed {
+	if !ok || !r.src.commits() || r.closed {
 		return nil
 	}
 	os := kadm.Offsets{}

@@ -2,7 +2,7 @@ package kafka
 
 import (
 	"context"
-	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,75 +12,65 @@ import (
 
 	"github.com/gflink/gflink/engine/config"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // IsURI reports whether s names Kafka rather than a file.
 func IsURI(s string) bool { return strings.HasPrefix(s, "kafka://") }
 
-// sourceParams are the query parameters ParseSourceURI accepts, for the
-// error that names them.
-const sourceParams = "group, startup (earliest-offset, latest-offset, group-offsets, timestamp), timestamp, reset (earliest-offset, latest-offset), bounded, discovery, isolation.level (read_committed, read_uncommitted), tls, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), sasl.username, sasl.password"
-
 // ParseSourceURI reads kafka://broker1:9092,broker2:9092/topic1,topic2?...
-// into a Source.
-func ParseSourceURI(s string) (*Source, error) {
+// into a Source; args are further parameters from the job's arguments
+// (JobArgs).
+func ParseSourceURI(s string, args Params) (*Source, error) {
 	u, err := parseURI(s)
 	if err != nil {
 		return nil, err
 	}
+	p := args.clone()
+	if err := p.addQuery(forSource, s, u.query); err != nil {
+		return nil, err
+	}
 	src := &Source{Brokers: u.brokers, Topics: u.topics, Discovery: 5 * time.Minute}
-	for k, vs := range u.query {
-		v := vs[len(vs)-1]
-		switch k {
-		case "group":
-			src.Group = v
-		case "startup", "scan.startup.mode":
-			if src.Startup, err = startupMode(k, v); err != nil {
-				return nil, err
-			}
-		case "reset":
-			if src.Reset, err = startupMode(k, v); err != nil {
-				return nil, err
-			}
-			if src.Reset != StartEarliest && src.Reset != StartLatest {
-				return nil, fmt.Errorf("kafka URI %s: reset=%s: accepted: earliest-offset, latest-offset", s, v)
-			}
-		case "timestamp", "scan.startup.timestamp-millis":
-			if src.Timestamp, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return nil, fmt.Errorf("kafka URI %s: timestamp=%s is not a number of milliseconds since the epoch", s, v)
-			}
-		case "bounded":
-			if src.Bounded, err = strconv.ParseBool(v); err != nil {
-				return nil, fmt.Errorf("kafka URI %s: bounded=%s: accepted: true, false", s, v)
-			}
-		case "discovery", "partition.discovery.interval":
-			d, err := config.ParseDuration(v)
-			if err != nil {
-				return nil, fmt.Errorf("kafka URI %s: discovery=%s: %v (0 turns discovery off)", s, v, err)
-			}
-			src.Discovery = d
-		case "isolation.level":
-			switch v {
-			case "read_committed":
-			case "read_uncommitted":
-				src.ReadUncommitted = true
-			default:
-				return nil, fmt.Errorf("kafka URI %s: isolation.level=%s: accepted: read_committed, read_uncommitted", s, v)
-			}
-		case "tls", "sasl.mechanism", "sasl.username", "sasl.password":
-		default:
-			return nil, fmt.Errorf("kafka URI %s: unknown parameter %q; accepted: %s", s, k, sourceParams)
+	src.Group, _ = p.get("group.id")
+	if v, ok := p.get("scan.startup.mode"); ok {
+		if src.Startup, err = startupMode(v); err != nil {
+			return nil, p.errorf("scan.startup.mode", "%v", err)
 		}
 	}
-	if src.Startup == StartTimestamp && u.query.Get("timestamp") == "" && u.query.Get("scan.startup.timestamp-millis") == "" {
+	if v, ok := p.get("auto.offset.reset"); ok {
+		// Kafka's own values (earliest, latest) and Flink's.
+		if src.Reset, err = startupMode(v); err != nil || (src.Reset != StartEarliest && src.Reset != StartLatest) {
+			return nil, p.errorf("auto.offset.reset", "accepted: earliest-offset, latest-offset (or earliest, latest)")
+		}
+	}
+	ts, tsSet := p.get("scan.startup.timestamp-millis")
+	if tsSet {
+		if src.Timestamp, err = strconv.ParseInt(ts, 10, 64); err != nil {
+			return nil, p.errorf("scan.startup.timestamp-millis", "not a number of milliseconds since the epoch")
+		}
+	}
+	src.Bounded = p.bool("bounded")
+	if v, ok := p.get("partition.discovery.interval.ms"); ok {
+		if src.Discovery, err = config.ParseDuration(v); err != nil {
+			return nil, p.errorf("partition.discovery.interval.ms", "%v (0 turns discovery off)", err)
+		}
+	}
+	switch v, _ := p.get("isolation.level"); v {
+	case "", "read_committed":
+	case "read_uncommitted":
+		src.ReadUncommitted = true
+	default:
+		return nil, p.errorf("isolation.level", "accepted: read_committed, read_uncommitted")
+	}
+	if _, ok := p.get("commit.offsets.on.checkpoint"); ok && !p.bool("commit.offsets.on.checkpoint") {
+		src.NoOffsetCommit = true
+	}
+	if src.Startup == StartTimestamp && !tsSet {
 		return nil, fmt.Errorf("kafka URI %s: startup=timestamp needs timestamp=<milliseconds>", s)
 	}
 	if src.Startup == StartGroup && src.Group == "" {
 		return nil, fmt.Errorf("kafka URI %s: startup=group-offsets needs group=<consumer group>", s)
 	}
-	if src.Options, err = clientOptions(s, u.query); err != nil {
+	if src.Options, err = p.clientOptions(); err != nil {
 		return nil, err
 	}
 	return src, nil
@@ -96,7 +86,13 @@ func parseURI(s string) (*parsedURI, error) {
 	if err != nil || u.Scheme != "kafka" {
 		return nil, fmt.Errorf("%q is not a Kafka URI: expected kafka://host:port[,host:port...]/topic[?...]", s)
 	}
-	p := &parsedURI{query: u.Query()}
+	// Query() would drop a pair with a ';' in silence (a JAAS line ends
+	// with one); ParseQuery says so.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("kafka URI %s: %v (write ';' as %%3B, e.g. in sasl.jaas.config, or give that parameter as a job argument)", s, err)
+	}
+	p := &parsedURI{query: q}
 	for _, b := range strings.Split(u.Host, ",") {
 		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
 			return nil, fmt.Errorf("kafka URI %s: broker %q is not host:port", s, b)
@@ -114,7 +110,7 @@ func parseURI(s string) (*parsedURI, error) {
 	return p, nil
 }
 
-func startupMode(key, v string) (string, error) {
+func startupMode(v string) (string, error) {
 	m := strings.ToLower(v)
 	if !strings.HasSuffix(m, "-offset") && !strings.HasSuffix(m, "-offsets") && m != "timestamp" {
 		if m == "group" {
@@ -127,42 +123,19 @@ func startupMode(key, v string) (string, error) {
 	case StartEarliest, StartLatest, StartGroup, StartTimestamp:
 		return m, nil
 	}
-	return "", fmt.Errorf("kafka URI: %s=%s: accepted: earliest-offset, latest-offset, group-offsets, timestamp", key, v)
+	return "", errors.New("accepted: earliest-offset, latest-offset, group-offsets, timestamp")
 }
 
-// clientOptions turns the URI's security parameters into client options:
-// tls=true, and SASL PLAIN or SCRAM with a user name and password.
-func clientOptions(s string, q url.Values) ([]kgo.Opt, error) {
-	var opts []kgo.Opt
-	if v := q.Get("tls"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("kafka URI %s: tls=%s: accepted: true, false", s, v)
-		}
-		if on {
-			opts = append(opts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
-		}
+// clientOptions are the client options the parameters give: security,
+// then those that map one to one (fetch and producer tuning, timeouts).
+func (p *Params) clientOptions() ([]kgo.Opt, error) {
+	opts, err := p.security()
+	if err != nil {
+		return nil, err
 	}
-	mech, user, pass := q.Get("sasl.mechanism"), q.Get("sasl.username"), q.Get("sasl.password")
-	switch strings.ToUpper(mech) {
-	case "":
-		if user != "" {
-			return nil, fmt.Errorf("kafka URI %s: sasl.username without sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", s)
-		}
-	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
-	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
-	default:
-		return nil, fmt.Errorf("kafka URI %s: sasl.mechanism=%s: accepted: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s, mech)
-	}
-	return opts, nil
+	more, err := p.simpleOpts()
+	return append(opts, more...), err
 }
-
-// sinkParams are the query parameters ParseSinkURI accepts.
-const sinkParams = "delivery-guarantee (exactly-once, at-least-once, none), transactional-id-prefix, transaction.timeout.ms, tls, sasl.mechanism, sasl.username, sasl.password"
 
 // SinkConfig is a sink URI's settings; NewSink makes the sink for a type.
 type SinkConfig struct {
@@ -176,8 +149,8 @@ type SinkConfig struct {
 
 // ParseSinkURI reads kafka://broker:9092/topic?delivery-guarantee=...&
 // transactional-id-prefix=... (Flink's sink.delivery-guarantee, default
-// at-least-once).
-func ParseSinkURI(s string) (*SinkConfig, error) {
+// at-least-once); args are further parameters from the job's arguments.
+func ParseSinkURI(s string, args Params) (*SinkConfig, error) {
 	u, err := parseURI(s)
 	if err != nil {
 		return nil, err
@@ -185,35 +158,58 @@ func ParseSinkURI(s string) (*SinkConfig, error) {
 	if len(u.topics) != 1 {
 		return nil, fmt.Errorf("kafka URI %s: a sink writes one topic", s)
 	}
+	p := args.clone()
+	if err := p.addQuery(forSink, s, u.query); err != nil {
+		return nil, err
+	}
 	c := &SinkConfig{Brokers: u.brokers, Topic: u.topics[0], Guarantee: AtLeastOnce}
-	for k, vs := range u.query {
-		v := vs[len(vs)-1]
-		switch k {
-		case "delivery-guarantee", "sink.delivery-guarantee":
-			switch v {
-			case ExactlyOnce, AtLeastOnce, None:
-				c.Guarantee = v
-			default:
-				return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=%s: accepted: exactly-once, at-least-once, none", s, v)
-			}
-		case "transactional-id-prefix", "sink.transactional-id-prefix":
-			c.TransactionalIDPrefix = v
-		case "transaction.timeout.ms", "properties.transaction.timeout.ms":
-			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms <= 0 {
-				return nil, fmt.Errorf("kafka URI %s: transaction.timeout.ms=%s: expected a positive number of milliseconds", s, v)
-			}
-			c.TransactionTimeout = time.Duration(ms) * time.Millisecond
-		case "tls", "sasl.mechanism", "sasl.username", "sasl.password":
-		default:
-			return nil, fmt.Errorf("kafka URI %s: unknown parameter %q; accepted: %s", s, k, sinkParams)
+	switch v, _ := p.get("sink.delivery-guarantee"); v {
+	case "":
+	case ExactlyOnce, AtLeastOnce, None:
+		c.Guarantee = v
+	default:
+		return nil, p.errorf("sink.delivery-guarantee", "accepted: exactly-once, at-least-once, none")
+	}
+	c.TransactionalIDPrefix, _ = p.get("sink.transactional-id-prefix")
+	if v, ok := p.get("transaction.timeout.ms"); ok {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, p.errorf("transaction.timeout.ms", "expected a positive number of milliseconds")
 		}
+		c.TransactionTimeout = time.Duration(ms) * time.Millisecond
 	}
 	if c.Guarantee == ExactlyOnce && c.TransactionalIDPrefix == "" {
 		return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once needs transactional-id-prefix=<prefix>, unique to the job (Flink requires it too)", s)
 	}
-	if c.Options, err = clientOptions(s, u.query); err != nil {
+	if c.Options, err = p.clientOptions(); err != nil {
 		return nil, err
+	}
+	// Transactions are idempotent writes acknowledged by all in-sync
+	// replicas; weaker settings are for the other guarantees.
+	weak := false
+	if v, ok := p.get("acks"); ok {
+		switch v {
+		case "all", "-1":
+			c.Options = append(c.Options, kgo.RequiredAcks(kgo.AllISRAcks()))
+		case "1", "0":
+			weak = true
+			acks := kgo.LeaderAck()
+			if v == "0" {
+				acks = kgo.NoAck()
+			}
+			c.Options = append(c.Options, kgo.RequiredAcks(acks))
+		default:
+			return nil, p.errorf("acks", "accepted: all (-1), 1, 0")
+		}
+	}
+	if _, ok := p.get("enable.idempotence"); ok && !p.bool("enable.idempotence") {
+		weak = true
+	}
+	if weak {
+		if c.Guarantee == ExactlyOnce {
+			return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once writes transactions, which need acks=all and enable.idempotence=true", s)
+		}
+		c.Options = append(c.Options, kgo.DisableIdempotentWrite())
 	}
 	return c, nil
 }
