@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -73,6 +74,71 @@ func inFlightCheckpoints(ck string) int {
 		if err == nil && r.Metadata.HasChannelState() {
 			n++
 		}
+	}
+	return n
+}
+
+// TestKillUnalignedAfterSourcesFinished: the sources read their small
+// input at once and finish while a throttled sink still drains what they
+// sent. The checkpoints after that are triggered at the counters directly
+// (no barrier can come from a finished task) and store the queued records
+// as in flight at once, instead of waiting for the drain — so the file
+// sink commits while it drains. gflink is killed then and restored from its
+// newest checkpoint at another parallelism: every update is committed
+// exactly once.
+func TestKillUnalignedAfterSourcesFinished(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills processes")
+	}
+	dir := t.TempDir()
+	want := writeWords(t, filepath.Join(dir, "words.txt"), 400, 300)
+	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
+	run := gflinkCmd(dir, "run", "-p", "2", "-Dexecution.checkpointing.interval=20ms",
+		"-Dexecution.checkpointing.unaligned.enabled=true", "-Dexecution.checkpointing.dir="+ck,
+		"wordcount", "--input", "words.txt", "--sink-rate", "2000", "--output", out)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// 4,000 updates at 2,000 a second: two seconds of draining, while the
+	// sources (400 lines) finished in the first milliseconds. Were the
+	// checkpoints to wait for the drain, nothing would be committed before
+	// its end.
+	deadline := time.Now().Add(30 * time.Second)
+	for committedLines(out) < 1000 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	run.Process.Signal(syscall.SIGKILL)
+	run.Wait()
+	if n := committedLines(out); n < 1000 || n >= 4000 {
+		t.Fatalf("%d of 4000 updates committed at the kill; want 1000 or more while the sink drained", n)
+	}
+	jobDirs, _ := filepath.Glob(filepath.Join(ck, "*"))
+	if len(jobDirs) != 1 {
+		t.Fatalf("job directories %v", jobDirs)
+	}
+	r, err := restore.Resolve(vfs.Default, jobDirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Metadata.HasChannelState() {
+		t.Fatalf("the newest checkpoint %s holds no records in flight", r.Dir)
+	}
+	res := gflinkCmd(dir, "run", "-p", "3", "-s", jobDirs[0], "wordcount", "--input", "words.txt", "--output", out)
+	var errOut bytes.Buffer
+	res.Stderr = &errOut
+	if err := res.Run(); err != nil {
+		t.Fatalf("restore: %v\n%s", err, errOut.String())
+	}
+	checkCommittedOnce(t, "restored after the sources finished (p=2 then 3)", out, want)
+}
+
+// committedLines counts the lines of the finished part files in out.
+func committedLines(out string) int {
+	n := 0
+	files, _ := filepath.Glob(filepath.Join(out, "part-*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		n += bytes.Count(b, []byte("\n"))
 	}
 	return n
 }

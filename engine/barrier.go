@@ -34,6 +34,9 @@ type aligner struct {
 	// abortedAhead holds checkpoints aborted before their barrier arrived
 	// here: their barriers are stale when they come.
 	abortedAhead map[int64]bool
+
+	// directID is the checkpoint last started by startDirect.
+	directID int64
 }
 
 type seenBarrier struct {
@@ -203,4 +206,36 @@ func (a *aligner) direct(id int64) bool {
 	}
 	a.lastDone = id
 	return true
+}
+
+// startDirect begins checkpoint b at a task triggered directly while its
+// input is open: every task it reads from has finished, so no barrier of b
+// will come, and each channel counts as aligned when it ends.
+func (a *aligner) startDirect(b barrier) alignResult {
+	if b.id <= a.lastDone || a.abortedAhead[b.id] {
+		return alignResult{}
+	}
+	a.directID = b.id
+	if !a.exactlyOnce {
+		if a.seen[b.id] == nil {
+			a.seen[b.id] = &seenBarrier{b: b, ch: make([]bool, a.n)}
+		}
+		return a.checkAtLeastOnce()
+	}
+	var res alignResult
+	switch {
+	case a.current.id == 0:
+		a.current = b
+	case b.id > a.current.id:
+		res.aborted = a.current.id
+		a.lastDone = a.current.id
+		a.current = b
+		a.releaseAll()
+	case b.id < a.current.id:
+		return alignResult{} // older than the alignment in progress
+	}
+	if s := a.checkExactlyOnce(); s != nil {
+		res.snapshot = s
+	}
+	return res
 }

@@ -249,6 +249,9 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	infos := make([]checkpoint.TaskInfo, len(e.tasks))
 	for i, t := range e.tasks {
 		infos[i] = checkpoint.TaskInfo{ID: t.id, Source: t.source != nil}
+		for _, ci := range t.chanInfo {
+			infos[i].Upstream = append(infos[i].Upstream, tasksOf[vertexOf[t.v.inputs[ci.edge].from]][ci.sender].id)
+		}
 	}
 	jm.coord.Start(jm.clock(), infos)
 	jm.mu.Lock()

@@ -467,7 +467,21 @@ func (t *task) onEvent(ch int32, ev *event) error {
 		if ev.eop == eopDrain {
 			t.waitFinal = true
 		}
-		if err := t.onAlignment(t.al.onEndOfPartition(ch)); err != nil {
+		res := t.al.onEndOfPartition(ch)
+		if s := res.snapshot; s != nil && s.id == t.al.directID && t.al.allFinished() && t.inputEnd == eopEnd && t.waitFinal {
+			// A direct trigger's alignment ends with the input: the
+			// snapshot is taken after the input ended, the task's final
+			// one, as a trigger sent then would have been.
+			res.snapshot = nil
+			if err := t.onAlignment(res); err != nil {
+				return err
+			}
+			if err := t.endOfInput(t.inputEnd); err != nil {
+				return err
+			}
+			return t.checkpoint(*s, false)
+		}
+		if err := t.onAlignment(res); err != nil {
 			return err
 		}
 		if t.al.allFinished() {
@@ -478,6 +492,26 @@ func (t *task) onEvent(ch int32, ev *event) error {
 		}
 	}
 	return nil
+}
+
+// triggeredWhileOpen handles a checkpoint triggered directly at a task
+// whose input is open: every task it reads from has finished (the
+// coordinator triggers such tasks, since no barrier can reach them), and
+// what they sent is queued here up to their ends of partition. Unaligned,
+// the snapshot is taken now and the queued records are its input channel
+// state; aligned, it is taken when the last end has been processed, or
+// turns unaligned at the alignment timeout.
+func (t *task) triggeredWhileOpen(b barrier) error {
+	if b.unalignedFromStart() {
+		if b.id <= t.lastUnaligned || b.id <= t.al.lastDone || b.id <= t.lastSnapshot || t.isAborted(b.id) {
+			return nil
+		}
+		return t.checkpoint(b, true)
+	}
+	if b.id > t.alignID {
+		t.alignID, t.alignStart = b.id, t.exec.clock()
+	}
+	return t.onAlignment(t.al.startDirect(b))
 }
 
 func (t *task) onAlignment(res alignResult) error {
@@ -505,6 +539,9 @@ func (t *task) handleMail() error {
 func (t *task) handle(m mail) error {
 	switch m.kind {
 	case mailTrigger:
+		if t.al != nil && t.inputOpen() {
+			return t.triggeredWhileOpen(m.b)
+		}
 		if t.al != nil {
 			if !t.al.direct(m.b.id) {
 				return nil

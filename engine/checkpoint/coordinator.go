@@ -180,6 +180,8 @@ const (
 type TaskInfo struct {
 	ID     TaskID
 	Source bool
+	// Upstream are the tasks it reads from.
+	Upstream []TaskID
 }
 
 // Coordinator decides when checkpoints are triggered, completed, aborted
@@ -193,7 +195,8 @@ type Coordinator struct {
 	retained []*Completed
 
 	tasks   map[TaskID]taskState
-	sources map[TaskID]bool
+	sources  map[TaskID]bool
+	upstream map[TaskID][]TaskID
 	// finals holds the last snapshot of each finished task. Later
 	// checkpoints include it, so that restoring never re-runs finished work
 	// (a finished source subtask's split stays at its end).
@@ -283,12 +286,14 @@ func (c *Coordinator) Pending() []*Pending {
 func (c *Coordinator) Start(now time.Time, tasks []TaskInfo) {
 	c.tasks = map[TaskID]taskState{}
 	c.sources = map[TaskID]bool{}
+	c.upstream = map[TaskID][]TaskID{}
 	c.finals = map[TaskID]*Ack{}
 	for _, t := range tasks {
 		c.tasks[t.ID] = taskRunning
 		if t.Source {
 			c.sources[t.ID] = true
 		}
+		c.upstream[t.ID] = t.Upstream
 	}
 	c.running = true
 	c.lastEndInput = time.Time{}
@@ -332,12 +337,28 @@ func (c *Coordinator) triggerSet() (trigger []TaskID, awaiting map[TaskID]bool) 
 			continue
 		}
 		awaiting[id] = true
-		if c.sources[id] || s == taskEndedInput {
+		if c.sources[id] || s == taskEndedInput || c.upstreamFinished(id) {
 			trigger = append(trigger, id)
 		}
 	}
 	slices.Sort(trigger)
 	return trigger, awaiting
+}
+
+// upstreamFinished reports whether every task that task reads from has
+// finished: no barrier will reach it in-band, so it is triggered directly
+// (Flink's FLIP-147 triggers the first tasks that have not finished). Its
+// input may still be open, with what those tasks sent queued up to their
+// ends of partition: an unaligned checkpoint stores that as in-flight data
+// at once, an aligned one is taken when the last end arrives.
+func (c *Coordinator) upstreamFinished(task TaskID) bool {
+	up := c.upstream[task]
+	for _, u := range up {
+		if c.tasks[u] != taskFinished {
+			return false
+		}
+	}
+	return len(up) > 0
 }
 
 func (c *Coordinator) anyFinished() bool {
@@ -721,6 +742,19 @@ func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final *Ack) []Act
 	}
 	var out []Action
 	for _, p := range c.Pending() {
+		// Tasks that read from it may now have no unfinished task
+		// upstream: a barrier it did not send will not come.
+		var direct []TaskID
+		for id := range p.awaiting {
+			if !p.sentTo[id] && c.tasks[id] == taskRunning && c.upstreamFinished(id) && now.Sub(p.Triggered) < c.cfg.Timeout {
+				p.sentTo[id] = true
+				direct = append(direct, id)
+			}
+		}
+		if len(direct) > 0 {
+			slices.Sort(direct)
+			out = append(out, TriggerTasks{Pending: p, Tasks: direct})
+		}
 		if !p.awaiting[task] {
 			continue
 		}

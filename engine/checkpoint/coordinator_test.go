@@ -190,8 +190,16 @@ func (d *driver) exec(line string) []string {
 	case "start":
 		var tasks []TaskInfo
 		for _, a := range args {
+			// 1s: task 1, a source; 3<1,2: task 3 reads from tasks 1 and 2.
+			a, ups, _ := strings.Cut(a, "<")
 			src := strings.HasSuffix(a, "s")
-			tasks = append(tasks, TaskInfo{ID: TaskID(atoi(d.t, strings.TrimSuffix(a, "s"))), Source: src})
+			ti := TaskInfo{ID: TaskID(atoi(d.t, strings.TrimSuffix(a, "s"))), Source: src}
+			for _, u := range strings.Split(ups, ",") {
+				if u != "" {
+					ti.Upstream = append(ti.Upstream, TaskID(atoi(d.t, u)))
+				}
+			}
+			tasks = append(tasks, ti)
 		}
 		d.c.Start(d.now, tasks)
 		return nil
@@ -1019,6 +1027,43 @@ func TestEndOfInputTriggersTaskDirectly(t *testing.T) {
 		# Later checkpoints go to sources and to tasks whose input ended.
 		> tick @20s
 		trigger 2 CHECKPOINT -> [1 2 3]
+	`)
+}
+
+// TestTriggerTasksWhoseUpstreamFinished: a running task whose upstream
+// tasks have all finished gets no barrier in-band; it is triggered
+// directly (FLIP-147), both by later checkpoints and, for one in
+// progress, when its last upstream task finishes.
+func TestTriggerTasksWhoseUpstreamFinished(t *testing.T) {
+	runScript(t, `
+		> start @0 1s 2s 3<1,2 4<3
+		> tick @10s
+		trigger 1 CHECKPOINT -> [1 2]
+		> ack 1 1 a1
+		> eoi @11s 1
+		> finished 1 a1
+		# 2 is still running: 3 will get the barrier from it.
+		> ack 1 2 a2
+		> eoi 2
+		> ack 1 3
+		> ack 1 4
+		finalize 1
+		> finalized 1
+		complete 1 CHECKPOINT notify=[2 3 4]
+		# 2 finishes while 2 is in progress and 3 has not had its barrier:
+		# none can come now.
+		> tick @20s
+		trigger 2 CHECKPOINT -> [2]
+		> finished @21s 2 a2
+		trigger 2 CHECKPOINT -> [3]
+		> ack 2 3
+		> ack 2 4
+		finalize 2
+		> finalized 2
+		complete 2 CHECKPOINT notify=[3 4] subsumed=[1]
+		# Later checkpoints go to 3 directly, not to 4 (3 runs).
+		> tick @30s
+		trigger 3 CHECKPOINT -> [3]
 	`)
 }
 
