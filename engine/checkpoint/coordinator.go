@@ -194,7 +194,7 @@ type Coordinator struct {
 	pending  map[int64]*Pending
 	retained []*Completed
 
-	tasks   map[TaskID]taskState
+	tasks    map[TaskID]taskState
 	sources  map[TaskID]bool
 	upstream map[TaskID][]TaskID
 	// finals holds the last snapshot of each finished task. Later
