@@ -90,11 +90,19 @@ func TestKillUnalignedAfterSourcesFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills processes")
 	}
+	// Unaligned from the start, and aligned first with a 5 ms timeout.
+	for _, timeout := range []string{"0", "5ms"} {
+		t.Run("aligned-checkpoint-timeout="+timeout, func(t *testing.T) { killAfterSourcesFinished(t, timeout) })
+	}
+}
+
+func killAfterSourcesFinished(t *testing.T, alignedTimeout string) {
 	dir := t.TempDir()
 	want := writeWords(t, filepath.Join(dir, "words.txt"), 400, 300)
 	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
 	run := gflinkCmd(dir, "run", "-p", "2", "-Dexecution.checkpointing.interval=20ms",
-		"-Dexecution.checkpointing.unaligned.enabled=true", "-Dexecution.checkpointing.dir="+ck,
+		"-Dexecution.checkpointing.unaligned.enabled=true", "-Dexecution.checkpointing.aligned-checkpoint-timeout="+alignedTimeout,
+		"-Dexecution.checkpointing.dir="+ck,
 		"wordcount", "--input", "words.txt", "--sink-rate", "2000", "--output", out)
 	if err := run.Start(); err != nil {
 		t.Fatal(err)

@@ -278,6 +278,9 @@ type outputWriter interface {
 	// unaligned (aligned-checkpoint timeout).
 	barrierPending(id int64) bool
 	convertBarrier(b barrier) []channelData
+	// barrierBeforeEnd places the barrier of b, taken after the input
+	// ended, in band before the end of partition (see the method).
+	barrierBeforeEnd(b barrier)
 }
 
 // pendingBatch is a batch the writer could not send yet: overdrawn (made
@@ -609,6 +612,29 @@ func (w *recordWriter[T]) convertBarrier(b barrier) []channelData {
 	}
 	w.epoch = b.id
 	return out
+}
+
+// barrierBeforeEnd places the barrier of checkpoint b — taken by a task
+// whose input ended, so after all its output — in band just before the end
+// of partition, on the channels that still hold that end back: there it
+// aligns as any barrier, and turns unaligned at b's timeout if it is still
+// held back (watchOutputBarrier). Where the end has gone out, the receiver
+// counts it as aligned; it is told that b is coming, so that its alignment
+// timeout runs even if no other barrier reaches it.
+func (w *recordWriter[T]) barrierBeforeEnd(b barrier) {
+	ev := &event{kind: evBarrier, barrier: b}
+	for i, c := range w.targets {
+		q := w.pending[i]
+		at := slices.IndexFunc(q, func(p pendingBatch[T]) bool { return p.ev != nil && p.ev.kind == evEndOfPartition })
+		if at < 0 {
+			c.gate.mail.put(mail{kind: mailBarrierAnnounce, b: b, ch: c.index})
+			continue
+		}
+		end := q[at].ev
+		q[at].ev = ev
+		w.pending[i] = slices.Insert(q, at+1, pendingBatch[T]{ev: end})
+		w.numPending++
+	}
 }
 
 // unalignedBarrier sends checkpoint b's barrier on every channel ahead of

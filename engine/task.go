@@ -71,7 +71,10 @@ func newMailbox() *mailbox {
 func (m *mailbox) put(x mail) {
 	m.mu.Lock()
 	m.q = append(m.q, x)
-	if x.kind == mailTrigger || x.kind == mailUnalignedBarrier || x.kind == mailAlignmentTimeout {
+	// An announcement is urgent too: a task busy with a long queue would
+	// see it only when the queue is empty, and its alignment timeout, which
+	// runs from it, would wait for the drain.
+	if x.kind == mailTrigger || x.kind == mailUnalignedBarrier || x.kind == mailAlignmentTimeout || x.kind == mailBarrierAnnounce {
 		m.priority.Store(true)
 		select {
 		case m.priorityWake <- struct{}{}:
@@ -542,11 +545,10 @@ func (t *task) handle(m mail) error {
 		if t.al != nil && t.inputOpen() {
 			return t.triggeredWhileOpen(m.b)
 		}
-		if t.al != nil {
-			if !t.al.direct(m.b.id) {
-				return nil
-			}
-		} else if m.b.id <= t.lastSnapshot {
+		if m.b.id <= t.lastSnapshot {
+			return nil // taken already (an alignment that timed out, say)
+		}
+		if t.al != nil && !t.al.direct(m.b.id) {
 			return nil
 		}
 		return t.checkpoint(m.b, m.b.unalignedFromStart())
@@ -625,6 +627,14 @@ func (t *task) checkpoint(b barrier, unaligned bool) error {
 			// turns unaligned there if still held back at the timeout.
 			channels = t.watchOutputBarrier(b)
 		}
+	} else if b.timeoutable() {
+		// The input ended, but the output may still be held back, its end
+		// of partition last: the barrier goes in band before that end, and
+		// turns unaligned at the timeout like any other.
+		for _, w := range t.writers {
+			w.barrierBeforeEnd(b)
+		}
+		channels = t.watchOutputBarrier(b)
 	}
 	caps := make([]namedCapture, 0, len(t.ops))
 	release := func() {
