@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -90,35 +91,50 @@ func TestKillUnalignedAfterSourcesFinished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills processes")
 	}
-	// Unaligned from the start, and aligned first with a 5 ms timeout.
-	for _, timeout := range []string{"0", "5ms"} {
-		t.Run("aligned-checkpoint-timeout="+timeout, func(t *testing.T) { killAfterSourcesFinished(t, timeout) })
+	// Unaligned from the start, and aligned first with a 5 ms timeout;
+	// then with more input than the exchange's buffers hold, so that the
+	// sources' writers still hold records back when their input ends (their
+	// final snapshot stores them in flight) and the kill comes after they
+	// finished: a later checkpoint must not store those records again.
+	for _, c := range []struct {
+		timeout             string
+		lines               int64
+		sinkRate, killAfter int
+	}{{"0", 400, 2000, 1000}, {"5ms", 400, 2000, 1000}, {"0", 1000, 5000, 7500}} {
+		t.Run(fmt.Sprintf("aligned-checkpoint-timeout=%s/lines=%d", c.timeout, c.lines), func(t *testing.T) {
+			killAfterSourcesFinished(t, c.timeout, c.lines, c.sinkRate, c.killAfter)
+		})
 	}
 }
 
-func killAfterSourcesFinished(t *testing.T, alignedTimeout string) {
+func killAfterSourcesFinished(t *testing.T, alignedTimeout string, lines int64, sinkRate, killAfter int) {
 	dir := t.TempDir()
-	want := writeWords(t, filepath.Join(dir, "words.txt"), 400, 300)
+	want := writeWords(t, filepath.Join(dir, "words.txt"), lines, 300)
 	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
 	run := gflinkCmd(dir, "run", "-p", "2", "-Dexecution.checkpointing.interval=20ms",
 		"-Dexecution.checkpointing.unaligned.enabled=true", "-Dexecution.checkpointing.aligned-checkpoint-timeout="+alignedTimeout,
 		"-Dexecution.checkpointing.dir="+ck,
-		"wordcount", "--input", "words.txt", "--sink-rate", "2000", "--output", out)
+		"wordcount", "--input", "words.txt", "--sink-rate", strconv.Itoa(sinkRate), "--output", out)
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// 4,000 updates at 2,000 a second: two seconds of draining, while the
-	// sources (400 lines) finished in the first milliseconds. Were the
+	// 400 lines: 4,000 updates at 2,000 a second, two seconds of draining,
+	// while the sources finished in the first milliseconds. Were the
 	// checkpoints to wait for the drain, nothing would be committed before
-	// its end.
+	// its end. 1,000 lines at 5,000 a second: the source ends with records
+	// held back and finishes when about 6,000 updates are left; the kill
+	// comes with 2,500 left, after checkpoints that take its final snapshot
+	// (which found 3 of 3 runs counting some words twice before that
+	// snapshot's records in flight were left out of later checkpoints).
+	total := int(lines) * 10
 	deadline := time.Now().Add(30 * time.Second)
-	for committedLines(out) < 1000 && time.Now().Before(deadline) {
+	for committedLines(out) < killAfter && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	run.Process.Signal(syscall.SIGKILL)
 	run.Wait()
-	if n := committedLines(out); n < 1000 || n >= 4000 {
-		t.Fatalf("%d of 4000 updates committed at the kill; want 1000 or more while the sink drained", n)
+	if n := committedLines(out); n < killAfter || n >= total {
+		t.Fatalf("%d of %d updates committed at the kill; want %d or more while the sink drained", n, total, killAfter)
 	}
 	jobDirs, _ := filepath.Glob(filepath.Join(ck, "*"))
 	if len(jobDirs) != 1 {

@@ -252,7 +252,7 @@ func failWithCheckpoint(t *testing.T, r wcRun) (*restore.Resolved, string) {
 	t.Helper()
 	res, out := r.run(t)
 	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
-		t.Fatalf("status %s, retained %v; want FAILED with one checkpoint", res.Status, res.Retained)
+		t.Fatalf("status %s (%v), retained %v; want FAILED with one checkpoint", res.Status, res.Err, res.Retained)
 	}
 	chk, err := savepoint.LocalPath(res.Retained[0])
 	if err != nil {

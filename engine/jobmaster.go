@@ -721,29 +721,13 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 	if jm.exec == nil {
 		return
 	}
-	// Savepoints stay aligned, as in Flink: they are meant to be moved and
-	// rescaled, and are taken rarely.
-	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location,
-		unaligned: jm.cpCfg.Unaligned && !p.Type.IsSavepoint() && !jm.savepointPending(p.ID)}
+	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location, unaligned: p.Unaligned}
 	if b.unaligned && jm.cpCfg.AlignedTimeout > 0 {
 		b.alignedUntil = b.timestamp + max(1, jm.cpCfg.AlignedTimeout.Milliseconds())
 	}
 	for _, t := range a.Tasks {
 		jm.exec.tasks[t].mail.put(mail{kind: mailTrigger, b: b})
 	}
-}
-
-// savepointPending reports whether a savepoint older than checkpoint id is
-// in progress. An unaligned checkpoint's barriers would overtake the
-// savepoint's, and a task takes no checkpoint older than one it has taken:
-// the savepoint would fail. So the checkpoint is taken aligned.
-func (jm *jobMaster) savepointPending(id int64) bool {
-	for _, p := range jm.coord.Pending() {
-		if p.ID < id && p.Type.IsSavepoint() {
-			return true
-		}
-	}
-	return false
 }
 
 func (jm *jobMaster) finalize(p *checkpoint.Pending) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -735,8 +736,18 @@ func (t *task) asyncLoop() {
 			continue
 		}
 		if j.keep {
+			// Later checkpoints take this snapshot for the task once it
+			// has finished — and it finishes only when everything it sent
+			// has reached its receivers, where it is their input or their
+			// state by then. Records in flight it stored (what its
+			// writers held back when it was taken) are not part of those
+			// checkpoints: restored, they would come twice.
+			final := slices.Clone(snaps)
+			for i := range final {
+				final[i].InputChannels, final[i].OutputChannels = nil, nil
+			}
 			t.finalMu.Lock()
-			t.final = snaps
+			t.final = final
 			t.finalMu.Unlock()
 		}
 		t.exec.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),

@@ -46,6 +46,11 @@ type Pending struct {
 	Type      SnapshotType
 	Request   *Request // nil for periodic checkpoints
 	Triggered time.Time
+	// Unaligned: its barriers overtake the records in flight (unaligned
+	// checkpoints are on, and it is not a savepoint nor taken while an
+	// older savepoint is in progress). Decided once, when it is triggered,
+	// so that every task gets the same kind of barrier.
+	Unaligned bool
 	// Acks holds each task's acknowledgement (what it wrote).
 	Acks     map[TaskID]*Ack
 	awaiting map[TaskID]bool
@@ -330,14 +335,14 @@ func (c *Coordinator) allTasksRunning() bool {
 
 // triggerSet is the tasks that get a trigger directly: running sources and
 // tasks whose inputs have all ended (no barrier can reach them in-band).
-func (c *Coordinator) triggerSet() (trigger []TaskID, awaiting map[TaskID]bool) {
+func (c *Coordinator) triggerSet(unaligned bool) (trigger []TaskID, awaiting map[TaskID]bool) {
 	awaiting = map[TaskID]bool{}
 	for id, s := range c.tasks {
 		if s == taskFinished {
 			continue
 		}
 		awaiting[id] = true
-		if c.sources[id] || s == taskEndedInput || c.upstreamFinished(id) {
+		if c.sources[id] || s == taskEndedInput || unaligned && c.upstreamFinished(id) {
 			trigger = append(trigger, id)
 		}
 	}
@@ -346,11 +351,14 @@ func (c *Coordinator) triggerSet() (trigger []TaskID, awaiting map[TaskID]bool) 
 }
 
 // upstreamFinished reports whether every task that task reads from has
-// finished: no barrier will reach it in-band, so it is triggered directly
-// (Flink's FLIP-147 triggers the first tasks that have not finished). Its
-// input may still be open, with what those tasks sent queued up to their
-// ends of partition: an unaligned checkpoint stores that as in-flight data
-// at once, an aligned one is taken when the last end arrives.
+// finished: no barrier will reach it in-band. An unaligned checkpoint
+// triggers it directly (Flink's FLIP-147 triggers the first tasks that
+// have not finished), and it stores what those tasks sent, still queued up
+// to their ends of partition, as records in flight at once. An aligned one
+// would have to wait for those ends anyway: it triggers the task when its
+// input ends (EndOfInput), as before, so that two aligned checkpoints (a
+// savepoint and a periodic one) never wait on the same drain, where the
+// newer would abort the older.
 func (c *Coordinator) upstreamFinished(task TaskID) bool {
 	up := c.upstream[task]
 	for _, u := range up {
@@ -414,8 +422,19 @@ func (c *Coordinator) numPendingCheckpoints() int {
 }
 
 func (c *Coordinator) trigger(now time.Time, typ SnapshotType, req *Request) []Action {
-	tasks, awaiting := c.triggerSet()
-	p := &Pending{ID: c.nextID, Type: typ, Request: req, Triggered: now,
+	// Savepoints stay aligned, as in Flink: they are meant to be moved and
+	// rescaled, and are taken rarely. A checkpoint taken while an older
+	// savepoint is in progress is aligned too: its barriers would overtake
+	// the savepoint's, and a task takes no checkpoint older than one it has
+	// taken, so the savepoint would fail.
+	unaligned := c.cfg.Unaligned && !typ.IsSavepoint()
+	for _, p := range c.pending {
+		if p.Type.IsSavepoint() {
+			unaligned = false
+		}
+	}
+	tasks, awaiting := c.triggerSet(unaligned)
+	p := &Pending{ID: c.nextID, Type: typ, Request: req, Triggered: now, Unaligned: unaligned,
 		Acks: map[TaskID]*Ack{}, awaiting: awaiting, sentTo: map[TaskID]bool{}}
 	for t, final := range c.finals {
 		p.Acks[t] = final
@@ -742,11 +761,28 @@ func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final *Ack) []Act
 	}
 	var out []Action
 	for _, p := range c.Pending() {
+		if p.awaiting[task] {
+			if final == nil {
+				// A task that stops without a final snapshot (after a
+				// stop-with-savepoint) cannot contribute its state.
+				out = append(out, c.fail(now, p, &Failure{Reason: ErrDeclinedClosing})...)
+				continue
+			}
+			delete(p.awaiting, task)
+			p.Acks[task] = final
+			if len(p.awaiting) == 0 {
+				out = append(out, Finalize{Pending: p})
+				continue
+			}
+		}
+		if !p.Unaligned || now.Sub(p.Triggered) >= c.cfg.Timeout {
+			continue
+		}
 		// Tasks that read from it may now have no unfinished task
 		// upstream: a barrier it did not send will not come.
 		var direct []TaskID
 		for id := range p.awaiting {
-			if !p.sentTo[id] && c.tasks[id] == taskRunning && c.upstreamFinished(id) && now.Sub(p.Triggered) < c.cfg.Timeout {
+			if !p.sentTo[id] && c.tasks[id] == taskRunning && c.upstreamFinished(id) {
 				p.sentTo[id] = true
 				direct = append(direct, id)
 			}
@@ -754,20 +790,6 @@ func (c *Coordinator) TaskFinished(now time.Time, task TaskID, final *Ack) []Act
 		if len(direct) > 0 {
 			slices.Sort(direct)
 			out = append(out, TriggerTasks{Pending: p, Tasks: direct})
-		}
-		if !p.awaiting[task] {
-			continue
-		}
-		if final == nil {
-			// A task that stops without a final snapshot (after a
-			// stop-with-savepoint) cannot contribute its state.
-			out = append(out, c.fail(now, p, &Failure{Reason: ErrDeclinedClosing})...)
-			continue
-		}
-		delete(p.awaiting, task)
-		p.Acks[task] = final
-		if len(p.awaiting) == 0 {
-			out = append(out, Finalize{Pending: p})
 		}
 	}
 	return out

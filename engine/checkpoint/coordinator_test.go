@@ -102,6 +102,8 @@ func (d *driver) configure(args []string) {
 			cfg.AfterTasksFinish = v == "true"
 		case "next":
 			next = int64(num())
+		case "unaligned":
+			cfg.Unaligned = v == "true"
 		default:
 			d.t.Fatalf("new: unknown setting %q", k)
 		}
@@ -1031,11 +1033,13 @@ func TestEndOfInputTriggersTaskDirectly(t *testing.T) {
 }
 
 // TestTriggerTasksWhoseUpstreamFinished: a running task whose upstream
-// tasks have all finished gets no barrier in-band; it is triggered
-// directly (FLIP-147), both by later checkpoints and, for one in
-// progress, when its last upstream task finishes.
+// tasks have all finished gets no barrier in-band; an unaligned checkpoint
+// triggers it directly (FLIP-147), both later ones and, for one in
+// progress, when its last upstream task finishes. Aligned ones (a
+// savepoint) wait for its end of input, as before.
 func TestTriggerTasksWhoseUpstreamFinished(t *testing.T) {
 	runScript(t, `
+		> new unaligned=true
 		> start @0 1s 2s 3<1,2 4<3
 		> tick @10s
 		trigger 1 CHECKPOINT -> [1 2]
@@ -1064,6 +1068,16 @@ func TestTriggerTasksWhoseUpstreamFinished(t *testing.T) {
 		# Later checkpoints go to 3 directly, not to 4 (3 runs).
 		> tick @30s
 		trigger 3 CHECKPOINT -> [3]
+		> ack 3 3
+		> ack 3 4
+		finalize 3
+		> finalized 3
+		complete 3 CHECKPOINT notify=[3 4] subsumed=[2]
+		# A savepoint is aligned: 3 gets it when its input ends.
+		> trigger @31s savepoint sp4
+		trigger 4 SAVEPOINT -> []
+		> eoi 3
+		trigger 4 SAVEPOINT -> [3]
 	`)
 }
 
