@@ -148,6 +148,12 @@ type fileWriter[T any] struct {
 	cur     vfs.File
 	curName string // finished name of the in-progress file
 	curSize int64
+	// flushed is what of curSize has been written to the file; the kernel
+	// is asked to start writing it to disk every writebackEvery bytes
+	// (without waiting: startedTo), so that the fsync when the file rolls —
+	// at every checkpoint, on the task's goroutine — waits for the tail
+	// only, not for a second of output.
+	flushed, startedTo int64
 	opened  time.Time
 	writes  int // records written, to read the clock only now and then
 	text    *engine.RecordText[T]
@@ -193,8 +199,13 @@ func (w *fileWriter[T]) openPart() error {
 		return fmt.Errorf("open part file: %w", err)
 	}
 	w.cur, w.curSize, w.opened = f, 0, time.Now()
+	w.flushed, w.startedTo = 0, 0
 	return nil
 }
+
+// writebackEvery is how often an in-progress file's bytes are handed to
+// the kernel's writeback (as the checkpoint files are).
+const writebackEvery = 1 << 20
 
 func (w *fileWriter[T]) flushBuf() error {
 	if len(w.buf) == 0 {
@@ -203,7 +214,12 @@ func (w *fileWriter[T]) flushBuf() error {
 	if _, err := w.cur.Write(w.buf); err != nil {
 		return fmt.Errorf("write part file: %w", err)
 	}
+	w.flushed += int64(len(w.buf))
 	w.buf = w.buf[:0]
+	if w.flushed-w.startedTo >= writebackEvery {
+		vfs.StartWriteback(w.cur, w.startedTo, w.flushed-w.startedTo)
+		w.startedTo = w.flushed
+	}
 	return nil
 }
 
