@@ -154,11 +154,11 @@ type fileWriter[T any] struct {
 	// at every checkpoint, on the task's goroutine — waits for the tail
 	// only, not for a second of output.
 	flushed, startedTo int64
-	opened  time.Time
-	writes  int // records written, to read the clock only now and then
-	text    *engine.RecordText[T]
-	buf     []byte
-	pending []fileCommittable
+	opened             time.Time
+	writes             int // records written, to read the clock only now and then
+	text               *engine.RecordText[T]
+	buf                []byte
+	pending            []fileCommittable
 }
 
 func (w *fileWriter[T]) Write(v T) error {
