@@ -58,12 +58,9 @@ func (p *Params) security() ([]kgo.Opt, error) {
 			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(cfg))
-	} else {
-		for _, k := range []string{"ssl.truststore.location", "ssl.keystore.location", "ssl.endpoint.identification.algorithm"} {
-			if _, ok := p.get(k); ok {
-				return nil, p.errorf(k, "the connection does not use TLS; set security.protocol=SSL or SASL_SSL (or tls=true)")
-			}
-		}
+	} else if err := p.unused("the connection does not use TLS; set security.protocol=SSL or SASL_SSL (or tls=true)",
+		"ssl.truststore.location", "ssl.keystore.location", "ssl.endpoint.identification.algorithm"); err != nil {
+		return nil, err
 	}
 	if useSASL {
 		m, err := p.sasl(mech)
@@ -71,14 +68,22 @@ func (p *Params) security() ([]kgo.Opt, error) {
 			return nil, err
 		}
 		opts = append(opts, kgo.SASL(m))
-	} else {
-		for _, k := range []string{"sasl.username", "sasl.password", "sasl.jaas.config"} {
-			if _, ok := p.get(k); ok {
-				return nil, p.errorf(k, "the connection does not use SASL; set sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
-			}
-		}
+	} else if err := p.unused("the connection does not use SASL; set sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+		"sasl.username", "sasl.password", "sasl.jaas.config"); err != nil {
+		return nil, err
 	}
 	return opts, nil
+}
+
+// unused is an error naming the first of keys that is set, saying why it
+// would be ignored.
+func (p *Params) unused(why string, keys ...string) error {
+	for _, k := range keys {
+		if _, ok := p.get(k); ok {
+			return p.errorf(k, "%s", why)
+		}
+	}
+	return nil
 }
 
 // jaasCredential reads username="..." and password="..." from a JAAS
