@@ -257,7 +257,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		}
 		for _, c := range []any{n.source, n.sink} {
 			if tc, ok := c.(CheckpointTimingChecker); ok {
-				for _, w := range tc.CheckCheckpointTiming(CheckpointTiming{Interval: cfg.Interval, Timeout: cfg.Timeout}) {
+				for _, w := range tc.CheckCheckpointTiming(CheckpointTiming{Interval: cfg.Interval, Timeout: cfg.Timeout, MinPause: cfg.MinPause}) {
 					jm.log.Warn(w)
 				}
 			}

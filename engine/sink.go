@@ -108,6 +108,7 @@ type CheckpointTimingChecker interface {
 type CheckpointTiming struct {
 	Interval time.Duration // 0: periodic checkpoints are off
 	Timeout  time.Duration // execution.checkpointing.timeout
+	MinPause time.Duration // execution.checkpointing.min-pause
 }
 
 func isStatefulSink(s any) bool {

@@ -389,7 +389,7 @@ func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 		return nil, fmt.Errorf("wordcount: --input %w", err)
 	}
 	if err := src.Check(context.Background(), kafkaCheckTimeout); err != nil {
-		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", o.Inputs[0], err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
+		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", kafka.Redact(o.Inputs[0]), err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
 	}
 	return src, nil
 }
@@ -403,7 +403,7 @@ func kafkaOutput(o WordCountOptions) (*kafka.Sink[WordCountRecord], error) {
 		return nil, fmt.Errorf("wordcount: --output %w", err)
 	}
 	if err := c.Check(context.Background(), kafkaCheckTimeout); err != nil {
-		return nil, fmt.Errorf("wordcount: --output %s: %w (brokers %s, within %s)", o.Output, err, strings.Join(c.Brokers, ","), kafkaCheckTimeout)
+		return nil, fmt.Errorf("wordcount: --output %s: %w (brokers %s, within %s)", kafka.Redact(o.Output), err, strings.Join(c.Brokers, ","), kafkaCheckTimeout)
 	}
 	return kafka.NewSink(c, func(r WordCountRecord) ([]byte, []byte) {
 		return []byte(r.Word), []byte(r.String())

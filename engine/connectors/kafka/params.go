@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +77,10 @@ var params = []param{
 		}
 		return kgo.ProducerLinger(time.Duration(ms) * time.Millisecond), nil
 	}},
-	{name: "batch.size", role: forSink, opt: bytesOpt(func(n int32) kgo.Opt { return kgo.ProducerBatchMaxBytes(n) })},
+	// The Java client's batch.size is a target that a bigger record
+	// exceeds; franz-go's batch limit fails such a record. max.request.size
+	// is the limit that means the same in both.
+	{name: "max.request.size", role: forSink, opt: bytesOpt(func(n int32) kgo.Opt { return kgo.ProducerBatchMaxBytes(n) })},
 	{name: "buffer.memory", role: forSink, opt: bytesOpt(func(n int32) kgo.Opt { return kgo.MaxBufferedBytes(int(n)) })},
 	{name: "compression.type", role: forSink, opt: compressionOpt},
 	{name: "delivery.timeout.ms", role: forSink, opt: msOpt(func(d time.Duration) kgo.Opt { return kgo.RecordDeliveryTimeout(d) })},
@@ -154,14 +158,14 @@ func (p *Params) set(r role, where, name, value string) error {
 	}
 	if pa.isBool {
 		if _, err := strconv.ParseBool(value); err != nil {
-			return fmt.Errorf("%s: %s=%s: accepted: true, false", where, name, value)
+			return fmt.Errorf("%s: %s=%s: accepted: true, false", where, name, shown(pa.name, value))
 		}
 	}
 	if p.vals == nil {
 		p.vals, p.where = map[string]string{}, map[string]string{}
 	}
 	if old, ok := p.vals[pa.name]; ok && old != value {
-		return fmt.Errorf("%s: %s=%s, but %s gives %s", where, name, value, p.where[pa.name], old)
+		return fmt.Errorf("%s: %s=%s, but %s gives %s", where, name, shown(pa.name, value), p.where[pa.name], shown(pa.name, old))
 	}
 	p.vals[pa.name] = value
 	p.where[pa.name] = fmt.Sprintf("%s (%s)", where, name)
@@ -191,8 +195,29 @@ func (p *Params) bool(name string) bool {
 
 // errorf is an error about the setting name, saying where it was given.
 func (p *Params) errorf(name, format string, args ...any) error {
-	return fmt.Errorf("%s: %s=%s: %s", p.where[name], name, p.vals[name], fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %s=%s: %s", p.where[name], name, shown(name, p.vals[name]), fmt.Sprintf(format, args...))
 }
+
+// shown is a setting's value as errors show it: secrets masked, as Flink
+// masks them in its logs (a JAAS line keeps all but its password).
+func shown(name, value string) string {
+	switch strings.TrimPrefix(name, "properties.") {
+	case "sasl.password", "ssl.key.password":
+		return "******"
+	case "sasl.jaas.config":
+		return jaasPassword.ReplaceAllString(value, `${1}"******"`)
+	}
+	return value
+}
+
+var (
+	jaasPassword = regexp.MustCompile(`(\bpassword\s*=\s*)"(?:[^"\\]|\\.)*"`)
+	uriSecret    = regexp.MustCompile(`((?:^|[?&])(?:properties\.)?sasl\.(?:password|jaas\.config)=)[^&#]*`)
+)
+
+// Redact is a kafka:// URI as errors and logs show it: the values of
+// sasl.password and sasl.jaas.config masked.
+func Redact(uri string) string { return uriSecret.ReplaceAllString(uri, "${1}******") }
 
 // addQuery records a URI's query parameters.
 func (p *Params) addQuery(r role, uri string, q url.Values) error {
@@ -201,8 +226,13 @@ func (p *Params) addQuery(r role, uri string, q url.Values) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys) // the first bad parameter is the same on every run
+	where := "kafka URI " + Redact(uri)
 	for _, k := range keys {
-		if err := p.set(r, "kafka URI "+uri, k, q[k][len(q[k])-1]); err != nil {
+		if len(q[k]) > 1 {
+			// One URI, one value: which should win is not for gflink to guess.
+			return fmt.Errorf("%s: %s is given %d times", where, k, len(q[k]))
+		}
+		if err := p.set(r, where, k, q[k][0]); err != nil {
 			return err
 		}
 	}
@@ -241,12 +271,23 @@ func JobArgs(args []string) (rest []string, source, sink Params, err error) {
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		pa := lookup(name)
+		if strings.HasPrefix(a, "-") && pa == nil && strings.HasPrefix(name, "properties.") {
+			// Meant for Kafka: say what is accepted, not Go's "flag
+			// provided but not defined".
+			var unknown Params
+			return nil, source, sink, unknown.set(forBoth, "argument --"+name, name, value)
+		}
 		if !strings.HasPrefix(a, "-") || pa == nil {
 			rest = append(rest, a)
 			continue
 		}
 		if !hasValue {
 			switch {
+			case pa.isBool && i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false"):
+				// --enable.idempotence false: as a Kafka property is
+				// written, where Go's flags would want =false.
+				i++
+				value = args[i]
 			case pa.isBool:
 				value = "true"
 			case i+1 < len(args):

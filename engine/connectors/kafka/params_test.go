@@ -37,19 +37,41 @@ func TestJobArgs(t *testing.T) {
 	if got, want := src.OnlySource(), "argument --bounded (bounded)"; got != want {
 		t.Errorf("OnlySource = %q, want %q", got, want)
 	}
-	for _, bad := range [][]string{{"--group"}, {"--group", "a", "--group.id", "b"}, {"--bounded=maybe"}} {
+	for _, bad := range [][]string{{"--group"}, {"--group", "a", "--group.id", "b"}, {"--bounded=maybe"}, {"--properties.max.poll.records", "5"}} {
 		if _, _, _, err := JobArgs(bad); err == nil {
 			t.Errorf("JobArgs(%q): no error", bad)
 		}
 	}
+	// A Kafka boolean written as a property is, with its value apart.
+	rest, _, sink, err = JobArgs([]string{"--enable.idempotence", "false", "--discard"})
+	if v, _ := sink.get("enable.idempotence"); err != nil || v != "false" || !slices.Equal(rest, []string{"--discard"}) {
+		t.Errorf("--enable.idempotence false: %q, rest %q, %v", v, rest, err)
+	}
+}
+
+// TestSecretsAreMasked: errors never show a password.
+func TestSecretsAreMasked(t *testing.T) {
+	for _, uri := range []string{
+		"kafka://b:1/t?sasl.password=s3cret&tls=maybe",
+		"kafka://b:1/t?security.protocol=SASL_PLAINTEXT&sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=\"s3cret\"%3B",
+		"kafka://b:1/t?sasl.mechanism=PLAIN&sasl.username=u&properties.sasl.password=s3cret&nope=1",
+	} {
+		_, err := ParseSourceURI(uri, Params{})
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "******") {
+			t.Errorf("%s: %v", uri, err)
+		}
+	}
+	if got := Redact("kafka://b:1/t?group=g&sasl.password=s3cret&tls=true"); got != "kafka://b:1/t?group=g&sasl.password=******&tls=true" {
+		t.Errorf("Redact: %s", got)
+	}
 }
 
 func TestSourceURIParameters(t *testing.T) {
-	src, err := ParseSourceURI("kafka://b:9092,c:9093/t1,t2?startup=latest&properties.group.id=g&discovery=30s&commit.offsets.on.checkpoint=false&fetch.max.wait.ms=20&auto.offset.reset=earliest", Params{})
+	src, err := ParseSourceURI("kafka://b:9092,c:9093/t1,t2?startup=group&properties.group.id=g&discovery=30s&commit.offsets.on.checkpoint=false&fetch.max.wait.ms=20&auto.offset.reset=earliest", Params{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src.Startup != StartLatest || src.Group != "g" || src.Discovery != 30*time.Second || !src.NoOffsetCommit || src.commits() ||
+	if src.Startup != StartGroup || src.Group != "g" || src.Discovery != 30*time.Second || !src.NoOffsetCommit || src.commits() ||
 		src.Reset != StartEarliest || len(src.Options) != 1 || !slices.Equal(src.Brokers, []string{"b:9092", "c:9093"}) {
 		t.Errorf("parsed %+v", src)
 	}
@@ -65,7 +87,13 @@ func TestSourceURIParameters(t *testing.T) {
 		t.Errorf("same values twice: %v", err)
 	}
 	for uri, want := range map[string]string{
-		"kafka://b:1/t?startup=sometime":                                                                   "scan.startup.mode=sometime: accepted: earliest-offset",
+		"kafka://b:1/t?startup=sometime":              "scan.startup.mode=sometime: accepted: earliest-offset",
+		"kafka://b:1/t?startup=latest&reset=earliest": "auto.offset.reset=earliest: applies with startup=group-offsets only",
+		"kafka://b:1/t?timestamp=1":                   "scan.startup.timestamp-millis=1: applies with startup=timestamp only",
+		"kafka://b:1/t?group=a&group=b":               "group is given 2 times",
+		"kafka://u:pw@b:1/t":                          "credentials go in sasl.username and sasl.password",
+		"kafka://b:1/t?group=a#b":                     "write it as %23",
+		"kafka://b:1/t?sasl.mechanism=PLAIN&sasl.password=x&sasl.jaas.config=x required password=\"y\"": "both give the credentials",
 		"kafka://b:1/t?reset=group":                                                                        "auto.offset.reset=group: accepted: earliest-offset, latest-offset",
 		"kafka://b:1/t?startup=timestamp":                                                                  "startup=timestamp needs timestamp=<milliseconds>",
 		"kafka://b:1/t?startup=group-offsets":                                                              "startup=group-offsets needs group=<consumer group>",
@@ -82,7 +110,7 @@ func TestSourceURIParameters(t *testing.T) {
 		"kafka://b:1/t?tls=true&ssl.endpoint.identification.algorithm=ldap":                                "accepted: https",
 		"kafka://b:1/t?tls=true&ssl.truststore.location=/nonexistent":                                      "no such file",
 		"kafka://b:1/t?sasl.mechanism=PLAIN&sasl.username=u&sasl.jaas.config=x required username=\"u\";":   "write ';' as %3B",
-		"kafka://b:1/t?sasl.mechanism=PLAIN&sasl.username=u&sasl.jaas.config=x required username=\"u\"%3B": "both give the user",
+		"kafka://b:1/t?sasl.mechanism=PLAIN&sasl.username=u&sasl.jaas.config=x required username=\"u\"%3B": "both give the credentials",
 		"kafka://b:1/t?security.protocol=SASL_PLAINTEXT&sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule": "needs sasl.mechanism=SCRAM-SHA-256",
 	} {
 		if _, err := ParseSourceURI(uri, Params{}); err == nil || !strings.Contains(err.Error(), want) {
@@ -113,7 +141,7 @@ func TestJAASCredentials(t *testing.T) {
 }
 
 func TestSinkURIParameters(t *testing.T) {
-	c, err := ParseSinkURI("kafka://b:1/out?acks=1&linger.ms=0&compression.type=LZ4&batch.size=65536", Params{})
+	c, err := ParseSinkURI("kafka://b:1/out?acks=1&linger.ms=0&compression.type=LZ4&max.request.size=65536", Params{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,10 +153,13 @@ func TestSinkURIParameters(t *testing.T) {
 		"kafka://b:1/out?delivery-guarantee=twice":        "accepted: exactly-once, at-least-once, none",
 		"kafka://b:1/out?delivery-guarantee=exactly-once": "needs transactional-id-prefix",
 		"kafka://b:1/out?delivery-guarantee=exactly-once&transactional-id-prefix=p&enable.idempotence=false": "need acks=all and enable.idempotence=true",
-		"kafka://b:1/out?acks=2":                   "acks=2: accepted: all (-1), 1, 0",
-		"kafka://b:1/out?compression.type=brotli":  "accepted: none, gzip, snappy, lz4, zstd",
-		"kafka://b:1/out?transaction.timeout.ms=0": "expected a positive number of milliseconds",
-		"kafka://b:1/out?group=g":                  "group configures a Kafka input (source), not a Kafka output (sink)",
+		"kafka://b:1/out?acks=2":                            "acks=2: accepted: all (-1), 1, 0",
+		"kafka://b:1/out?acks=1&enable.idempotence=true":    "enable.idempotence=true needs acks=all",
+		"kafka://b:1/out?transaction.timeout.ms=4294997296": "at most 2147483647",
+		"kafka://b:1/out?batch.size=16384":                  `unknown parameter "batch.size"`,
+		"kafka://b:1/out?compression.type=brotli":           "accepted: none, gzip, snappy, lz4, zstd",
+		"kafka://b:1/out?transaction.timeout.ms=0":          "expected a positive number of milliseconds",
+		"kafka://b:1/out?group=g":                           "group configures a Kafka input (source), not a Kafka output (sink)",
 	} {
 		if _, err := ParseSinkURI(uri, Params{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", uri, err, want)
@@ -139,16 +170,18 @@ func TestSinkURIParameters(t *testing.T) {
 func TestCheckCheckpointTiming(t *testing.T) {
 	s := &Sink[string]{Topic: "out", Guarantee: ExactlyOnce, TransactionTimeout: time.Minute}
 	for _, c := range []struct {
-		interval time.Duration
-		want     string
+		interval, minPause, timeout time.Duration
+		want                        string
 	}{
-		{0, "checkpointing is off"},
-		{10 * time.Second, ""},
-		{30 * time.Second, ""},
-		{31 * time.Second, "approaches transaction.timeout.ms (60000)"},
-		{time.Minute, "is not below transaction.timeout.ms (60000)"},
+		{0, 0, 20 * time.Second, "checkpointing is off"},
+		{10 * time.Second, 0, 20 * time.Second, ""},
+		{30 * time.Second, 0, 20 * time.Second, ""},
+		{31 * time.Second, 0, 20 * time.Second, "execution.checkpointing.interval (31s) approaches transaction.timeout.ms (60000)"},
+		{time.Minute, 0, 20 * time.Second, "execution.checkpointing.interval (1m0s) is not below transaction.timeout.ms (60000)"},
+		{10 * time.Second, 2 * time.Minute, 20 * time.Second, "execution.checkpointing.min-pause (2m0s) is not below"},
+		{10 * time.Second, 0, 10 * time.Minute, "a checkpoint slower than 50s loses its records"},
 	} {
-		got := strings.Join(s.CheckCheckpointTiming(engine.CheckpointTiming{Interval: c.interval, Timeout: 10 * time.Minute}), "")
+		got := strings.Join(s.CheckCheckpointTiming(engine.CheckpointTiming{Interval: c.interval, MinPause: c.minPause, Timeout: c.timeout}), "")
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("interval %s: %q, want %q", c.interval, got, c.want)
 		}

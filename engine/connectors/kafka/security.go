@@ -21,8 +21,10 @@ import (
 // sasl.jaas.config, ssl.truststore.location, ...), so a Flink job's
 // properties carry over, plus gflink's shorter tls=true and
 // sasl.username / sasl.password. Where the Java client would silently
-// ignore a setting (an ssl.* file over PLAINTEXT, a SASL mechanism without
-// a SASL protocol) it is an error here: a user who sets it expects it used.
+// ignore a setting (an ssl.* file over PLAINTEXT, a SASL mechanism with
+// security.protocol=PLAINTEXT or SSL) it is an error here: a user who sets
+// it expects it used. sasl.mechanism without security.protocol means SASL
+// over the connection as it is (SASL_PLAINTEXT, or SASL_SSL with tls=true).
 func (p *Params) security() ([]kgo.Opt, error) {
 	proto, protoSet := p.get("security.protocol")
 	proto = strings.ToUpper(proto)
@@ -95,8 +97,10 @@ func (p *Params) sasl(mech string) (sasl.Mechanism, error) {
 	user, userSet := p.get("sasl.username")
 	pass, _ := p.get("sasl.password")
 	if jaas, ok := p.get("sasl.jaas.config"); ok {
-		if userSet {
-			return nil, fmt.Errorf("%s and %s both give the user: use one", p.where["sasl.jaas.config"], p.where["sasl.username"])
+		for _, k := range []string{"sasl.username", "sasl.password"} {
+			if _, ok := p.get(k); ok {
+				return nil, fmt.Errorf("%s and %s both give the credentials: use one", p.where["sasl.jaas.config"], p.where[k])
+			}
 		}
 		module := strings.Fields(jaas)
 		if len(module) == 0 {

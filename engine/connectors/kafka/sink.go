@@ -91,15 +91,24 @@ func (s *Sink[T]) CheckCheckpointTiming(t engine.CheckpointTiming) []string {
 		return nil
 	}
 	timeout := s.timeout()
+	// Checkpoints start an interval apart, or a min-pause after the last
+	// one completed if that is longer.
+	gap, what := t.Interval, fmt.Sprintf("execution.checkpointing.interval (%s)", t.Interval)
+	if t.MinPause > gap {
+		gap, what = t.MinPause, fmt.Sprintf("execution.checkpointing.min-pause (%s)", t.MinPause)
+	}
 	switch {
 	case t.Interval == 0:
 		return []string{fmt.Sprintf("Kafka sink to %s is exactly-once but checkpointing is off (execution.checkpointing.interval is not set): its transaction commits only when the input ends, so read_committed readers see nothing before that, and an unbounded job never commits. Set execution.checkpointing.interval.", s.Topic)}
-	case t.Interval >= timeout:
-		return []string{fmt.Sprintf("Kafka sink to %s: execution.checkpointing.interval (%s) is not below transaction.timeout.ms (%d): every transaction stays open at least an interval, so the brokers abort it before it commits, its records are lost and the job fails over. Lower the interval or raise transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms, 15 min by default).",
-			s.Topic, t.Interval, timeout.Milliseconds())}
-	case 2*t.Interval > timeout:
-		return []string{fmt.Sprintf("Kafka sink to %s: execution.checkpointing.interval (%s) approaches transaction.timeout.ms (%d): a transaction stays open for an interval plus the checkpoint's duration (up to execution.checkpointing.timeout, %s), longer when a checkpoint fails or the job restarts, and the brokers abort it at the timeout, losing its records. Keep the interval below half the timeout.",
-			s.Topic, t.Interval, timeout.Milliseconds(), t.Timeout)}
+	case gap >= timeout:
+		return []string{fmt.Sprintf("Kafka sink to %s: %s is not below transaction.timeout.ms (%d): every transaction stays open at least that long, so the brokers abort it before it commits, its records are lost and the job fails over. Lower it or raise transaction.timeout.ms (at most the brokers' transaction.max.timeout.ms, 15 min by default).",
+			s.Topic, what, timeout.Milliseconds())}
+	case 2*gap > timeout:
+		return []string{fmt.Sprintf("Kafka sink to %s: %s approaches transaction.timeout.ms (%d): a transaction stays open for that plus the checkpoint's duration, longer when a checkpoint fails or the job restarts, and the brokers abort it at the timeout, losing its records. Keep it below half the timeout.",
+			s.Topic, what, timeout.Milliseconds())}
+	case t.Timeout > 0 && gap+t.Timeout >= timeout:
+		return []string{fmt.Sprintf("Kafka sink to %s: a checkpoint may take up to execution.checkpointing.timeout (%s), but a transaction is aborted at transaction.timeout.ms (%d): a checkpoint slower than %s loses its records. Set execution.checkpointing.timeout below that, or raise transaction.timeout.ms.",
+			s.Topic, t.Timeout, timeout.Milliseconds(), (timeout - gap).Round(time.Millisecond))}
 	}
 	return nil
 }

@@ -64,11 +64,17 @@ func ParseSourceURI(s string, args Params) (*Source, error) {
 	if _, ok := p.get("commit.offsets.on.checkpoint"); ok && !p.bool("commit.offsets.on.checkpoint") {
 		src.NoOffsetCommit = true
 	}
+	if _, ok := p.get("auto.offset.reset"); ok && src.Startup != StartGroup {
+		return nil, p.errorf("auto.offset.reset", "applies with startup=group-offsets only (where a partition has no committed offset)")
+	}
+	if tsSet && src.Startup != StartTimestamp {
+		return nil, p.errorf("scan.startup.timestamp-millis", "applies with startup=timestamp only")
+	}
 	if src.Startup == StartTimestamp && !tsSet {
-		return nil, fmt.Errorf("kafka URI %s: startup=timestamp needs timestamp=<milliseconds>", s)
+		return nil, fmt.Errorf("kafka URI %s: startup=timestamp needs timestamp=<milliseconds>", Redact(s))
 	}
 	if src.Startup == StartGroup && src.Group == "" {
-		return nil, fmt.Errorf("kafka URI %s: startup=group-offsets needs group=<consumer group>", s)
+		return nil, fmt.Errorf("kafka URI %s: startup=group-offsets needs group=<consumer group>", Redact(s))
 	}
 	if src.Options, err = p.clientOptions(); err != nil {
 		return nil, err
@@ -84,18 +90,26 @@ type parsedURI struct {
 func parseURI(s string) (*parsedURI, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "kafka" {
-		return nil, fmt.Errorf("%q is not a Kafka URI: expected kafka://host:port[,host:port...]/topic[?...]", s)
+		return nil, fmt.Errorf("%q is not a Kafka URI: expected kafka://host:port[,host:port...]/topic[?...]", Redact(s))
 	}
 	// Query() would drop a pair with a ';' in silence (a JAAS line ends
 	// with one); ParseQuery says so.
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("kafka URI %s: %v (write ';' as %%3B, e.g. in sasl.jaas.config, or give that parameter as a job argument)", s, err)
+		return nil, fmt.Errorf("kafka URI %s: %v (write ';' as %%3B, e.g. in sasl.jaas.config, or give that parameter as a job argument)", Redact(s), err)
+	}
+	// What url.Parse keeps aside would be lost without a word: a user and
+	// password before the host, or a '#' in a value (a fragment).
+	if u.User != nil {
+		return nil, fmt.Errorf("kafka URI %s: credentials go in sasl.username and sasl.password (or sasl.jaas.config), not before the host", Redact(s))
+	}
+	if u.Fragment != "" || strings.HasSuffix(s, "#") {
+		return nil, fmt.Errorf("kafka URI %s: a '#' ends the URI there; write it as %%23", Redact(s))
 	}
 	p := &parsedURI{query: q}
 	for _, b := range strings.Split(u.Host, ",") {
 		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
-			return nil, fmt.Errorf("kafka URI %s: broker %q is not host:port", s, b)
+			return nil, fmt.Errorf("kafka URI %s: broker %q is not host:port", Redact(s), b)
 		}
 		p.brokers = append(p.brokers, b)
 	}
@@ -105,7 +119,7 @@ func parseURI(s string) (*parsedURI, error) {
 		}
 	}
 	if len(p.topics) == 0 {
-		return nil, fmt.Errorf("kafka URI %s names no topic: expected kafka://host:port/topic", s)
+		return nil, fmt.Errorf("kafka URI %s names no topic: expected kafka://host:port/topic", Redact(s))
 	}
 	return p, nil
 }
@@ -156,7 +170,7 @@ func ParseSinkURI(s string, args Params) (*SinkConfig, error) {
 		return nil, err
 	}
 	if len(u.topics) != 1 {
-		return nil, fmt.Errorf("kafka URI %s: a sink writes one topic", s)
+		return nil, fmt.Errorf("kafka URI %s: a sink writes one topic", Redact(s))
 	}
 	p := args.clone()
 	if err := p.addQuery(forSink, s, u.query); err != nil {
@@ -172,14 +186,14 @@ func ParseSinkURI(s string, args Params) (*SinkConfig, error) {
 	}
 	c.TransactionalIDPrefix, _ = p.get("sink.transactional-id-prefix")
 	if v, ok := p.get("transaction.timeout.ms"); ok {
-		ms, err := strconv.ParseInt(v, 10, 64)
+		ms, err := strconv.ParseInt(v, 10, 32) // the protocol's field is an int32
 		if err != nil || ms <= 0 {
-			return nil, p.errorf("transaction.timeout.ms", "expected a positive number of milliseconds")
+			return nil, p.errorf("transaction.timeout.ms", "expected a positive number of milliseconds (at most 2147483647; the brokers' transaction.max.timeout.ms, 15 min by default, bounds it too)")
 		}
 		c.TransactionTimeout = time.Duration(ms) * time.Millisecond
 	}
 	if c.Guarantee == ExactlyOnce && c.TransactionalIDPrefix == "" {
-		return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once needs transactional-id-prefix=<prefix>, unique to the job (Flink requires it too)", s)
+		return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once needs transactional-id-prefix=<prefix>, unique to the job (Flink requires it too)", Redact(s))
 	}
 	if c.Options, err = p.clientOptions(); err != nil {
 		return nil, err
@@ -202,12 +216,16 @@ func ParseSinkURI(s string, args Params) (*SinkConfig, error) {
 			return nil, p.errorf("acks", "accepted: all (-1), 1, 0")
 		}
 	}
-	if _, ok := p.get("enable.idempotence"); ok && !p.bool("enable.idempotence") {
-		weak = true
+	if _, ok := p.get("enable.idempotence"); ok {
+		if p.bool("enable.idempotence") && weak {
+			// The Java client refuses this too: idempotence needs acks=all.
+			return nil, p.errorf("acks", "enable.idempotence=true needs acks=all")
+		}
+		weak = weak || !p.bool("enable.idempotence")
 	}
 	if weak {
 		if c.Guarantee == ExactlyOnce {
-			return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once writes transactions, which need acks=all and enable.idempotence=true", s)
+			return nil, fmt.Errorf("kafka URI %s: delivery-guarantee=exactly-once writes transactions, which need acks=all and enable.idempotence=true", Redact(s))
 		}
 		c.Options = append(c.Options, kgo.DisableIdempotentWrite())
 	}
