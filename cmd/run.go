@@ -240,6 +240,10 @@ func buildGraph(f *Factory, o *RunOptions, conf *config.Configuration, out outpu
 	}
 	if err := job.Build(env, o.Args); err != nil {
 		var u *jobs.UsageError
+		if errors.As(err, &u) && u.Help && job.Usage != nil {
+			job.Usage(f.IO.Out)
+			return nil, &SilentError{Code: ExitOK}
+		}
 		if errors.As(err, &u) && job.Usage != nil {
 			var b strings.Builder
 			job.Usage(&b)

@@ -29,7 +29,12 @@ type Job struct {
 }
 
 // UsageError is a mistake in a job's arguments.
-type UsageError struct{ Msg string }
+type UsageError struct {
+	Msg string
+	// Help: the arguments asked for the job's usage (-h, --help), which
+	// is no mistake: gflink prints the usage and exits 0.
+	Help bool
+}
 
 func (e *UsageError) Error() string { return e.Msg }
 

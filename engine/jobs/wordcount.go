@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -232,7 +233,7 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	o.KafkaSource, o.KafkaSink = src, sink
 	fs := wordCountFlags(&o)
 	if err := fs.Parse(args); err != nil {
-		return o, &UsageError{Msg: "wordcount: " + err.Error()}
+		return o, &UsageError{Msg: "wordcount: " + err.Error(), Help: errors.Is(err, flag.ErrHelp)}
 	}
 	if fs.NArg() > 0 {
 		return o, &UsageError{Msg: fmt.Sprintf("wordcount: unexpected argument %q", fs.Arg(0))}
