@@ -450,8 +450,11 @@ type slot[E any] struct {
 	deleted bool
 }
 
+// overlay is a layer above the base: a strMap for string keys (its slots
+// hold no pointers, it copies the key's bytes itself, and folding scans its
+// slots in memory order), else a Go map.
 type overlay[K comparable, E any] struct {
-	m   map[K]slot[E]
+	m   baseLayer[K, slot[E]]
 	tag uint64
 }
 
@@ -488,7 +491,7 @@ func (t *table[K, E]) getLayered(kgi int, l *layered[K, E], k K) (E, bool) {
 		t.fold(kgi, l, foldBudget)
 	}
 	for j := len(l.over) - 1; j >= 0; j-- {
-		if s, ok := l.over[j].m[k]; ok {
+		if s, ok := l.over[j].m.get(k); ok {
 			return s.e, !s.deleted
 		}
 	}
@@ -520,7 +523,7 @@ func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 	} else if top := &l.over[len(l.over)-1]; top.tag > kp.maxPin {
 		return top
 	}
-	l.over = append(l.over, overlay[K, E]{m: make(map[K]slot[E]), tag: t.p.ver})
+	l.over = append(l.over, overlay[K, E]{m: newBaseLayer[K, slot[E]](t.str, 0), tag: t.p.ver})
 	return &l.over[len(l.over)-1]
 }
 
@@ -538,10 +541,10 @@ func (t *table[K, E]) set(kgi int, k K, e E, exists bool) {
 		l.base.put(k, e)
 		return
 	}
-	if !exists {
+	if !exists && o.m.s == nil {
 		k = t.clone(k)
 	}
-	o.m[k] = slot[E]{e: e}
+	o.m.put(k, slot[E]{e: e})
 }
 
 // del deletes k, which has a value now.
@@ -552,7 +555,7 @@ func (t *table[K, E]) del(kgi int, k K) {
 		l.base.del(k)
 		return
 	}
-	o.m[k] = slot[E]{deleted: true}
+	o.m.put(k, slot[E]{deleted: true})
 }
 
 // foldBudget is how many entries an access moves into a base map at most:
@@ -574,24 +577,22 @@ func (t *table[K, E]) fold(kgi int, l *layered[K, E], budget int) {
 	}
 	if !l.base.made() || l.baseTag > kp.maxPin {
 		if !l.base.made() {
-			l.base = newBaseLayer[K, E](t.str, len(l.over[0].m))
+			l.base = newBaseLayer[K, E](t.str, l.over[0].m.len())
 		}
 		// Entries move from the lowest overlay into the base one by one;
 		// reads see the same state after every move, as the overlays above
 		// still shadow the base.
 		for len(l.over) > 0 {
 			o := &l.over[0]
-			for k, s := range o.m {
-				if budget == 0 {
-					return
-				}
+			budget = o.m.drain(budget, func(k K, s slot[E]) {
 				if s.deleted {
 					l.base.del(k)
 				} else {
 					l.base.put(k, s.e)
 				}
-				delete(o.m, k)
-				budget--
+			})
+			if o.m.len() > 0 {
+				return
 			}
 			l.baseTag = o.tag
 			l.over = slices.Delete(l.over, 0, 1)
@@ -608,10 +609,10 @@ func (t *table[K, E]) fold(kgi int, l *layered[K, E], budget int) {
 		if j == len(l.over)-1 {
 			return
 		}
-		dst := l.over[j].m
+		dst := &l.over[j].m
 		for _, o := range l.over[j+1:] {
-			for k, s := range o.m {
-				dst[k] = s
+			for k, s := range o.m.all {
+				dst.put(k, s)
 			}
 		}
 		l.over[j].tag = top
@@ -649,7 +650,7 @@ func (t *table[K, E]) count() int {
 func (l *layered[K, E]) count() int {
 	n := l.base.len()
 	for j, o := range l.over {
-		for k, s := range o.m {
+		for k, s := range o.m.all {
 			below := l.visibleBelow(j, k)
 			switch {
 			case s.deleted && below:
@@ -665,18 +666,18 @@ func (l *layered[K, E]) count() int {
 // visibleBelow reports whether k has a value in the layers under overlay j.
 func (l *layered[K, E]) visibleBelow(j int, k K) bool {
 	for i := j - 1; i >= 0; i-- {
-		if s, ok := l.over[i].m[k]; ok {
+		if s, ok := l.over[i].m.lookup(k); ok {
 			return !s.deleted
 		}
 	}
-	_, ok := l.base.get(k)
+	_, ok := l.base.lookup(k)
 	return ok
 }
 
 // view is a snapshot's view of one key group: the layers as they were.
 type view[K comparable, E any] struct {
 	base baseLayer[K, E]
-	over []map[K]slot[E]
+	over []baseLayer[K, slot[E]]
 }
 
 func (t *table[K, E]) views() []view[K, E] {
@@ -685,7 +686,7 @@ func (t *table[K, E]) views() []view[K, E] {
 		l := &t.kgs[i]
 		vs[i].base = l.base
 		if len(l.over) > 0 {
-			vs[i].over = make([]map[K]slot[E], len(l.over))
+			vs[i].over = make([]baseLayer[K, slot[E]], len(l.over))
 			for j, o := range l.over {
 				vs[i].over[j] = o.m
 			}
@@ -697,7 +698,7 @@ func (t *table[K, E]) views() []view[K, E] {
 // all yields the view's entries (each key once, deletions left out).
 func (v *view[K, E]) all(yield func(K, E) bool) {
 	for j := len(v.over) - 1; j >= 0; j-- {
-		for k, s := range v.over[j] {
+		for k, s := range v.over[j].all {
 			if s.deleted || shadowed(v.over[j+1:], k) {
 				continue
 			}
@@ -716,9 +717,9 @@ func (v *view[K, E]) all(yield func(K, E) bool) {
 	}
 }
 
-func shadowed[K comparable, E any](over []map[K]slot[E], k K) bool {
-	for _, m := range over {
-		if _, ok := m[k]; ok {
+func shadowed[K comparable, E any](over []baseLayer[K, slot[E]], k K) bool {
+	for i := range over {
+		if _, ok := over[i].lookup(k); ok {
 			return true
 		}
 	}

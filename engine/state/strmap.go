@@ -61,6 +61,8 @@ type strMap[E any] struct {
 	// is only a hint, checked against the key before use.
 	last int
 	ord  strOrder
+	// drainAt is where drain resumes (a hint).
+	drainAt int
 }
 
 func newStrMap[E any](n int) *strMap[E] {
@@ -119,6 +121,42 @@ func (m *strMap[E]) find(k string, h uint32) (int, bool) {
 			return int(i), true
 		}
 	}
+}
+
+// lookup is get for readers other than the writer (a snapshot's encoder
+// reading a pinned overlay): it does not note the slot in last.
+func (m *strMap[E]) lookup(k string) (E, bool) {
+	i, ok := m.find(k, strHash(k))
+	return m.slots[i].e, ok
+}
+
+// drain calls f with entries and deletes them, at most budget of them, and
+// returns the budget left: the table is empty when it returns with budget
+// left. Calls may be interleaved with writes. Slots are visited from the
+// end down, resuming where the last call stopped (drainAt), so that a
+// table drained over many calls is scanned about once: a deletion moves
+// entries only into the slot just visited (looked at again) or, for a run
+// that wraps around the end, into slots not visited yet; and when a scan
+// reaches the first slot with entries left (written meanwhile, after the
+// scan passed them), it starts again from the end. f gets keys that share
+// the table's memory: it must copy what it keeps before the next call.
+func (m *strMap[E]) drain(budget int, f func(k string, e E)) int {
+	i := min(m.drainAt, len(m.slots)-1)
+	for m.n > 0 && budget > 0 {
+		if i < 0 {
+			i = len(m.slots) - 1
+		}
+		s := &m.slots[i]
+		if s.h == 0 {
+			i--
+			continue
+		}
+		f(m.keyOf(s), s.e)
+		m.delAt(i)
+		budget--
+	}
+	m.drainAt = max(i, 0)
+	return budget
 }
 
 // get is called by the goroutine that writes the table (it sets last).
@@ -216,6 +254,13 @@ func (m *strMap[E]) del(k string) {
 	if !ok {
 		return
 	}
+	m.delAt(i)
+}
+
+// delAt deletes the entry in slot i. An entry after it may move into slot
+// i (the backward shift), never into a slot after i, except where a run of
+// entries wraps around the end of the slots.
+func (m *strMap[E]) delAt(i int) {
 	m.ord.forget()
 	if s := &m.slots[i]; s.klen == longKey {
 		m.dead += int(binary.LittleEndian.Uint32(s.key[4:]))
@@ -303,6 +348,33 @@ func (b *baseLayer[K, E]) put(k K, e E) {
 		return
 	}
 	b.m[k] = e
+}
+
+// lookup is get for readers other than the layer's writer.
+func (b *baseLayer[K, E]) lookup(k K) (E, bool) {
+	if b.s != nil {
+		return b.s.lookup(asString(k))
+	}
+	e, ok := b.m[k]
+	return e, ok
+}
+
+// drain calls f with entries and deletes them, at most budget of them, and
+// returns the budget left (see strMap.drain; keys of a strMap share its
+// memory until f returns).
+func (b *baseLayer[K, E]) drain(budget int, f func(K, E)) int {
+	if b.s != nil {
+		return b.s.drain(budget, func(k string, e E) { f(fromString[K](k), e) })
+	}
+	for k, e := range b.m {
+		if budget == 0 {
+			break
+		}
+		f(k, e)
+		delete(b.m, k)
+		budget--
+	}
+	return budget
 }
 
 func (b *baseLayer[K, E]) del(k K) {

@@ -29,10 +29,14 @@ func TestPropertyStrMap(t *testing.T) {
 		}
 		m := newStrMap[int](rapid.IntRange(0, 100).Draw(t, "presize"))
 		model := map[string]int{}
+		// drain moves entries out, as a fold moves an overlay's into the
+		// base, interleaved with writes: each entry comes out once (it
+		// leaves the model), with its value at the time, and a drain that
+		// returns budget left must leave the table empty.
 		steps := rapid.IntRange(1, 5000).Draw(t, "steps")
 		for range steps {
 			k := key(rapid.IntRange(0, nkeys-1).Draw(t, "key"))
-			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0, 1:
 				v := rapid.Int().Draw(t, "v")
 				m.put(k, v)
@@ -40,6 +44,20 @@ func TestPropertyStrMap(t *testing.T) {
 			case 2:
 				m.del(k)
 				delete(model, k)
+			case 3:
+				budget := rapid.IntRange(1, 40).Draw(t, "budget")
+				n := 0
+				left := m.drain(budget, func(k string, v int) {
+					w, ok := model[k]
+					if !ok || w != v {
+						t.Fatalf("drain yields %q=%d; the table has %d, %v", k, v, w, ok)
+					}
+					delete(model, k)
+					n++
+				})
+				if n+left != budget || (left > 0 && m.n != 0) || m.n != len(model) {
+					t.Fatalf("drain(%d) moved %d, returned %d, left %d entries (the model %d)", budget, n, left, m.n, len(model))
+				}
 			}
 			if got, ok := m.get(k); ok != hasKey(model, k) || got != model[k] {
 				w, in := model[k]
