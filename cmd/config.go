@@ -9,6 +9,13 @@ import (
 // loadConfig reads the configuration directory and -D, and reports
 // warnings (lines flink-conf.yaml skipped) to the log.
 func loadConfig(f *Factory, g *globalOptions, log *slog.Logger) (*config.Configuration, error) {
+	for _, d := range g.Dynamic {
+		// A -D without a key is a mistake on the command line (exit 2),
+		// not in the configuration.
+		if _, _, err := config.ParseDynamicProperty(d); err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+	}
 	l, err := config.Load(config.Sources{ConfigDir: g.ConfigDir, Getenv: f.Getenv, WorkingDir: f.WorkingDir,
 		ExecutableDir: f.ExecutableDir, Dynamic: g.Dynamic})
 	if err != nil {

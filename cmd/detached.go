@@ -136,10 +136,12 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		timeout = time.Minute
 	}
 	msgs := make(chan childMessage, 1)
+	reported := true // the child said why it failed, if it did
 	go func() {
 		var m childMessage
 		line, err := bufio.NewReader(pr).ReadBytes('\n')
 		if err != nil || json.Unmarshal(line, &m) != nil {
+			reported = false
 			m = childMessage{Error: fmt.Sprintf("the job process exited before its job was running; see its log %s", logPath), Code: ExitFailure}
 		}
 		msgs <- m
@@ -154,6 +156,12 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		// The child exits; do not leave a zombie behind.
 		select {
 		case <-exited:
+			if reported {
+				// The job never ran and its error is printed here: a log
+				// of a job id nobody was shown would only be clutter.
+				logFile.Close()
+				os.Remove(logPath)
+			}
 		case <-time.After(5 * time.Second):
 		}
 		if m.Usage {

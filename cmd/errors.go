@@ -11,6 +11,10 @@ const (
 	ExitFailure  = 1 // the command was understood and failed
 	ExitUsage    = 2 // the command line was wrong
 	ExitCanceled = 130
+	// ExitBrokenPipe: an attached job was cancelled because stdout's
+	// reader went away, the code a shell reports for a program SIGPIPE
+	// ended (128 + 13).
+	ExitBrokenPipe = 141
 )
 
 // UsageError is a mistake on the command line: it is printed to stdout

@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"github.com/gflink/gflink/engine/config"
 	"io"
 	"slices"
 	"strings"
@@ -61,11 +62,7 @@ type listedJob struct {
 
 // highAvailabilityOn says whether the configuration has high
 // availability: list then asks the leader found through ZooKeeper.
-func highAvailabilityOn(f *Factory, o *ListOptions) (bool, error) {
-	conf, err := loadConfig(f, o.Global, newLogger(f.IO.ErrOut, logLevel(f)))
-	if err != nil {
-		return false, err
-	}
+func highAvailabilityOn(conf *config.Configuration) (bool, error) {
 	cfg, err := ha.ConfigFrom(conf)
 	return cfg != nil, err
 }
@@ -85,11 +82,21 @@ func runList(f *Factory, o *ListOptions) error {
 	if err != nil {
 		return err
 	}
+	// The configuration and --timeout are checked before anything is
+	// printed, as the other verbs check them, even where list does not
+	// wait (the registry).
+	conf, err := loadConfig(f, o.Global, newLogger(f.IO.ErrOut, logLevel(f)))
+	if err != nil {
+		return err
+	}
+	if _, err := timeoutFor(f, &o.clientOptions, conf); err != nil {
+		return err
+	}
 	out.println("Waiting for response...")
 	var jobs []listedJob
 	haOn := false
 	if o.Global.JobManager == "" {
-		if haOn, err = highAvailabilityOn(f, o); err != nil {
+		if haOn, err = highAvailabilityOn(conf); err != nil {
 			return err
 		}
 	}

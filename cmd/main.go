@@ -7,9 +7,12 @@ package cmd
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/gflink/gflink/engine/jobs"
@@ -43,12 +46,43 @@ func Main() int {
 func MainWith(reg *jobs.Registry, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader that goes away (gflink run … | head) would otherwise kill
+	// the process at the next write to stdout, mid-job: no end state, its
+	// registry entry left behind. With SIGPIPE ignored the write fails
+	// instead, and stdoutPipe ends the job as Ctrl-C does.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	streams := System()
+	streams.Out = &stdoutPipe{w: streams.Out, closed: func() { cancel(errStdoutClosed) }}
 	wd, _ := os.Getwd()
 	exe, exeDir := "", ""
 	if e, err := os.Executable(); err == nil {
 		exe, exeDir = e, filepath.Dir(e)
 	}
-	f := &Factory{IO: System(), Registry: reg, Getenv: os.Getenv, WorkingDir: wd, ExecutableDir: exeDir,
+	f := &Factory{IO: streams, Registry: reg, Getenv: os.Getenv, WorkingDir: wd, ExecutableDir: exeDir,
 		FS: vfs.Default, Context: ctx, Executable: exe}
 	return Run(f, args)
+}
+
+// errStdoutClosed is the cause of the context's cancellation when stdout's
+// reader went away.
+var errStdoutClosed = errors.New("its output (stdout) was closed by the reader")
+
+// stdoutPipe is stdout that, once its reader has gone away (EPIPE), calls
+// closed (once) and discards what follows: no one reads it, and a print
+// sink that failed on it would only make the job restart and fail again.
+type stdoutPipe struct {
+	w      io.Writer
+	once   sync.Once
+	closed func()
+}
+
+func (p *stdoutPipe) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.once.Do(p.closed)
+		return len(b), nil
+	}
+	return n, err
 }

@@ -213,7 +213,11 @@ func runConfig(f *Factory, o *RunOptions, log *slog.Logger) (*config.Configurati
 	if err != nil {
 		return nil, err
 	}
-	if err := applyRunFlags(conf, o, f.IO.Out); err != nil {
+	notices := f.IO.Out // Flink prints its deprecation notice on stdout
+	if o.Global.Output == "json" {
+		notices = f.IO.ErrOut // where the one JSON object goes alone
+	}
+	if err := applyRunFlags(conf, o, notices); err != nil {
 		return nil, err
 	}
 	if err := validateConfig(conf, log); err != nil {
@@ -589,7 +593,8 @@ func sourceMismatches(g *engine.JobGraph, plan *restore.Plan) map[string]error {
 }
 
 // reportResult prints how an attached job ended, with Flink's lines, and
-// picks the exit code: 0 FINISHED, 1 FAILED, 130 cancelled by Ctrl-C.
+// picks the exit code: 0 FINISHED, 1 FAILED, 130 cancelled by Ctrl-C, 141
+// cancelled because stdout's reader went away.
 func reportResult(f *Factory, out output, res engine.JobResult) error {
 	runtime := res.End.Sub(res.Start).Milliseconds()
 	result := map[string]any{"jobId": res.JobID, "status": string(res.Status), "runtimeMs": runtime}
@@ -605,6 +610,11 @@ func reportResult(f *Factory, out output, res engine.JobResult) error {
 		out.println("Program execution finished\nJob with JobID %s has finished.\nJob Runtime: %d ms", res.JobID, runtime)
 		return nil
 	case engine.StatusCanceled:
+		if cause := context.Cause(f.Context); errors.Is(cause, errStdoutClosed) {
+			fmt.Fprintf(f.IO.ErrOut, "Job %s was cancelled: %v.\n", res.JobID, cause)
+			printRetained(f, res)
+			return &SilentError{Code: ExitBrokenPipe}
+		}
 		fmt.Fprintf(f.IO.ErrOut, "Job %s was cancelled.\n", res.JobID)
 		printRetained(f, res)
 		return &SilentError{Code: ExitCanceled}

@@ -871,7 +871,8 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	jm.stats.completed(a.Checkpoint.ID, now, path, h.Meta.StateSize(), h.Meta.CheckpointedSize())
 	if a.Checkpoint.Type.IsSavepoint() {
 		jm.retained = append(jm.retained, RetainedSnapshot{ID: a.Checkpoint.ID, Kind: a.Checkpoint.Type.Kind,
-			Format: a.Checkpoint.Type.Format, Path: path, CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize()})
+			Format: a.Checkpoint.Type.Format, Path: path, CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize(),
+			Added: h.Meta.CheckpointedSize()}) // as read back from disk once the job ends
 	}
 	jm.mu.Unlock()
 	defer jm.refreshRetained()

@@ -12,6 +12,7 @@
 package jobregistry
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -77,6 +79,10 @@ type Registry struct {
 	Executable func(pid int) (string, error)
 }
 
+// staleWrite is the age from which a temporary file of an atomic write
+// is taken as left over by a killed process.
+const staleWrite = time.Minute
+
 // maxTerminal is how many ended jobs are kept for `list -a`.
 const maxTerminal = 200
 
@@ -109,7 +115,50 @@ func processAlive(pid int) bool {
 		return false
 	}
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	// A process killed (kill -9) but not yet reaped by its parent is a
+	// zombie: signal 0 reaches it, yet it runs nothing. A parent that
+	// never reaps (a script's subshell, a container without an init)
+	// keeps it so for good.
+	return !zombie(pid)
+}
+
+// zombie reports whether /proc says the process has exited (state Z or X,
+// the field after the command name in parentheses, which may itself hold
+// spaces and parentheses). Without /proc it cannot tell: not a zombie.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	st := b[i+2]
+	return st == 'Z' || st == 'X'
+}
+
+// runs reports whether e's process still runs the job: it is alive, and
+// (when /proc tells) runs the executable the entry records. A pid reused by
+// another program or another user's process means the job's process died.
+func (r *Registry) runs(e *Entry) bool {
+	if !r.Alive(e.PID) {
+		return false
+	}
+	if e.Executable == "" {
+		return true // Check refuses it, naming why
+	}
+	exe, err := r.Executable(e.PID)
+	switch {
+	case err == nil:
+		return exe == e.Executable
+	case errors.Is(err, fs.ErrPermission):
+		return false // another user's process
+	}
+	return true // cannot tell (no /proc): Check decides
 }
 
 func (r *Registry) path(jobID string) string { return filepath.Join(r.Dir, jobID+".json") }
@@ -129,8 +178,9 @@ func (r *Registry) Put(e Entry) error {
 	return nil
 }
 
-// Get reads one entry; a dead process's unfinished entry is removed and
-// reported as not found.
+// Get reads one entry; the unfinished entry of a process that died (its
+// pid gone, a zombie, or reused by another program) is retired to lostDir
+// and reported as not found.
 func (r *Registry) Get(jobID string) (*Entry, error) {
 	b, err := vfs.ReadFile(r.FS, r.path(jobID))
 	if err != nil {
@@ -140,7 +190,7 @@ func (r *Registry) Get(jobID string) (*Entry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("job registry entry %s: %w", r.path(jobID), err)
 	}
-	if !e.Terminal() && !r.Alive(e.PID) {
+	if !e.Terminal() && !r.runs(&e) {
 		r.retire(e)
 		return nil, fs.ErrNotExist
 	}
@@ -209,6 +259,15 @@ func (r *Registry) List() ([]Entry, error) {
 	var out []Entry
 	for _, de := range des {
 		name := de.Name()
+		if strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".inprogress") {
+			// An atomic write's temporary file: one a process was killed in
+			// the middle of writing stays, holding the job's token. A
+			// write takes milliseconds, so one a minute old is left over.
+			if info, err := de.Info(); err == nil && time.Since(info.ModTime()) > staleWrite {
+				r.FS.Remove(filepath.Join(r.Dir, name))
+			}
+			continue
+		}
 		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
 			continue
 		}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRegistry(t *testing.T) {
@@ -161,5 +163,103 @@ func TestSelfExecutableMatchesProc(t *testing.T) {
 	e := Entry{JobID: "j", PID: os.Getpid(), Executable: SelfExecutable(), Address: "http://127.0.0.1:1"}
 	if err := r.Check(&e); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReusedPIDIsALostJob: an unfinished entry whose pid now runs another
+// program, or another user's process, belongs to a process that died: Get
+// and List retire it to the lost entries (where `checkpoints <jobId>` still
+// finds it) instead of showing the job as running.
+func TestReusedPIDIsALostJob(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	r.Alive = func(int) bool { return true }
+	r.Executable = func(pid int) (string, error) {
+		switch pid {
+		case 2:
+			return "/usr/bin/sleep", nil
+		case 3:
+			return "", &fs.PathError{Op: "readlink", Path: "/proc/3/exe", Err: fs.ErrPermission}
+		}
+		return "/opt/gflink", nil
+	}
+	for pid, id := range map[int]string{1: "live", 2: "reused", 3: "other-user"} {
+		if err := r.Put(Entry{JobID: id, PID: pid, Executable: "/opt/gflink", State: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].JobID != "live" {
+		t.Fatalf("List = %+v; want only the job whose process runs gflink", got)
+	}
+	for _, id := range []string{"reused", "other-user"} {
+		if _, err := r.Get(id); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Get(%s) = %v; want not found", id, err)
+		}
+		if _, err := r.Lost(id); err != nil {
+			t.Errorf("Lost(%s) = %v; want the retired entry", id, err)
+		}
+	}
+}
+
+// TestZombieIsNotAlive: a child killed but not reaped yet (a zombie) is no
+// running job, though signal 0 still reaches it.
+func TestZombieIsNotAlive(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc here: zombies cannot be told apart")
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if !processAlive(pid) {
+		t.Fatal("a running child reads as dead")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped yet: wait (with a deadline) until /proc says it exited.
+	deadline := time.Now().Add(10 * time.Second)
+	for !zombie(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed child never became a zombie")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if processAlive(pid) {
+		t.Error("a zombie reads as alive")
+	}
+	cmd.Wait()
+}
+
+// TestListRemovesLeftoverTemporaryFiles: the temporary file of an entry
+// write that a kill interrupted (it may hold the job's token) is removed
+// once it is old; one being written now is left alone.
+func TestListRemovesLeftoverTemporaryFiles(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	if err := r.Put(Entry{JobID: "a", State: "FINISHED"}); err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := filepath.Join(r.Dir, ".b.json.inprogress"), filepath.Join(r.Dir, ".c.json.inprogress")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte(`{"token":"secret"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * staleWrite)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.List(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the leftover %s is still there (%v)", old, err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a write in progress was removed: %v", err)
 	}
 }
