@@ -134,12 +134,14 @@ func (m *strMap[E]) lookup(k string) (E, bool) {
 // returns the budget left: the table is empty when it returns with budget
 // left. Calls may be interleaved with writes. Slots are visited from the
 // end down, resuming where the last call stopped (drainAt), so that a
-// table drained over many calls is scanned about once: a deletion moves
-// entries only into the slot just visited (looked at again) or, for a run
-// that wraps around the end, into slots not visited yet; and when a scan
-// reaches the first slot with entries left (written meanwhile, after the
-// scan passed them), it starts again from the end. f gets keys that share
-// the table's memory: it must copy what it keeps before the next call.
+// table drained over many calls is scanned about once: a deletion shifts
+// entries back into the slot just emptied (looked at again) or, further
+// along a run, into slots this pass has passed only when writes between
+// calls filled them, or into slots not visited yet where a run wraps
+// around the end; so when a scan reaches the first slot with entries left,
+// it starts again from the end, and only an empty table ends the drain. f
+// gets keys that share the table's memory: it must copy what it keeps
+// before the next call.
 func (m *strMap[E]) drain(budget int, f func(k string, e E)) int {
 	i := min(m.drainAt, len(m.slots)-1)
 	for m.n > 0 && budget > 0 {
@@ -257,9 +259,9 @@ func (m *strMap[E]) del(k string) {
 	m.delAt(i)
 }
 
-// delAt deletes the entry in slot i. An entry after it may move into slot
-// i (the backward shift), never into a slot after i, except where a run of
-// entries wraps around the end of the slots.
+// delAt deletes the entry in slot i; entries later in its run may shift
+// back, into slot i and the slots the shift empties after it (wrapping
+// around the end of the slots).
 func (m *strMap[E]) delAt(i int) {
 	m.ord.forget()
 	if s := &m.slots[i]; s.klen == longKey {
