@@ -110,20 +110,24 @@ func TestRegistryIsOwnerOnly(t *testing.T) {
 	}
 }
 
+// fakeExecutables: pid 2 runs another program, pid 3 is another user's
+// process (its exe unreadable), every other pid runs /opt/gflink.
+func fakeExecutables(pid int) (string, error) {
+	switch pid {
+	case 2:
+		return "/usr/bin/sleep", nil
+	case 3:
+		return "", &fs.PathError{Op: "readlink", Path: "/proc/3/exe", Err: fs.ErrPermission}
+	}
+	return "/opt/gflink", nil
+}
+
 // TestCheckRefusesForgedEntries: an entry is used only if its process is a
 // live gflink process of this user and its address is on this machine.
 func TestCheckRefusesForgedEntries(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(pid int) bool { return pid != 99 }
-	r.Executable = func(pid int) (string, error) {
-		switch pid {
-		case 2:
-			return "/usr/bin/sleep", nil
-		case 3:
-			return "", &fs.PathError{Op: "readlink", Path: "/proc/3/exe", Err: fs.ErrPermission}
-		}
-		return "/opt/gflink", nil
-	}
+	r.Executable = fakeExecutables
 	good := Entry{JobID: "j", PID: 1, Executable: "/opt/gflink", Address: "http://127.0.0.1:8081", State: "RUNNING"}
 	if err := r.Check(&good); err != nil {
 		t.Fatalf("a genuine entry: %v", err)
@@ -173,15 +177,7 @@ func TestSelfExecutableMatchesProc(t *testing.T) {
 func TestReusedPIDIsALostJob(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(int) bool { return true }
-	r.Executable = func(pid int) (string, error) {
-		switch pid {
-		case 2:
-			return "/usr/bin/sleep", nil
-		case 3:
-			return "", &fs.PathError{Op: "readlink", Path: "/proc/3/exe", Err: fs.ErrPermission}
-		}
-		return "/opt/gflink", nil
-	}
+	r.Executable = fakeExecutables
 	for pid, id := range map[int]string{1: "live", 2: "reused", 3: "other-user"} {
 		if err := r.Put(Entry{JobID: id, PID: pid, Executable: "/opt/gflink", State: "RUNNING"}); err != nil {
 			t.Fatal(err)
