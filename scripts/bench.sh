@@ -83,6 +83,12 @@ trap cleanup EXIT
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 now_ms() { date +%s%3N; }
 
+# HA_FAILOVER runs a real ZooKeeper (Debian's package), as .ci/run's tests
+# do: install it first if it is missing, rather than stop at that step.
+if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then
+  apt-get update && apt-get install -y --no-install-recommends zookeeper
+fi
+
 go build -o "$tmp/gflink" .
 g="$tmp/gflink"
 
