@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // TestKillChangelog kills gflink (SIGKILL) while the changelog state
@@ -45,13 +46,16 @@ func TestKillChangelog(t *testing.T) {
 				}
 				deadline := time.Now().Add(60 * time.Second)
 				// Kill once checkpoint 3, 6 or 9 has completed (several
-				// materializations in).
+				// materializations in); the last attempt also waits for a
+				// checkpoint that refers to a materialization, which on a
+				// busy machine may take longer than 9 checkpoints (rocksdb
+				// uploads its files), so that the test always tests one.
 				var metas []string
 				for time.Now().Before(deadline) {
 					metas, _ = filepath.Glob(filepath.Join(ck, "*", "chk-*", "_metadata"))
 					if slices.ContainsFunc(metas, func(m string) bool {
 						id, _ := savepoint.ParseCheckpointDirName(filepath.Base(filepath.Dir(m)))
-						return id >= int64(3+3*attempt)
+						return id >= int64(3+3*attempt) && (attempt < 2 || materialized || refersToMaterialization(m))
 					}) {
 						break
 					}
@@ -102,6 +106,24 @@ func TestKillChangelog(t *testing.T) {
 			t.Errorf("%s: finished restores left log files: %v", backend, left)
 		}
 	}
+}
+
+// refersToMaterialization reports whether the checkpoint whose _metadata
+// is file refers to a materialization (false while it cannot be read: it
+// may be written right now).
+func refersToMaterialization(file string) bool {
+	md, err := savepoint.ReadMetadata(vfs.Default, file)
+	if err != nil {
+		return false
+	}
+	for _, op := range md.Operators {
+		for _, st := range op.Subtasks {
+			if c := st.Keyed; c != nil && c.Changelog != nil && c.Changelog.MaterializationID > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // changelogConf is the -D options of the changelog on the filesystem.
