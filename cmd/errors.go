@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -47,4 +48,13 @@ func exitCode(err error) int {
 		return ExitUsage
 	}
 	return ExitFailure
+}
+
+// canceled is the exit of a command whose context was cancelled: 141 when
+// stdout's reader went away (see stdoutPipe), else 130 (Ctrl-C, SIGTERM).
+func canceled(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), errStdoutClosed) {
+		return &SilentError{Code: ExitBrokenPipe}
+	}
+	return &SilentError{Code: ExitCanceled}
 }

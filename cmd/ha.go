@@ -58,7 +58,7 @@ func runHA(sub *submission, o *RunOptions, cfg *ha.Config, src *restoreSource, l
 		svc, err := ha.Connect(sub.f.Context, cfg, log)
 		if err != nil {
 			if sub.f.Context.Err() != nil {
-				return &SilentError{Code: ExitCanceled}
+				return canceled(r.sub.f.Context)
 			}
 			if first {
 				return err // a bad quorum is the user's to fix
@@ -68,7 +68,7 @@ func runHA(sub *submission, o *RunOptions, cfg *ha.Config, src *restoreSource, l
 			case <-time.After(cfg.RetryWait):
 				continue
 			case <-sub.f.Context.Done():
-				return &SilentError{Code: ExitCanceled}
+				return canceled(r.sub.f.Context)
 			}
 		}
 		first = false
@@ -91,7 +91,7 @@ func (r *haRun) term(svc *ha.Services) (done bool, err error) {
 	lead, err := svc.Contend(r.sub.f.Context, ha.Candidate{PID: os.Getpid(), Host: host}, func(ahead int) { r.standby(svc, ahead) })
 	if err != nil {
 		if r.sub.f.Context.Err() != nil {
-			return true, &SilentError{Code: ExitCanceled}
+			return true, canceled(r.sub.f.Context)
 		}
 		r.log.Warn(fmt.Sprintf("Lost the ZooKeeper session while standing by (%v); contending again.", err))
 		return false, nil
@@ -112,7 +112,7 @@ func (r *haRun) term(svc *ha.Services) (done bool, err error) {
 			// Asked to stop: the session closes with the process, and a
 			// standby takes over at once.
 			r.log.Warn(fmt.Sprintf("Handing job %s over: this process was asked to stop; a standby of cluster %s takes over from the latest registered checkpoint.", jobID, r.cfg.ClusterID))
-			return true, &SilentError{Code: ExitCanceled}
+			return true, canceled(r.sub.f.Context)
 		}
 		// Lost the leadership: the job is another process's now, or ours
 		// again once we win it back.

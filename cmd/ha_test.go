@@ -1,10 +1,13 @@
 package cmd
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -329,6 +332,9 @@ func TestHASavepointAndStopFollowTheLeader(t *testing.T) {
 	if out := cli("savepoint", jobID, filepath.Join(c.dir, "sp")); !strings.Contains(out, "Savepoint completed") {
 		t.Fatalf("savepoint before the failover:\n%s", out)
 	}
+	// The leader has completed a checkpoint (for the planted copy below):
+	// on a loaded machine the savepoint can come first.
+	waitForFiles(t, filepath.Join(c.dir, "ck", jobID, "chk-*", "_metadata"), 1, 30*time.Second)
 	l.cmd.Process.Kill()
 	<-l.done
 	// A complete checkpoint that was never registered (as one the killed
@@ -393,4 +399,41 @@ func plantUnregisteredCheckpoint(t *testing.T, jobDir string) string {
 		t.Fatalf("cp: %v %s", err, out)
 	}
 	return dst
+}
+
+// TestHAClosedStdout: a leader whose stdout's reader goes away is cancelled
+// as with Ctrl-C — it hands the job over — and exits 141, as a run without
+// high availability does.
+func TestHAClosedStdout(t *testing.T) {
+	c := newHACluster(t, "2s", "wordcount", "--generate", "unbounded", "--rate", "20000")
+	cmd := gflinkCmd(c.dir, append(append([]string{"run"}, c.flags...), c.args...)...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// Read until the job prints counts (it leads and runs), then go away.
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no counts before stdout ended: %v\n%s", err, stderr.String())
+		}
+		if strings.HasPrefix(line, "(") {
+			break
+		}
+	}
+	r.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitBrokenPipe {
+		t.Fatalf("gflink ended with %v; want exit %d\n%s", err, ExitBrokenPipe, stderr.String())
+	}
 }

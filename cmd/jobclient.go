@@ -223,7 +223,7 @@ func (s *session) explain(err error, what string) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: timed out after %s (set --timeout or client.timeout to wait longer)", what, fmtDuration(s.timeout))
 	case errors.Is(err, context.Canceled):
-		return &SilentError{Code: ExitCanceled}
+		return canceled(s.ctx)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
