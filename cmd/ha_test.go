@@ -1,13 +1,10 @@
 package cmd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -407,20 +404,10 @@ func plantUnregisteredCheckpoint(t *testing.T, jobDir string) string {
 func TestHAClosedStdout(t *testing.T) {
 	c := newHACluster(t, "2s", "wordcount", "--generate", "unbounded", "--rate", "20000")
 	cmd := gflinkCmd(c.dir, append(append([]string{"run"}, c.flags...), c.args...)...)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = w, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	r, out, stderr := startPiped(t, cmd)
 	// Read until the job prints counts (it leads and runs), then go away.
-	br := bufio.NewReader(r)
 	for {
-		line, err := br.ReadString('\n')
+		line, err := out.ReadString('\n')
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -430,10 +417,5 @@ func TestHAClosedStdout(t *testing.T) {
 			break
 		}
 	}
-	r.Close()
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != ExitBrokenPipe {
-		t.Fatalf("gflink ended with %v; want exit %d\n%s", err, ExitBrokenPipe, stderr.String())
-	}
+	closeWantingBrokenPipe(t, cmd, r, stderr)
 }

@@ -610,14 +610,13 @@ func reportResult(f *Factory, out output, res engine.JobResult) error {
 		out.println("Program execution finished\nJob with JobID %s has finished.\nJob Runtime: %d ms", res.JobID, runtime)
 		return nil
 	case engine.StatusCanceled:
+		why := ""
 		if cause := context.Cause(f.Context); errors.Is(cause, errStdoutClosed) {
-			fmt.Fprintf(f.IO.ErrOut, "Job %s was cancelled: %v.\n", res.JobID, cause)
-			printRetained(f, res)
-			return &SilentError{Code: ExitBrokenPipe}
+			why = ": " + cause.Error()
 		}
-		fmt.Fprintf(f.IO.ErrOut, "Job %s was cancelled.\n", res.JobID)
+		fmt.Fprintf(f.IO.ErrOut, "Job %s was cancelled%s.\n", res.JobID, why)
 		printRetained(f, res)
-		return &SilentError{Code: ExitCanceled}
+		return canceled(f.Context)
 	default:
 		fmt.Fprintf(f.IO.ErrOut, "\n------------------------------------------------------------\n The program finished with the following exception:\n\n")
 		for i, line := range causeChain(res.Err) {

@@ -86,28 +86,14 @@ func TestUIDWarnings(t *testing.T) {
 func TestClosedStdoutCancelsTheJob(t *testing.T) {
 	dir := t.TempDir()
 	c := gflinkCmd(dir, "run", "wordcount", "--generate", "unbounded", "--rate", "20000")
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	c.Stdout, c.Stderr = w, &stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	// Read until the job prints counts, then go away as head does.
-	line, err := bufio.NewReader(r).ReadString('\n')
+	r, out, stderr := startPiped(t, c)
+	// Read the first line, then go away as head does.
+	line, err := out.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "Job has been submitted with JobID ") {
 		t.Fatalf("first line %q, %v", line, err)
 	}
 	jobID := strings.TrimSpace(strings.TrimPrefix(line, "Job has been submitted with JobID "))
-	r.Close()
-	err = c.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != ExitBrokenPipe {
-		t.Fatalf("gflink ended with %v; want exit %d\n%s", err, ExitBrokenPipe, stderr.String())
-	}
+	closeWantingBrokenPipe(t, c, r, stderr)
 	if want := "Job " + jobID + " was cancelled: its output (stdout) was closed by the reader."; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr:\n%s\nwant %q", stderr.String(), want)
 	}
@@ -147,5 +133,34 @@ func TestFailedDetachedStartLeavesNoLog(t *testing.T) {
 	}
 	for _, de := range des {
 		t.Errorf("left behind: log/%s", de.Name())
+	}
+}
+
+// startPiped starts c with its stdout a pipe the test reads, as `| head`
+// would, and its stderr collected.
+func startPiped(t *testing.T, c *exec.Cmd) (*os.File, *bufio.Reader, *bytes.Buffer) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	c.Stdout, c.Stderr = w, &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	return r, bufio.NewReader(r), &stderr
+}
+
+// closeWantingBrokenPipe closes the reading end of c's stdout, as head does
+// once it has its lines, and wants c to end with exit 141.
+func closeWantingBrokenPipe(t *testing.T, c *exec.Cmd, r *os.File, stderr *bytes.Buffer) {
+	t.Helper()
+	r.Close()
+	err := c.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitBrokenPipe {
+		t.Fatalf("gflink ended with %v; want exit %d\n%s", err, ExitBrokenPipe, stderr.String())
 	}
 }
