@@ -276,7 +276,7 @@ func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, logs []res
 	out := make([]state.RestoredLog, len(logs))
 	for i, l := range logs {
 		for _, f := range l.Log {
-			read := func() ([]byte, error) { return changelog.ReadFile(fsys, f.Path) }
+			read := func(buf *[]byte) ([]byte, error) { return changelog.ReadFileInto(fsys, f.Path, buf) }
 			out[i].Files = append(out[i].Files, state.RestoredFile{Name: f.Path, Read: read, Size: f.Size})
 		}
 	}

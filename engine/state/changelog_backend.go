@@ -103,7 +103,7 @@ type RestoredLog struct {
 type RestoredFile struct {
 	Name string
 	Data []byte
-	Read func() ([]byte, error) // instead of Data: read while indexing, on every core
+	Read func(buf *[]byte) ([]byte, error) // instead of Data: read while indexing, on every core, into a worker's buffer (changelog.ReadFileInto)
 	Size int64
 }
 

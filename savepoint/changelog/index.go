@@ -38,12 +38,13 @@ type stateSeen struct {
 }
 
 // Contents is one log file to index: its bytes (Data, or Read to read
-// them on the worker that indexes the file), the size its checkpoint
-// recorded, and its name for errors.
+// them on the worker that indexes the file, into the worker's buffer buf
+// where it can: see ReadFileInto), the size its checkpoint recorded, and
+// its name for errors.
 type Contents struct {
 	Name string
 	Data []byte
-	Read func() ([]byte, error)
+	Read func(buf *[]byte) ([]byte, error)
 	Size int64
 }
 
@@ -72,12 +73,13 @@ func (x *Index) Add(files []Contents, workers int) error {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			var buf []byte // the worker's read buffer: records are copied out
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(files) {
 					return
 				}
-				parts[i] = x.index(files[i])
+				parts[i] = x.index(files[i], &buf)
 				// Only the segments are kept, so that at most one table
 				// per worker is alive (a file's table has a slot per key
 				// group).
@@ -136,10 +138,10 @@ func compact(kgs [][]byte) [][]byte {
 
 // index copies one file's records of the index's key groups, each key
 // group's records prefixed with the key group's index (see compact).
-func (x *Index) index(f Contents) fileIndex {
+func (x *Index) index(f Contents, buf *[]byte) fileIndex {
 	p := fileIndex{kgs: make([][]byte, len(x.kgs)), kinds: map[string]byte{}}
 	if f.Data == nil && f.Read != nil {
-		if f.Data, p.err = f.Read(); p.err != nil {
+		if f.Data, p.err = f.Read(buf); p.err != nil {
 			return p
 		}
 	}
