@@ -108,7 +108,17 @@ type netBatch[T any] struct {
 // sender computed.
 type keyGroupCollector[T any] interface {
 	CollectInKeyGroup(v T, keyGroup int, hash uint32)
+	// PrefetchKey is told about a record prefetchAhead records before
+	// CollectInKeyGroup is, so that its state lookup's cache misses
+	// overlap with the records in between (state.Prefetcher).
+	PrefetchKey(keyGroup int, hash uint32)
 }
+
+// prefetchAhead is how many records ahead a keyed input prefetches: enough
+// for several misses to be in flight at once, few enough that the lines
+// are still cached when their records come (4, 8 and 16 measured alike on
+// a 1 M-key table).
+const prefetchAhead = 8
 
 // packKeyHash packs a record's key group (low 16 bits; at most
 // state.UpperBoundMaxParallelism) and the upper half of its key's hash,

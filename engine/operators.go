@@ -261,7 +261,10 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// hashed is the backend if it takes the key's hash (hashmap, with or
 	// without the changelog).
 	hashed state.HashedKeys[K]
-	clErr  error
+	// prefetch is the backend if it can warm its tables for keys to come
+	// (hashmap, with or without the changelog).
+	prefetch state.Prefetcher
+	clErr    error
 	name   string
 	fn     KeyedProcessFunction[K, IN, OUT]
 	keyFn  func(IN) K
@@ -297,6 +300,14 @@ func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash 
 	}
 }
 
+// PrefetchKey warms the state tables for a record further down the input
+// (see runInput).
+func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(kg int, hash uint32) {
+	if o.prefetch != nil {
+		o.prefetch.Prefetch(kg, hash)
+	}
+}
+
 func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	t := ctx.t
 	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.exec.clock
@@ -314,6 +325,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
 	o.hashed, _ = o.backend.(state.HashedKeys[K])
+	o.prefetch, _ = o.backend.(state.Prefetcher)
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()

@@ -110,6 +110,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Kind is the kind of a keyed state.
@@ -252,6 +253,16 @@ type KeyedBackend[K comparable] struct {
 	states  map[string]keyedState
 	pending map[string]*rawState // restored, not yet registered
 	pins    *pinBook
+	// prefetchers are the states whose tables Prefetch warms: those in
+	// string tables, with the built-in string serializer (whose hash the
+	// keyed exchange passes on).
+	prefetchers []slotPrefetcher
+}
+
+// slotPrefetcher is a state whose tables can start loading the slot a key
+// hashes to (slotPrefetcher.prefetchSlot, with the hash as strHash gives it).
+type slotPrefetcher interface {
+	prefetchSlot(kgi int, h uint32)
 }
 
 // keyedState is one registered state, erased of its types.
@@ -340,6 +351,46 @@ func (b *KeyedBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
 	b.SetCurrentKeyAndGroup(k, kg)
 	b.currentHash, b.hashed = fixHash(hash), b.strKeys
 }
+
+// Prefetcher is a backend that can warm the processor's caches for a key
+// it will be given soon.
+type Prefetcher interface {
+	// Prefetch starts loading what a lookup of a key of key group kg, with
+	// the upper half of its hash (as for SetCurrentKeyHashed), will read,
+	// without waiting for it.
+	Prefetch(kg int, hash uint32)
+}
+
+// Prefetch starts loading the table slots where the states in string
+// tables keep a key of key group kg with this hash. Why: from about 1 M
+// keys a lookup is a cache miss (and, on a virtual machine, a page walk
+// besides): 200 ns of a word count's ~350 ns per record on 2 cores, during
+// which the processor waits. The keyed input calls Prefetch a few records
+// ahead, so the misses of several records are in flight at once (measured
+// on a 1 M-key table: 204 → 90 ns per read-modify-write). Keys of other
+// types, and keys not yet in the table, gain nothing and cost a few ns.
+func (b *KeyedBackend[K]) Prefetch(kg int, hash uint32) {
+	kgi := kg - b.kgRange.Start
+	if uint(kgi) >= uint(b.nkg) {
+		return
+	}
+	h := fixHash(hash)
+	for _, p := range b.prefetchers {
+		p.prefetchSlot(kgi, h)
+	}
+}
+
+// prefetchSlot starts loading the base layer's slot where a string key
+// with hash h (strHash's) is looked up first.
+func (t *table[K, E]) prefetchSlot(kgi int, h uint32) {
+	if m := t.kgs[kgi].base.s; m != nil {
+		prefetch(unsafe.Pointer(&m.slots[h&uint32(len(m.slots)-1)]))
+	}
+}
+
+func (s *valueState[K, V]) prefetchSlot(kgi int, h uint32)    { s.t.prefetchSlot(kgi, h) }
+func (s *listState[K, V]) prefetchSlot(kgi int, h uint32)     { s.t.prefetchSlot(kgi, h) }
+func (s *mapState[K, UK, UV]) prefetchSlot(kgi int, h uint32) { s.t.prefetchSlot(kgi, h) }
 
 // SetCurrentKeyAndGroup is SetCurrentKey for a caller that already knows the
 // key's group (the keyed exchange computed it): the key is not hashed again.
@@ -440,6 +491,9 @@ func register[K comparable, S keyedState](b *KeyedBackend[K], name string, kind 
 		delete(b.pending, name)
 	}
 	b.states[name] = s
+	if p, ok := any(s).(slotPrefetcher); ok && b.strKeys {
+		b.prefetchers = append(b.prefetchers, p)
+	}
 	return s, nil
 }
 

@@ -204,6 +204,13 @@ func (b *ChangelogBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
 	b.cur, b.kg, b.keyOK = k, kg, false
 }
 
+// Prefetch passes on to the wrapped backend, whose tables the lookups read.
+func (b *ChangelogBackend[K]) Prefetch(kg int, hash uint32) {
+	if p, ok := b.inner.(Prefetcher); ok {
+		p.Prefetch(kg, hash)
+	}
+}
+
 // syncKey takes the wrapped backend's current key (set by a timer firing).
 func (b *ChangelogBackend[K]) syncKey() {
 	k := b.inner.CurrentKey()
