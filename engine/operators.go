@@ -265,12 +265,12 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// (hashmap, with or without the changelog).
 	prefetch state.Prefetcher
 	clErr    error
-	name   string
-	fn     KeyedProcessFunction[K, IN, OUT]
-	keyFn  func(IN) K
-	keySer state.KeySerializer[K]
-	out    Collector[OUT]
-	ctx    Context[K]
+	name     string
+	fn       KeyedProcessFunction[K, IN, OUT]
+	keyFn    func(IN) K
+	keySer   state.KeySerializer[K]
+	out      Collector[OUT]
+	ctx      Context[K]
 }
 
 func newKeyedProcessOperator[K comparable, IN, OUT any](rt *buildContext, fn KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
