@@ -38,6 +38,7 @@ import (
 type ChangelogBackend[K comparable] struct {
 	inner  Backend[K]
 	hashed HashedKeys[K] // inner, if it takes a key's hash
+	warm   Prefetcher    // inner, if it prefetches
 	keySer KeySerializer[K]
 	o      ChangelogOptions
 	w      *changelog.Writer // nil: replay only (changelog off in this run)
@@ -133,6 +134,7 @@ func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K]
 	b := &ChangelogBackend[K]{inner: inner, keySer: keySer, o: o, states: map[string]*clDecl{},
 		inLog: map[string]*clDecl{}, replayed: map[string]bool{}}
 	b.hashed, _ = inner.(HashedKeys[K])
+	b.warm, _ = inner.(Prefetcher)
 	if o.Now == nil {
 		b.o.Now = time.Now
 	}
@@ -206,8 +208,8 @@ func (b *ChangelogBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
 
 // Prefetch passes on to the wrapped backend, whose tables the lookups read.
 func (b *ChangelogBackend[K]) Prefetch(kg int, hash uint32) {
-	if p, ok := b.inner.(Prefetcher); ok {
-		p.Prefetch(kg, hash)
+	if b.warm != nil {
+		b.warm.Prefetch(kg, hash)
 	}
 }
 
