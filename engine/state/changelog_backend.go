@@ -141,6 +141,9 @@ func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K]
 	if o.Logging {
 		wo := o.Writer
 		wo.Declarations = b.declarations
+		if wo.Now == nil {
+			wo.Now = b.o.Now
+		}
 		now := b.o.Now()
 		b.w = changelog.NewWriter(wo, 1, now)
 		b.mat.base = 1 // no materialization yet: the whole log counts

@@ -38,6 +38,9 @@ type WriterOptions struct {
 	// Declarations appends a declaration of every state the writer's
 	// records may refer to; every file starts with them.
 	Declarations func(dst []byte) []byte
+	// Now, when set, is the clock Done reads (every 256 records) to hand
+	// records over once they have waited the persist delay, as Tick does.
+	Now func() time.Time
 }
 
 type batch struct {
@@ -59,6 +62,7 @@ type Writer struct {
 	fresh    bool // the next record starts a file: declarations first
 	seq      int64
 	lastHand time.Time
+	records  uint32 // records since the clock was last read (Done)
 	ch       chan batch
 	free     chan []byte
 
@@ -105,10 +109,17 @@ func (w *Writer) Head(op Op, id uint32, kg int, key []byte) {
 	w.Buf = AppendHead(w.Buf, op, id, kg, key)
 }
 
-// Done ends a record: a full buffer is handed over at once.
+// Done ends a record: a full buffer is handed over at once, and so is one
+// that has waited the persist delay (with Now; the clock is read every 256
+// records). Why not only Tick: a task at full speed is never idle and may
+// fire no timer for long, and its batches then grew until HandOff (5 MB by
+// default) — late for the delay, and, grown by doubling from a reused
+// buffer, 600 MB/s of garbage at 6 M records/s, a collection every 200 ms.
 func (w *Writer) Done() {
 	if len(w.Buf) >= w.o.HandOff {
 		w.handOff(false, time.Time{})
+	} else if w.records++; w.records%256 == 0 && w.o.Now != nil {
+		w.Tick(w.o.Now())
 	}
 }
 
@@ -143,15 +154,22 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 		return
 	}
 	w.ch <- batch{data: w.Buf, seq: w.seq, roll: roll}
+	// The next batch gets a buffer for half again what the last one held,
+	// not HandOff: the persist delay hands most batches over long before
+	// they reach it, and a new buffer is zeroed whole (a 5 MB buffer per
+	// 10 ms batch cost more CPU than encoding the records). A reused one
+	// smaller than the last batch would grow by doubling, each step a new
+	// buffer: it is left to the collector instead.
+	w.Buf = nil
 	select {
 	case b := <-w.free:
-		w.Buf = b[:0]
+		if cap(b) >= n {
+			w.Buf = b[:0]
+		}
 	default:
-		// Twice what the last batch held, not HandOff: the persist delay
-		// hands most batches over long before they reach it, and a new
-		// buffer is zeroed whole (a 5 MB buffer per 10 ms batch cost more
-		// CPU than encoding the records).
-		w.Buf = make([]byte, 0, min(max(minBuffer, 2*n), w.o.HandOff+w.o.HandOff/8))
+	}
+	if w.Buf == nil {
+		w.Buf = make([]byte, 0, min(max(minBuffer, n+n/2), w.o.HandOff+w.o.HandOff/8))
 	}
 	if !now.IsZero() {
 		w.lastHand = now
@@ -162,11 +180,13 @@ const (
 	// minBuffer is the smallest record buffer the writer allocates.
 	minBuffer = 64 << 10
 	// freeBuffers and maxFreeBuffer bound the written batches kept for
-	// reuse (to 64 MB). A file keeps its batches until its roll (for a
+	// reuse (to 128 MB). A file keeps its batches until its roll (for a
 	// retry), so the pool refills at each roll with up to a checkpoint
-	// interval's worth of buffers; one larger than maxFreeBuffer (a batch
-	// handed over by size in a burst) is left to the collector.
-	freeBuffers   = 64
+	// interval's worth of buffers — about 100 at full speed, one per persist
+	// delay — and holds at most what the file held; one larger than
+	// maxFreeBuffer (a batch handed over by size in a burst) is left to the
+	// collector.
+	freeBuffers   = 128
 	maxFreeBuffer = 1 << 20
 )
 

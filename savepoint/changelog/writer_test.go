@@ -463,6 +463,54 @@ func TestWriterTickHandsOffAfterPersistDelay(t *testing.T) {
 	checkRecords(t, "ticked file", append(first, second...), got)
 }
 
+// With a clock (WriterOptions.Now), Done hands records over once they
+// have waited the persist delay, without a Tick: it reads the clock every
+// 256 records, so a task too busy to tick still persists on time.
+func TestWriterDoneHandsOffAfterPersistDelay(t *testing.T) {
+	now := time.Unix(5000, 0)
+	w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: uniquePrefix("done"),
+		PersistDelay: 10 * time.Millisecond, HandOff: 1 << 20, Declarations: declarations(wDecls),
+		Now: func() time.Time { return now }}, 1, now)
+	defer w.Close()
+	recs := fixedRecs(512, 0)
+	for _, x := range recs[:255] {
+		write(w, x)
+	}
+	now = now.Add(time.Second)
+	if len(w.Buf) == 0 {
+		t.Fatal("Done handed over before the clock was read")
+	}
+	write(w, recs[255]) // the 256th record: the clock is read
+	if len(w.Buf) != 0 {
+		t.Fatalf("Done left %d bytes in Buf after the persist delay", len(w.Buf))
+	}
+	for _, x := range recs[256:511] {
+		write(w, x)
+	}
+	now = now.Add(9 * time.Millisecond)
+	write(w, recs[511]) // read again, within the delay of the last hand-off
+	if len(w.Buf) == 0 {
+		t.Fatal("Done handed over within the persist delay of the last hand-off")
+	}
+	seq := w.Roll()
+	list, err := files(t, w, seq, seq)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("Files = %v, %v", list, err)
+	}
+	data, err := changelog.ReadFile(vfs.Default, list[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := chunkPayloads(t, data); len(c) != 2 {
+		t.Fatalf("%d chunks, want 2 (the timed hand-off and the roll)", len(c))
+	}
+	got, err := parseAll(data, list[0].Size, list[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, "file", recs, got)
+}
+
 // Close waits for the persister to write what it was handed; a file no
 // Roll ended is closed (not synced as a finished file) and never listed.
 func TestWriterCloseFlushesHandedOff(t *testing.T) {

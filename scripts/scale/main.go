@@ -74,6 +74,7 @@ var (
 	matEvery = flag.Duration("materialize", 10*time.Second, "-mode changelog: state.changelog.periodic-materialize.interval")
 	recProf  = flag.String("recovery-profile", "", "-mode changelog: write a CPU profile of one recovery with the changelog to this file")
 	rate     = flag.Float64("rate", 0, "-mode changelog: words per second (0: as fast as possible)")
+	memProf  = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	// changelogOn adds the changelog to conf (-mode changelog).
 	changelogOn bool
 )
@@ -100,6 +101,14 @@ func main() {
 		check(err)
 		check(pprof.StartCPUProfile(f))
 		defer pprof.StopCPUProfile()
+	}
+	if *memProf != "" {
+		defer func() {
+			f, err := os.Create(*memProf)
+			check(err)
+			check(pprof.Lookup("allocs").WriteTo(f, 0))
+			check(f.Close())
+		}()
 	}
 	switch *mode {
 	case "ratios":
