@@ -145,6 +145,10 @@ func (x *Index) index(f Contents, buf *[]byte) fileIndex {
 			return p
 		}
 	}
+	// A key group's records start in a buffer of its share of the file,
+	// and a quarter more: grown by doubling from a few hundred bytes, the
+	// segments of a 1 M-key recovery allocated twice the log's size.
+	est := max(256, len(f.Data)/len(x.kgs)+len(f.Data)/len(x.kgs)/4)
 	var last string
 	var lastKind byte
 	p.err = parse(f.Data, f.Size, f.Name, func(r *Record, raw []byte) error {
@@ -163,7 +167,7 @@ func (x *Index) index(f Contents, buf *[]byte) fileIndex {
 		}
 		seg := p.kgs[kgi]
 		if seg == nil {
-			seg = append(make([]byte, 0, 256), byte(kgi), byte(kgi>>8), byte(kgi>>16), byte(kgi>>24))
+			seg = append(make([]byte, 0, est), byte(kgi), byte(kgi>>8), byte(kgi>>16), byte(kgi>>24))
 		}
 		p.kgs[kgi] = append(seg, raw...)
 		p.n++
