@@ -362,7 +362,9 @@ type Prefetcher interface {
 }
 
 // Prefetch starts loading the table slots where the states in string
-// tables keep a key of key group kg with this hash. Why: from about 1 M
+// tables keep a key of key group kg with this hash (the first slot a
+// lookup probes; a key longer than 11 bytes, kept in the table's arena, or
+// a slot that straddles two cache lines, still misses once). Why: from about 1 M
 // keys a lookup is a cache miss (and, on a virtual machine, a page walk
 // besides): 200 ns of a word count's ~350 ns per record on 2 cores, during
 // which the processor waits. The keyed input calls Prefetch a few records
@@ -970,7 +972,11 @@ func (s *valueState[K, V]) Clear() {
 // current key, for changelog replay, which calls them on several
 // goroutines for distinct key groups: a key group's layers are its own, and
 // the pin book is only read (it changes on the task goroutine, which waits
-// for the replay). k must be the caller's own copy. endReplay then forgets
+// for the replay). For other key types than string, k must be the caller's
+// own copy; a string key may share memory the caller keeps unchanged only
+// for the call (the changelog's replay reads keys in place from its index),
+// because string tables copy a key's bytes — base layers and overlays alike.
+// endReplay then forgets
 // whether the current key has a value (Update's cache): the replay may have
 // changed its entry, and a stale "has a value" would make Update store the
 // caller's key uncopied.

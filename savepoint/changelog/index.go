@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -147,8 +148,13 @@ func (x *Index) index(f Contents, buf *[]byte) fileIndex {
 	}
 	// A key group's records start in a buffer of its share of the file,
 	// and a quarter more: grown by doubling from a few hundred bytes, the
-	// segments of a 1 M-key recovery allocated twice the log's size.
-	est := max(256, len(f.Data)/len(x.kgs)+len(f.Data)/len(x.kgs)/4)
+	// segments of a 1 M-key recovery allocated twice the log's size. (A
+	// file that holds more key groups than the index keeps — after a
+	// rescale — overestimates; clip, below, gives the excess back.)
+	est := 256
+	if len(x.kgs) > 0 {
+		est = max(est, int(f.Size)/len(x.kgs)+int(f.Size)/len(x.kgs)/4)
+	}
 	var last string
 	var lastKind byte
 	p.err = parse(f.Data, f.Size, f.Name, func(r *Record, raw []byte) error {
@@ -173,6 +179,11 @@ func (x *Index) index(f Contents, buf *[]byte) fileIndex {
 		p.n++
 		return nil
 	}, &p.decls)
+	for i, seg := range p.kgs {
+		if cap(seg) > 2*len(seg)+4096 {
+			p.kgs[i] = slices.Clone(seg)
+		}
+	}
 	return p
 }
 

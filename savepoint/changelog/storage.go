@@ -115,9 +115,11 @@ func ReadFileInto(fsys vfs.FS, path string, buf *[]byte) ([]byte, error) {
 	// doubling, copying the file about twice over), reused from file to
 	// file by a restore's workers: a fresh one is zeroed first, and at 1 M
 	// keys zeroing 120 MB of logs was an eighth of a recovery's CPU. A file
-	// that grows meanwhile is still read to its end.
+	// that grows meanwhile is still read to its end. (bytes.MinRead more:
+	// ReadFrom wants that much room even for the read that finds the end,
+	// and would otherwise copy the whole file into a buffer twice its size.)
 	if info, err := f.Stat(); err == nil && info.Size() > 0 {
-		*buf = slices.Grow((*buf)[:0], int(info.Size())+1)
+		*buf = slices.Grow((*buf)[:0], int(info.Size())+bytes.MinRead)
 	}
 	b := bytes.NewBuffer((*buf)[:0])
 	_, err = b.ReadFrom(f)

@@ -146,6 +146,10 @@ func (w *Writer) Roll() int64 {
 func (w *Writer) Seq() int64 { return w.seq }
 
 func (w *Writer) handOff(roll bool, now time.Time) {
+	if w.ch == nil {
+		w.Buf = w.Buf[:0] // closed: what is recorded now is dropped (see Close)
+		return
+	}
 	n := len(w.Buf)
 	if n == 0 {
 		if roll {
@@ -161,12 +165,14 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 	// smaller than the last batch would grow by doubling, each step a new
 	// buffer: it is left to the collector instead.
 	w.Buf = nil
-	select {
-	case b := <-w.free:
-		if cap(b) >= n {
-			w.Buf = b[:0]
+	if n <= maxFreeBuffer { // no pooled buffer holds more
+		select {
+		case b := <-w.free:
+			if cap(b) >= n {
+				w.Buf = b[:0]
+			}
+		default:
 		}
-	default:
 	}
 	if w.Buf == nil {
 		w.Buf = make([]byte, 0, min(max(minBuffer, n+n/2), w.o.HandOff+w.o.HandOff/8))
