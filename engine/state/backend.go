@@ -385,8 +385,18 @@ func (b *KeyedBackend[K]) Prefetch(kg int, hash uint32) {
 // prefetchSlot starts loading the base layer's slot where a string key
 // with hash h (strHash's) is looked up first.
 func (t *table[K, E]) prefetchSlot(kgi int, h uint32) {
-	if m := t.kgs[kgi].base.s; m != nil {
+	l := &t.kgs[kgi]
+	if m := l.base.s; m != nil {
 		prefetch(unsafe.Pointer(&m.slots[h&uint32(len(m.slots)-1)]))
+	}
+	// While a snapshot is open (and until the key group is folded) a
+	// lookup reads the overlays first and a write goes to the top one:
+	// at 5 M keys, where a checkpoint takes ~300 ms, a third of the
+	// records, whose overlay lookups were misses too.
+	for j := range l.over {
+		if m := l.over[j].m.s; m != nil {
+			prefetch(unsafe.Pointer(&m.slots[h&uint32(len(m.slots)-1)]))
+		}
 	}
 }
 

@@ -289,6 +289,7 @@ func (s *gapSink) longest() time.Duration {
 type run struct {
 	start   time.Time
 	elapsed time.Duration
+	cpu     time.Duration // the process's CPU time during the run
 	info    engine.JobInfo
 	sink    *gapSink
 }
@@ -332,7 +333,7 @@ func runWordCount(scratch string, checkpointing bool) (run, error) {
 	os.RemoveAll(ck)
 	sink := &gapSink{}
 	g := wordCountJob(generator(), sink)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf(ck, checkpointing)})
 	if err != nil {
 		return run{}, err
@@ -341,7 +342,7 @@ func runWordCount(scratch string, checkpointing bool) (run, error) {
 	if res.Status != engine.StatusFinished {
 		return run{}, fmt.Errorf("job ended %s: %v", res.Status, res.Err)
 	}
-	return run{start: start, elapsed: time.Since(start), info: j.Info(), sink: sink}, nil
+	return run{start: start, elapsed: time.Since(start), cpu: processCPU() - cpu0, info: j.Info(), sink: sink}, nil
 }
 
 // fsyncTime writes and fsyncs n bytes to a new file in dir, as a plain Go
@@ -372,7 +373,7 @@ func fsyncTime(dir string, n int64) time.Duration {
 }
 
 func ratios(scratch string) {
-	var r3, stalls, stallsCPU, baseGaps, r4 []float64
+	var r3, r3cpu, stalls, stallsCPU, baseGaps, r4 []float64
 	for r := range *rounds {
 		var on, off run
 		var err error
@@ -391,6 +392,7 @@ func ratios(scratch string) {
 		}
 		check(err)
 		r3 = append(r3, off.elapsed.Seconds()/on.elapsed.Seconds())
+		r3cpu = append(r3cpu, off.cpu.Seconds()/on.cpu.Seconds())
 		hist := on.info.Checkpoints.History
 		st, stCPU := on.sink.stall(hist)
 		stalls = append(stalls, float64(st.Microseconds())/1000)
@@ -413,13 +415,14 @@ func ratios(scratch string) {
 			}
 			plain := time.Duration(median(ps))
 			r4 = append(r4, median(durs)/float64(plain.Milliseconds()+1))
-			fmt.Printf("# round %d: off %.2fs, on %.2fs (R3 %.3f), %d checkpoints of %d MB, median %.0f ms (plain write+fsync %v), stall %.1f ms (on CPU %.1f ms), longest gap without checkpoints %.1f ms\n",
-				r+1, off.elapsed.Seconds(), on.elapsed.Seconds(), r3[len(r3)-1], len(durs), size>>20, median(durs), plain.Round(time.Millisecond), stalls[len(stalls)-1], stallsCPU[len(stallsCPU)-1], baseGaps[len(baseGaps)-1])
+			fmt.Printf("# round %d: off %.2fs, on %.2fs (R3 %.3f; CPU %.2fs, %.2fs: %.3f), %d checkpoints of %d MB, median %.0f ms (plain write+fsync %v), stall %.1f ms (on CPU %.1f ms), longest gap without checkpoints %.1f ms\n",
+				r+1, off.elapsed.Seconds(), on.elapsed.Seconds(), r3[len(r3)-1], off.cpu.Seconds(), on.cpu.Seconds(), r3cpu[len(r3cpu)-1], len(durs), size>>20, median(durs), plain.Round(time.Millisecond), stalls[len(stalls)-1], stallsCPU[len(stallsCPU)-1], baseGaps[len(baseGaps)-1])
 		} else {
 			fmt.Printf("# round %d: off %.2fs, on %.2fs (R3 %.3f), no checkpoint completed\n", r+1, off.elapsed.Seconds(), on.elapsed.Seconds(), r3[len(r3)-1])
 		}
 	}
 	report("R3", r3)
+	report("R3_CPU", r3cpu)
 	report("STALL_MS", stalls)
 	report("STALL_CPU_MS", stallsCPU)
 	report("GAP_OFF_MS", baseGaps)
