@@ -530,6 +530,9 @@ type layered[K comparable, E any] struct {
 	baseTag uint64
 	over    []overlay[K, E] // empty unless snapshots were open since the last fold
 	relGen  uint32          // the key group's relGen at the last fold
+	// overHint is about the size of the last overlays folded (a slowly
+	// decaying maximum): a new overlay starts at it.
+	overHint int
 }
 
 // table is a state's layered maps, one per key group.
@@ -589,7 +592,9 @@ func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 	} else if top := &l.over[len(l.over)-1]; top.tag > kp.maxPin {
 		return top
 	}
-	l.over = append(l.over, overlay[K, E]{m: newBaseLayer[K, slot[E]](t.str, 0), tag: t.p.ver})
+	// Sized for what the key group's last overlay held: grown from 8
+	// slots, an overlay of ~6 K entries (5 M keys) was rehashed 10 times.
+	l.over = append(l.over, overlay[K, E]{m: newBaseLayer[K, slot[E]](t.str, l.overHint), tag: t.p.ver})
 	return &l.over[len(l.over)-1]
 }
 
@@ -650,13 +655,27 @@ func (t *table[K, E]) fold(kgi int, l *layered[K, E], budget int) {
 		// still shadow the base.
 		for len(l.over) > 0 {
 			o := &l.over[0]
-			budget = o.m.drain(budget, func(k K, s slot[E]) {
-				if s.deleted {
-					l.base.del(k)
-				} else {
-					l.base.put(k, s.e)
-				}
-			})
+			l.overHint = max(l.overHint-l.overHint/4, o.m.len())
+			if bs, os := l.base.s, o.m.s; bs != nil && os != nil {
+				// String tables: the overlay's hash serves the base, and
+				// the base slots of the entries to come are prefetched (a
+				// fold's puts are random, each a miss from ~1 M keys on).
+				budget = os.drainHashed(budget, bs.prefetchHash, func(k string, h uint32, s slot[E]) {
+					if s.deleted {
+						bs.del(k)
+					} else {
+						bs.putHashed(k, h, s.e)
+					}
+				})
+			} else {
+				budget = o.m.drain(budget, func(k K, s slot[E]) {
+					if s.deleted {
+						l.base.del(k)
+					} else {
+						l.base.put(k, s.e)
+					}
+				})
+			}
 			if o.m.len() > 0 {
 				return
 			}

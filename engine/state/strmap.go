@@ -143,6 +143,18 @@ func (m *strMap[E]) lookup(k string) (E, bool) {
 // gets keys that share the table's memory: it must copy what it keeps
 // before the next call.
 func (m *strMap[E]) drain(budget int, f func(k string, e E)) int {
+	return m.drainHashed(budget, nil, func(k string, _ uint32, e E) { f(k, e) })
+}
+
+// drainAhead is how many slots ahead of the one drained drainHashed hands
+// to ahead.
+const drainAhead = 8
+
+// drainHashed is drain that also gives f each key's hash (strHash's), and,
+// when ahead is set, calls it with the hash of the entry drainAhead slots
+// further down first: a fold moving entries into a large base table
+// prefetches their slots there, so that its misses overlap.
+func (m *strMap[E]) drainHashed(budget int, ahead func(h uint32), f func(k string, h uint32, e E)) int {
 	i := min(m.drainAt, len(m.slots)-1)
 	for m.n > 0 && budget > 0 {
 		if i < 0 {
@@ -153,12 +165,21 @@ func (m *strMap[E]) drain(budget int, f func(k string, e E)) int {
 			i--
 			continue
 		}
-		f(m.keyOf(s), s.e)
+		if j := i - drainAhead; ahead != nil && j >= 0 && m.slots[j].h != 0 {
+			ahead(m.slots[j].h)
+		}
+		f(m.keyOf(s), s.h, s.e)
 		m.delAt(i)
 		budget--
 	}
 	m.drainAt = max(i, 0)
 	return budget
+}
+
+// prefetchHash starts loading the slot where a key with hash h is looked
+// up first.
+func (m *strMap[E]) prefetchHash(h uint32) {
+	prefetch(unsafe.Pointer(&m.slots[h&uint32(len(m.slots)-1)]))
 }
 
 // get is called by the goroutine that writes the table (it sets last).
@@ -181,7 +202,11 @@ func (m *strMap[E]) put(k string, e E) {
 			return
 		}
 	}
-	h := strHash(k)
+	m.putHashed(k, strHash(k), e)
+}
+
+// putHashed is put with k's strHash known (and without the last hint).
+func (m *strMap[E]) putHashed(k string, h uint32, e E) {
 	i, ok := m.find(k, h)
 	if ok {
 		m.slots[i].e = e
