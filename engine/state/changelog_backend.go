@@ -332,11 +332,10 @@ func (b *ChangelogBackend[K]) replayKeyGroups(name string, kind Kind, workers in
 		// keys. (Timers keep their keys as strings: those are copied.)
 		decode = func(src []byte) (K, []byte, error) {
 			p, rest, err := readBytes(src)
-			var k K
-			if err == nil && len(p) > 0 {
-				*(*string)(unsafe.Pointer(&k)) = unsafe.String(&p[0], len(p))
+			if err != nil || len(p) == 0 {
+				return fromString[K](""), rest, err
 			}
-			return k, rest, err
+			return fromString[K](unsafe.String(&p[0], len(p))), rest, err
 		}
 	}
 	err := inParallel(kgr.End-kgr.Start+1, workers, func(i int) error {
