@@ -212,7 +212,7 @@ func (r *haRun) lead(svc *ha.Services, lead *ha.Leadership) (engine.JobResult, e
 	}()
 	select {
 	case <-st.running:
-		sub.reportRunning(st.job)
+		sub.reportRunning()
 	case <-st.job.Done():
 	}
 	res := st.job.Wait()

@@ -350,6 +350,9 @@ type submission struct {
 	// notices are the lines about the restore, printed when the job is
 	// accepted and sent to a detached parent.
 	notices []string
+	// reached is RUNNING, or the status the job ended in without
+	// running; set before the channel register returns is closed.
+	reached engine.JobStatus
 }
 
 func (s *submission) run() error {
@@ -359,7 +362,7 @@ func (s *submission) run() error {
 	}
 	defer st.srv.Close()
 	<-st.running
-	s.reportRunning(st.job)
+	s.reportRunning()
 	res := st.job.Wait()
 	// Stay reachable until whoever asked for a stop or savepoint has its
 	// answer, then go.
@@ -395,9 +398,9 @@ func (s *submission) start(ctx context.Context) (*started, error) {
 
 // reportRunning answers a detached parent once the job runs; the parent
 // prints the submission line for the user.
-func (s *submission) reportRunning(j *engine.Job) {
+func (s *submission) reportRunning() {
 	if s.report != nil {
-		s.report.running(s.opts.JobID, j.Status(), s.notices)
+		s.report.running(s.opts.JobID, s.reached, s.notices)
 		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
 	}
 }
@@ -428,7 +431,9 @@ func (s *submission) register(listener net.Listener) <-chan struct{} {
 	s.opts.OnStatus = func(st engine.JobStatus, at time.Time) {
 		reg.update(st, at)
 		if st == engine.StatusRunning || st.IsGloballyTerminal() {
-			once.Do(func() { close(running) })
+			// Kept for reportRunning: OnStatus runs just before
+			// Job.Status changes, so the job may not say it yet.
+			once.Do(func() { s.reached = st; close(running) })
 		}
 	}
 	s.opts.OnAccepted = func(j *engine.Job) {

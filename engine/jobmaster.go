@@ -40,8 +40,9 @@ type JobOptions struct {
 	// Clock and Rand are for tests; real time and randomness if nil.
 	Clock func() time.Time
 	Rand  *mrand.Rand
-	// OnStatus is called (on the job master's goroutine) after every status
-	// change, with the time it happened.
+	// OnStatus is called (on the job master's goroutine) at every status
+	// change, with the time it happened, just before Job.Status and the
+	// REST endpoint report the new status.
 	OnStatus func(status JobStatus, at time.Time)
 	// OnSavepoint is called (on the job master's goroutine) when a
 	// savepoint has completed, with its file: URI, before the client that
@@ -519,19 +520,23 @@ func sourceMismatch(n *node, plan *restore.Plan) error {
 func (j *Job) RestorePlan() *restore.Plan { return j.jm.plan }
 
 func (jm *jobMaster) transition(to JobStatus) {
-	jm.mu.Lock()
-	from := jm.status
+	from := jm.statusNow()
 	if err := checkTransition(from, to); err != nil {
-		jm.mu.Unlock()
 		panic(err) // a bug in the job master, not a user error
 	}
-	jm.status = to
 	at := jm.clock()
-	jm.timestamps[to] = at.UnixMilli()
-	jm.mu.Unlock()
+	// OnStatus runs before the status is published, so that what it
+	// records (the job's registry entry, which `gflink list` reads) is
+	// never behind what the REST endpoint says: a script whose `cancel`
+	// saw CANCELED must find CANCELED in `list`. Only this goroutine
+	// changes the status, so nothing moves it in between.
 	if jm.onStatus != nil {
 		jm.onStatus(to, at)
 	}
+	jm.mu.Lock()
+	jm.status = to
+	jm.timestamps[to] = at.UnixMilli()
+	jm.mu.Unlock()
 	msg := fmt.Sprintf("Job %s (%s) switched from state %s to %s.", jm.graph.Name, jm.jobID, from, to)
 	switch to {
 	case StatusCreated, StatusRunning, StatusFinished:
