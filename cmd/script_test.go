@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,6 +142,8 @@ func scriptParams(dir string, setup func(*testscript.Env)) testscript.Params {
 			home := filepath.Join(env.WorkDir, ".gflink")
 			env.Setenv("GFLINK_HOME", home)
 			env.Setenv("NO_COLOR", "1")
+			// dumpJob's SIGQUIT then shows every goroutine of a stuck job.
+			env.Setenv("GOTRACEBACK", "all")
 			// No job process outlives its script, whatever happened.
 			env.Defer(func() { killJobs(home) })
 			if setup != nil {
@@ -386,7 +389,34 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	dumpJob(ts, reg, args[0])
 	ts.Fatalf("job %s is %q, not %s, after 60 s", args[0], last, args[1])
+}
+
+// dumpJob logs what a job that did not reach a state was doing: it sends
+// the job's process SIGQUIT, whose goroutine dump (like the job's log)
+// goes to the job's log file, and prints that file's tail, so that a hang
+// seen once in CI can be diagnosed from CI's output alone.
+func dumpJob(ts *testscript.TestScript, reg *jobregistry.Registry, jobID string) {
+	e, err := reg.Get(jobID)
+	if err != nil || e.Log == "" {
+		return
+	}
+	if p, err := os.FindProcess(e.PID); err == nil && p.Signal(syscall.SIGQUIT) == nil {
+		// The dump is written before the process exits.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && p.Signal(syscall.Signal(0)) == nil; {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	b, err := os.ReadFile(e.Log)
+	if err != nil {
+		return
+	}
+	const tail = 48 << 10
+	if len(b) > tail {
+		b = b[len(b)-tail:]
+	}
+	ts.Logf("the tail of the job's log %s:\n%s", e.Log, b)
 }
 
 // hashdir VAR dir sets VAR to a hash of a directory's file names and
