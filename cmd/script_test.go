@@ -386,6 +386,10 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 			if e.State == args[1] {
 				return
 			}
+		} else if _, lerr := reg.Lost(args[0]); lerr == nil {
+			// Its process died without ending the job: it never will.
+			dumpJob(ts, reg, args[0])
+			ts.Fatalf("job %s was %q when its process died, not %s", args[0], last, args[1])
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -399,6 +403,9 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 // seen once in CI can be diagnosed from CI's output alone.
 func dumpJob(ts *testscript.TestScript, reg *jobregistry.Registry, jobID string) {
 	e, err := reg.Get(jobID)
+	if err != nil {
+		e, err = reg.Lost(jobID)
+	}
 	if err != nil || e.Log == "" {
 		return
 	}

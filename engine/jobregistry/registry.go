@@ -186,15 +186,29 @@ func (r *Registry) Get(jobID string) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("job registry entry %s: %w", r.path(jobID), err)
+	for attempt := 0; ; attempt++ {
+		var e Entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("job registry entry %s: %w", r.path(jobID), err)
+		}
+		if e.Terminal() || r.runs(&e) {
+			return &e, nil
+		}
+		// The process was found dead after its entry was read: it may
+		// have written its final status in between (a job that finished
+		// and exited). A dead process writes no more, so a second read
+		// tells; retiring what the first read said would throw away a
+		// FINISHED entry and report the job lost.
+		again, err := vfs.ReadFile(r.FS, r.path(jobID))
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(again, b) || attempt == 2 {
+			r.retire(e)
+			return nil, fs.ErrNotExist
+		}
+		b = again // rewritten: by the process before it died, or by another (high availability)
 	}
-	if !e.Terminal() && !r.runs(&e) {
-		r.retire(e)
-		return nil, fs.ErrNotExist
-	}
-	return &e, nil
 }
 
 // lostDir keeps the entries of processes that died without ending their

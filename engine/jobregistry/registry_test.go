@@ -259,3 +259,34 @@ func TestListRemovesLeftoverTemporaryFiles(t *testing.T) {
 		t.Errorf("a write in progress was removed: %v", err)
 	}
 }
+
+// TestFinishedJustBeforeExitIsNotLost: a reader that finds the entry
+// RUNNING and then the process gone must not retire the entry, when the
+// process wrote FINISHED in between and exited. CI saw `waitstate
+// FINISHED` fail that way: the FINISHED entry deleted, the job lost.
+func TestFinishedJustBeforeExitIsNotLost(t *testing.T) {
+	r := NewRegistry(t.TempDir())
+	e := Entry{JobID: "a", PID: 7, State: "RUNNING", StartTime: 1}
+	if err := r.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	// The process ends its job and exits between the reader's read and
+	// its look at the process.
+	r.Alive = func(int) bool {
+		e.State, e.EndTime = "FINISHED", 2
+		if err := r.Put(e); err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	got, err := r.Get("a")
+	if err != nil || got.State != "FINISHED" {
+		t.Fatalf("Get = %+v, %v; want the FINISHED entry", got, err)
+	}
+	if _, err := r.Lost("a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the finished job was recorded as lost: %v", err)
+	}
+	if again, err := r.Get("a"); err != nil || again.State != "FINISHED" {
+		t.Errorf("a second Get = %+v, %v", again, err)
+	}
+}
