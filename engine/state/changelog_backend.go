@@ -48,6 +48,7 @@ type ChangelogBackend[K comparable] struct {
 	kg     int
 	keyBuf []byte
 	keyOK  bool
+	strKey bool // string keys with the built-in serializer: written directly
 
 	states map[string]*clDecl
 	nextID uint32
@@ -136,6 +137,7 @@ func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K]
 		inLog: map[string]*clDecl{}, replayed: map[string]bool{}}
 	b.hashed, _ = inner.(HashedKeys[K])
 	b.warm, _ = inner.(Prefetcher)
+	_, b.strKey = any(keySer).(stringSerializer)
 	if o.Now == nil {
 		b.o.Now = time.Now
 	}
@@ -225,11 +227,15 @@ func (b *ChangelogBackend[K]) syncKey() {
 
 // head starts a record about the current key.
 func (b *ChangelogBackend[K]) head(op changelog.Op, d *clDecl) *changelog.Writer {
+	b.dirty = true
+	if b.strKey {
+		b.w.HeadString(op, d.id, b.kg, asString(b.cur))
+		return b.w
+	}
 	if !b.keyOK {
 		b.keyBuf = b.keySer.Append(b.keyBuf[:0], b.cur)
 		b.keyOK = true
 	}
-	b.dirty = true
 	b.w.Head(op, d.id, b.kg, b.keyBuf)
 	return b.w
 }

@@ -100,6 +100,32 @@ func AppendHead(dst []byte, op Op, id uint32, kg int, key []byte) []byte {
 	return append(dst, key...)
 }
 
+// AppendHeadString is AppendHead for a key that is a string serialized as
+// its uvarint length and bytes (the state backends' string serializer),
+// without serializing it into a buffer of its own first: a record head is
+// most of what a word count's change costs the task.
+func AppendHeadString(dst []byte, op Op, id uint32, kg int, key string) []byte {
+	if id < 0x80 && kg < 0x80 && len(key) < 0x7f {
+		dst = append(dst, byte(op), byte(id), byte(kg), byte(len(key)+1), byte(len(key)))
+		return append(dst, key...)
+	}
+	dst = append(dst, byte(op))
+	dst = binary.AppendUvarint(dst, uint64(id))
+	dst = binary.AppendUvarint(dst, uint64(kg))
+	dst = binary.AppendUvarint(dst, uint64(uvarintSize(uint64(len(key)))+len(key)))
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(dst, key...)
+}
+
+// uvarintSize is the length of x's uvarint encoding.
+func uvarintSize(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
 // BeginPrefixed reserves a one-byte length in front of a value about to be
 // appended; FinishPrefixed fills it in (widening it when the value is 128
 // bytes or more). Serializers append in place this way, without a copy for

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -378,4 +379,22 @@ func TestParseIgnoresTailBeyondSize(t *testing.T) {
 	if err != nil || len(got) != 0 {
 		t.Fatalf("header only: %d records, %v", len(got), err)
 	}
+}
+
+// TestAppendHeadStringIsAppendHead: a string key written directly is the
+// record head AppendHead writes for the key serialized first (uvarint
+// length, bytes), for short and long keys, ids and key groups.
+func TestAppendHeadStringIsAppendHead(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		op := changelog.Op(rapid.IntRange(0, 255).Draw(t, "op"))
+		id := uint32(rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 300, 1 << 20}).Draw(t, "id"))
+		kg := rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 32767}).Draw(t, "kg")
+		key := rapid.StringN(0, 300, -1).Draw(t, "key")
+		prefix := []byte(rapid.StringN(0, 4, -1).Draw(t, "prefix"))
+		ser := append(binary.AppendUvarint(nil, uint64(len(key))), key...)
+		want := changelog.AppendHead(slices.Clone(prefix), op, id, kg, ser)
+		if got := changelog.AppendHeadString(slices.Clone(prefix), op, id, kg, key); !bytes.Equal(got, want) {
+			t.Fatalf("AppendHeadString = %x; AppendHead = %x", got, want)
+		}
+	})
 }

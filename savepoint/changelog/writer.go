@@ -109,6 +109,15 @@ func (w *Writer) Head(op Op, id uint32, kg int, key []byte) {
 	w.Buf = AppendHead(w.Buf, op, id, kg, key)
 }
 
+// HeadString starts a record about a string key (AppendHeadString).
+func (w *Writer) HeadString(op Op, id uint32, kg int, key string) {
+	if w.fresh {
+		w.fresh = false
+		w.Buf = w.o.Declarations(w.Buf)
+	}
+	w.Buf = AppendHeadString(w.Buf, op, id, kg, key)
+}
+
 // Done ends a record: a full buffer is handed over at once, and so is one
 // that has waited the persist delay (with Now; the clock is read every 256
 // records). Why not only Tick: a task at full speed is never idle and may
