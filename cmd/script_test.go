@@ -386,6 +386,11 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 			if e.State == args[1] {
 				return
 			}
+			if e.Terminal() {
+				// An ended job's status does not change.
+				dumpJob(ts, reg, args[0])
+				ts.Fatalf("job %s ended %s, not %s", args[0], e.State, args[1])
+			}
 		} else if _, lerr := reg.Lost(args[0]); lerr == nil {
 			// Its process died without ending the job: it never will.
 			dumpJob(ts, reg, args[0])
@@ -397,21 +402,26 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("job %s is %q, not %s, after 60 s", args[0], last, args[1])
 }
 
-// dumpJob logs what a job that did not reach a state was doing: it sends
-// the job's process SIGQUIT, whose goroutine dump (like the job's log)
-// goes to the job's log file, and prints that file's tail, so that a hang
-// seen once in CI can be diagnosed from CI's output alone.
+// dumpJob logs what a job that did not reach a state was doing: a job
+// still running is sent SIGQUIT, whose goroutine dump (like the job's log)
+// goes to the job's log file, and that file's tail is printed, so that a
+// hang seen once in CI can be diagnosed from CI's output alone.
 func dumpJob(ts *testscript.TestScript, reg *jobregistry.Registry, jobID string) {
 	e, err := reg.Get(jobID)
+	// Only an unended entry from Get has a process known to be the job's
+	// (Get checked it): the pid of an ended or lost job may be another
+	// program's, or another script's job, by now.
+	live := err == nil && !e.Terminal()
 	if err != nil {
 		e, err = reg.Lost(jobID)
 	}
 	if err != nil || e.Log == "" {
 		return
 	}
-	if p, err := os.FindProcess(e.PID); err == nil && p.Signal(syscall.SIGQUIT) == nil {
-		// The dump is written before the process exits.
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && p.Signal(syscall.Signal(0)) == nil; {
+	if p, err := os.FindProcess(e.PID); live && err == nil && p.Signal(syscall.SIGQUIT) == nil {
+		// The dump is written before the process exits (it may stay a
+		// zombie, which Alive counts as gone).
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && reg.Alive(e.PID); {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}

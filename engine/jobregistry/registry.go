@@ -203,8 +203,13 @@ func (r *Registry) Get(jobID string) (*Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if bytes.Equal(again, b) || attempt == 2 {
+		if bytes.Equal(again, b) {
 			r.retire(e)
+			return nil, fs.ErrNotExist
+		}
+		if attempt == 2 {
+			// Still being rewritten: not retired on a version that was
+			// never checked; the next reader looks again.
 			return nil, fs.ErrNotExist
 		}
 		b = again // rewritten: by the process before it died, or by another (high availability)
