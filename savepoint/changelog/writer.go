@@ -102,20 +102,22 @@ func (w *Writer) Declare(id uint32, kind byte, name string) {
 // Head starts a change record in Buf; the caller appends its payload to
 // Buf and calls Done.
 func (w *Writer) Head(op Op, id uint32, kg int, key []byte) {
-	if w.fresh {
-		w.fresh = false
-		w.Buf = w.o.Declarations(w.Buf)
-	}
+	w.declare()
 	w.Buf = AppendHead(w.Buf, op, id, kg, key)
 }
 
 // HeadString starts a record about a string key (AppendHeadString).
 func (w *Writer) HeadString(op Op, id uint32, kg int, key string) {
+	w.declare()
+	w.Buf = AppendHeadString(w.Buf, op, id, kg, key)
+}
+
+// declare starts a new file with the declarations of the states.
+func (w *Writer) declare() {
 	if w.fresh {
 		w.fresh = false
 		w.Buf = w.o.Declarations(w.Buf)
 	}
-	w.Buf = AppendHeadString(w.Buf, op, id, kg, key)
 }
 
 // Done ends a record: a full buffer is handed over at once, and so is one
