@@ -692,11 +692,19 @@ type clValueState[K comparable, V any] struct {
 	in  ValueState[V]
 	ser Serializer[V]
 	d   *clDecl
+	// intStr: a string key and an integer value written as a varint, the
+	// record written in one step (changelog.AppendSetStringVarint).
+	intStr bool
 }
 
 func (s *clValueState[K, V]) Value() (V, bool) { return s.in.Value() }
 func (s *clValueState[K, V]) Update(v V) {
 	s.in.Update(v)
+	if s.intStr {
+		s.b.dirty = true
+		s.b.w.SetStringVarint(s.d.id, s.b.kg, asString(s.b.cur), *(*int64)(unsafe.Pointer(&v)))
+		return
+	}
 	w := s.b.head(changelog.OpSet, s.d)
 	var st int
 	w.Buf, st = changelog.BeginPrefixed(w.Buf)
@@ -739,7 +747,8 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if err != nil || b.w == nil {
 		return in, err
 	}
-	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue)}, nil
+	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue),
+		intStr: b.strKey && isVarint64(ser) && unsafe.Sizeof(*new(V)) == 8}, nil
 }
 
 // Replay writes through these: a state's entries by key group index and

@@ -117,6 +117,36 @@ func AppendHeadString(dst []byte, op Op, id uint32, kg int, key string) []byte {
 	return append(dst, key...)
 }
 
+// AppendSetStringVarint appends a whole OpSet record about a string key
+// (as AppendHeadString) whose value is an integer the state's serializer
+// writes as binary.AppendVarint does: the record a word count writes for
+// every input word. It is the same bytes as AppendHeadString followed by
+// the value prefixed (BeginPrefixed, AppendVarint, FinishPrefixed), written
+// in one step when the ids and the key are short and dst has room — the
+// piecewise form, with its grows, length fix-up and copy call, cost a
+// third of a word count's time on the task when the changelog was on.
+func AppendSetStringVarint(dst []byte, id uint32, kg int, key string, v int64) []byte {
+	n := len(dst)
+	if id >= 0x80 || kg >= 0x80 || len(key) >= 0x7f || cap(dst)-n < 5+len(key)+1+binary.MaxVarintLen64 {
+		dst = AppendHeadString(dst, OpSet, id, kg, key)
+		dst, st := BeginPrefixed(dst)
+		return FinishPrefixed(binary.AppendVarint(dst, v), st)
+	}
+	b := dst[n : n+5+len(key)+1+binary.MaxVarintLen64]
+	b[0], b[1], b[2], b[3], b[4] = byte(OpSet), byte(id), byte(kg), byte(len(key)+1), byte(len(key))
+	copy(b[5:], key)
+	p := b[5+len(key):]
+	x := uint64(v<<1) ^ uint64(v>>63) // zigzag, as binary.AppendVarint
+	w := 1
+	for ; x >= 0x80; x >>= 7 {
+		p[w] = byte(x) | 0x80
+		w++
+	}
+	p[w] = byte(x)
+	p[0] = byte(w) // at most 10 bytes: a one-byte length
+	return dst[:n+5+len(key)+1+w]
+}
+
 // uvarintSize is the length of x's uvarint encoding.
 func uvarintSize(x uint64) int {
 	n := 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -398,6 +399,57 @@ func TestAppendHeadStringIsAppendHead(t *testing.T) {
 		want := changelog.AppendHead(slices.Clone(prefix), op, id, kg, ser)
 		if got := changelog.AppendHeadString(slices.Clone(prefix), op, id, kg, key); !bytes.Equal(got, want) {
 			t.Fatalf("AppendHeadString = %x; AppendHead = %x", got, want)
+		}
+	})
+}
+
+// TestAppendSetStringVarintIsPiecewise: the one-step value record is the
+// head, then the varint value prefixed, for values of every length, keys
+// around the one-byte limits, and buffers with and without room.
+func TestAppendSetStringVarintIsPiecewise(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		id := uint32(rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 300}).Draw(t, "id"))
+		kg := rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 32767}).Draw(t, "kg")
+		key := rapid.OneOf(rapid.StringN(0, 140, -1),
+			rapid.Map(rapid.SampledFrom([]int{0, 1, 125, 126, 127, 128}), func(n int) string { return strings.Repeat("k", n) })).Draw(t, "key")
+		v := rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, 63, 64, -64, -65, math.MaxInt64, math.MinInt64})).Draw(t, "v")
+		prefix := []byte(rapid.StringN(0, 4, -1).Draw(t, "prefix"))
+		room := rapid.IntRange(0, 200).Draw(t, "room")
+		dst := append(make([]byte, 0, len(prefix)+room), prefix...)
+		want := changelog.AppendHeadString(slices.Clone(prefix), changelog.OpSet, id, kg, key)
+		want, st := changelog.BeginPrefixed(want)
+		want = changelog.FinishPrefixed(binary.AppendVarint(want, v), st)
+		if got := changelog.AppendSetStringVarint(dst, id, kg, key, v); !bytes.Equal(got, want) {
+			t.Fatalf("AppendSetStringVarint = %x; piecewise = %x", got, want)
+		}
+	})
+}
+
+// BenchmarkRecordAppend: a word count's value record (string key, varint
+// count) appended piecewise (head, prefixed value) and in one step.
+func BenchmarkRecordAppend(b *testing.B) {
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = "word-" + strconv.Itoa(i*7919%1000000)
+	}
+	buf := make([]byte, 0, 2<<20)
+	b.Run("piecewise", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if len(buf) > 1<<20 {
+				buf = buf[:0]
+			}
+			buf = changelog.AppendHeadString(buf, changelog.OpSet, 0, i&127, keys[i&4095])
+			var st int
+			buf, st = changelog.BeginPrefixed(buf)
+			buf = changelog.FinishPrefixed(binary.AppendVarint(buf, int64(i)), st)
+		}
+	})
+	b.Run("one-step", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if len(buf) > 1<<20 {
+				buf = buf[:0]
+			}
+			buf = changelog.AppendSetStringVarint(buf, 0, i&127, keys[i&4095], int64(i))
 		}
 	})
 }

@@ -112,6 +112,13 @@ func (w *Writer) HeadString(op Op, id uint32, kg int, key string) {
 	w.Buf = AppendHeadString(w.Buf, op, id, kg, key)
 }
 
+// SetStringVarint writes a whole record: AppendSetStringVarint, then Done.
+func (w *Writer) SetStringVarint(id uint32, kg int, key string, v int64) {
+	w.declare()
+	w.Buf = AppendSetStringVarint(w.Buf, id, kg, key, v)
+	w.Done()
+}
+
 // declare starts a new file with the declarations of the states.
 func (w *Writer) declare() {
 	if w.fresh {
