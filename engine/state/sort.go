@@ -64,7 +64,7 @@ func (sc *encScratch) sub() *encScratch {
 // add indexes the entry that starts at off, with a key of klen bytes and
 // ending at the end of the arena.
 func (sc *encScratch) add(off, klen int) {
-	if len(sc.arena) > math.MaxUint32 {
+	if uint64(len(sc.arena)) > math.MaxUint32 { // uint64: on 32-bit platforms a length never is
 		panic(fmt.Sprintf("state: one state's entries of one key group exceed %d bytes", uint32(math.MaxUint32)))
 	}
 	sc.ents = append(sc.ents, sortEntry{off: uint32(off), klen: uint32(klen), n: uint32(len(sc.arena) - off)})

@@ -231,7 +231,7 @@ func (m *strMap[E]) putHashed(k string, h uint32, e E) {
 		s.klen = uint8(len(k))
 		copy(s.key[:], k)
 	} else {
-		if len(k) > math.MaxUint32 || len(m.arena)+len(k) > math.MaxUint32 {
+		if uint64(len(k)) > math.MaxUint32 || uint64(len(m.arena))+uint64(len(k)) > math.MaxUint32 {
 			panic(fmt.Sprintf("state: a key group's string keys exceed %d bytes", uint32(math.MaxUint32)))
 		}
 		s.klen = longKey
