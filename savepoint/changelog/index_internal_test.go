@@ -1,8 +1,11 @@
 package changelog
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // A file holding all 128 key groups, indexed by an index that keeps 32 of
@@ -36,4 +39,59 @@ func TestIndexClipsSegmentsOfARescaledFile(t *testing.T) {
 	if reserved > 2*kept+32*4096 {
 		t.Fatalf("the index reserves %d bytes for %d kept: segments were not clipped", reserved, kept)
 	}
+}
+
+// TestInlineParseIsGeneralParse: parseRecords reads common records inline;
+// on record streams of every op, with fields of one and two length bytes,
+// then cut short or with a byte changed, it yields the same records and
+// the same error as with the inline reading off.
+func TestInlineParseIsGeneralParse(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var p []byte
+		for range rapid.IntRange(0, 20).Draw(t, "records") {
+			field := func(label string) []byte {
+				return []byte(rapid.StringN(0, 140, -1).Draw(t, label))
+			}
+			op := Op(rapid.SampledFrom([]Op{OpClear, OpSet, OpListAdd, OpListSet, OpMapPut, OpMapRemove, OpTimerAdd, OpTimerDel}).Draw(t, "op"))
+			id := uint32(rapid.SampledFrom([]int{1, 2, 200}).Draw(t, "id"))
+			kg := rapid.SampledFrom([]int{0, 5, 127, 128, 300}).Draw(t, "kg")
+			p = AppendHead(p, op, id, kg, field("key"))
+			switch op {
+			case OpSet, OpListAdd, OpListSet, OpMapRemove:
+				p = AppendPrefixed(p, field("a"))
+			case OpMapPut:
+				p = AppendPrefixed(AppendPrefixed(p, field("a")), field("b"))
+			case OpTimerAdd, OpTimerDel:
+				p = binary.AppendVarint(p, rapid.Int64().Draw(t, "ts"))
+			}
+		}
+		if len(p) > 0 && rapid.Bool().Draw(t, "damage") {
+			if rapid.Bool().Draw(t, "cut") {
+				p = p[:rapid.IntRange(0, len(p)-1).Draw(t, "at")]
+			} else {
+				p[rapid.IntRange(0, len(p)-1).Draw(t, "byte")] = byte(rapid.IntRange(0, 255).Draw(t, "to"))
+			}
+		}
+		read := func(inline bool) (string, error) {
+			parseInline = inline
+			defer func() { parseInline = true }()
+			var decls declTable
+			for _, id := range []uint64{1, 2, 200} {
+				if err := decls.set(id, fmt.Sprint("s", id), byte(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out []byte
+			err := parseRecords(p, &decls, func(r *Record, raw []byte) error {
+				out = fmt.Appendf(out, "%d %s %d %d %q %q %q %d %x\n", r.Op, r.State, r.Kind, r.KeyGroup, r.Key, r.A, r.B, r.Time, raw)
+				return nil
+			})
+			return string(out), err
+		}
+		got, gotErr := read(true)
+		want, wantErr := read(false)
+		if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("inline: %s(%v)\ngeneral: %s(%v)", got, gotErr, want, wantErr)
+		}
+	})
 }
