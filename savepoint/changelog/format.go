@@ -217,6 +217,7 @@ func parse(data []byte, size int64, name string, yield func(r *Record, raw []byt
 		return fmt.Errorf("changelog file %s has version %d; this gflink reads version %d: %w", name, v, version, ErrCorrupt)
 	}
 	off := int64(HeaderLen)
+	r := new(Record) // one for the file, reused: yield keeps none
 	for rest := data[HeaderLen:]; len(rest) > 0; {
 		if len(rest) < chunkHeaderLen {
 			return fmt.Errorf("changelog file %s: chunk at offset %d is cut short: %w", name, off, ErrCorrupt)
@@ -229,7 +230,7 @@ func parse(data []byte, size int64, name string, yield func(r *Record, raw []byt
 		if crc32.Checksum(payload, crcTab) != binary.BigEndian.Uint32(rest[4:]) {
 			return fmt.Errorf("changelog file %s: checksum mismatch in the chunk at offset %d: %w", name, off, ErrCorrupt)
 		}
-		if err := parseRecords(payload, decls, yield); err != nil {
+		if err := parseRecords(payload, decls, r, yield); err != nil {
 			return fmt.Errorf("changelog file %s, chunk at offset %d: %w", name, off, err)
 		}
 		rest = rest[chunkHeaderLen+n:]
@@ -238,12 +239,11 @@ func parse(data []byte, size int64, name string, yield func(r *Record, raw []byt
 	return nil
 }
 
-// parseRecords reads records back to back. yield gets each change record
-// (valid during the call: records are not copied around) and its bytes,
-// which an Index copies.
-func parseRecords(p []byte, decls *declTable, yield func(r *Record, raw []byte) error) error {
+// parseRecords reads records back to back into r. yield gets each change
+// record (valid during the call: records are not copied around) and its
+// bytes, which an Index copies.
+func parseRecords(p []byte, decls *declTable, r *Record, yield func(r *Record, raw []byte) error) error {
 	var err error
-	r := new(Record) // one per call, reused: yield keeps none
 	for len(p) > 0 {
 		raw := p
 		op := Op(p[0])

@@ -206,8 +206,9 @@ func (x *Index) KeyGroup(kg int, yield func(*Record) error) error {
 	if i < 0 || i >= len(x.kgs) {
 		return nil
 	}
+	r := new(Record)
 	for _, seg := range x.kgs[i] {
-		if err := parseRecords(seg.data, seg.decls, func(r *Record, _ []byte) error { return yield(r) }); err != nil {
+		if err := parseRecords(seg.data, seg.decls, r, func(r *Record, _ []byte) error { return yield(r) }); err != nil {
 			return err
 		}
 	}

@@ -82,7 +82,7 @@ func TestInlineParseIsGeneralParse(t *testing.T) {
 				}
 			}
 			var out []byte
-			err := parseRecords(p, &decls, func(r *Record, raw []byte) error {
+			err := parseRecords(p, &decls, new(Record), func(r *Record, raw []byte) error {
 				out = fmt.Appendf(out, "%d %s %d %d %q %q %q %d %x\n", r.Op, r.State, r.Kind, r.KeyGroup, r.Key, r.A, r.B, r.Time, raw)
 				return nil
 			})
