@@ -701,6 +701,7 @@ func (s *clValueState[K, V]) Value() (V, bool) { return s.in.Value() }
 func (s *clValueState[K, V]) Update(v V) {
 	s.in.Update(v)
 	if s.intStr {
+		// What head does, then the whole record in one step.
 		s.b.dirty = true
 		s.b.w.SetStringVarint(s.d.id, s.b.kg, asString(s.b.cur), *(*int64)(unsafe.Pointer(&v)))
 		return
@@ -748,7 +749,7 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 		return in, err
 	}
 	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue),
-		intStr: b.strKey && isVarint64(ser) && unsafe.Sizeof(*new(V)) == 8}, nil
+		intStr: b.strKey && isVarint64(ser)}, nil
 }
 
 // Replay writes through these: a state's entries by key group index and

@@ -484,11 +484,12 @@ func prefixOf(key []byte) uint64 {
 }
 
 // isVarint64 reports whether ser is a built-in serializer that appends an
-// 8-byte integer as binary.AppendVarint does (int64, int).
+// 8-byte integer as binary.AppendVarint does (int64, and int where it is
+// 8 bytes: callers read the value as an int64).
 func isVarint64[V any](ser Serializer[V]) bool {
 	switch any(ser).(type) {
 	case int64Serializer, intSerializer:
-		return true
+		return unsafe.Sizeof(*new(V)) == 8
 	}
 	return false
 }

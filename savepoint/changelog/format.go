@@ -251,7 +251,10 @@ func parseRecords(p []byte, decls *declTable, r *Record, yield func(r *Record, r
 		// a value of fewer than 128 bytes — is read inline: calling
 		// uvarint and prefixed for every field was half of a recovery's
 		// CPU.
-		if parseInline && len(p) >= 5 && p[1]|p[2]|p[3] < 0x80 && op != OpDeclare {
+		// (Other ops — declarations, map puts, timers — and anything
+		// else are read by the general code below.)
+		inline := op == OpClear || op == OpSet || op == OpListAdd || op == OpListSet || op == OpMapRemove
+		if parseInline && inline && len(p) >= 5 && p[1]|p[2]|p[3] < 0x80 {
 			if d, ok := decls.get(uint64(p[1])); ok {
 				if k := 4 + int(p[3]); k < len(p) {
 					*r = Record{Op: op, State: d.name, Kind: d.kind, KeyGroup: int(p[2]), Key: p[4:k:k]}

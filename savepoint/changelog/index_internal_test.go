@@ -52,10 +52,24 @@ func TestInlineParseIsGeneralParse(t *testing.T) {
 			field := func(label string) []byte {
 				return []byte(rapid.StringN(0, 140, -1).Draw(t, label))
 			}
-			op := Op(rapid.SampledFrom([]Op{OpClear, OpSet, OpListAdd, OpListSet, OpMapPut, OpMapRemove, OpTimerAdd, OpTimerDel}).Draw(t, "op"))
-			id := uint32(rapid.SampledFrom([]int{1, 2, 200}).Draw(t, "id"))
+			// Unknown ops, undeclared ids (0, 7), declarations between
+			// records and lengths written in more bytes than needed are
+			// drawn too.
+			op := Op(rapid.SampledFrom([]Op{OpClear, OpSet, OpListAdd, OpListSet, OpMapPut, OpMapRemove, OpTimerAdd, OpTimerDel, OpDeclare, 200}).Draw(t, "op"))
+			if op == OpDeclare {
+				p = AppendDeclare(p, uint32(rapid.SampledFrom([]int{1, 3, 200}).Draw(t, "declared")), 4, string(field("name")))
+				continue
+			}
+			id := uint32(rapid.SampledFrom([]int{1, 2, 200, 0, 7}).Draw(t, "id"))
 			kg := rapid.SampledFrom([]int{0, 5, 127, 128, 300}).Draw(t, "kg")
-			p = AppendHead(p, op, id, kg, field("key"))
+			if rapid.Bool().Draw(t, "long lengths") {
+				// The key group and the key's length in two bytes each.
+				key := field("key")
+				p = append(append(append(p, byte(op)), byte(id)), byte(kg)|0x80, byte(kg>>7), byte(len(key))|0x80, byte(len(key)>>7))
+				p = append(p, key...)
+			} else {
+				p = AppendHead(p, op, id, kg, field("key"))
+			}
 			switch op {
 			case OpSet, OpListAdd, OpListSet, OpMapRemove:
 				p = AppendPrefixed(p, field("a"))

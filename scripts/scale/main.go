@@ -777,7 +777,7 @@ func changelogRatios(scratch string) {
 		for k := range 3 {
 			for _, on := range []bool{r%2 == 0, r%2 != 0} {
 				changelogOn = on
-				if on && k == 0 && *recProf != "" {
+				if on && k == 1 && r == 0 && *recProf != "" { // not the first restore: see above
 					f, err := os.Create(*recProf)
 					check(err)
 					check(pprof.StartCPUProfile(f))
