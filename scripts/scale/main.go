@@ -777,14 +777,15 @@ func changelogRatios(scratch string) {
 		for k := range 3 {
 			for _, on := range []bool{r%2 == 0, r%2 != 0} {
 				changelogOn = on
-				if on && k == 1 && r == 0 && *recProf != "" { // not the first restore: see above
+				prof := on && k == 1 && r == 0 && *recProf != "" // not the first restore: see above
+				if prof {
 					f, err := os.Create(*recProf)
 					check(err)
 					check(pprof.StartCPUProfile(f))
-					times[on] = append(times[on], timeRunning(dirs[on], chks[on]).Seconds())
+				}
+				times[on] = append(times[on], timeRunning(dirs[on], chks[on]).Seconds())
+				if prof {
 					pprof.StopCPUProfile()
-				} else {
-					times[on] = append(times[on], timeRunning(dirs[on], chks[on]).Seconds())
 				}
 			}
 		}
@@ -792,14 +793,11 @@ func changelogRatios(scratch string) {
 			os.RemoveAll(d)
 		}
 		ms := func(xs []float64) string {
-			var b strings.Builder
+			s := make([]string, len(xs))
 			for i, x := range xs {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				fmt.Fprintf(&b, "%.0f", x*1000)
+				s[i] = fmt.Sprintf("%.0f", x*1000)
 			}
-			return b.String() + " ms"
+			return strings.Join(s, ", ") + " ms"
 		}
 		rec = append(rec, median(times[true])/median(times[false]))
 		disk = append(disk, float64(bytes[true])/float64(bytes[false]))
