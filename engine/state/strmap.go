@@ -554,6 +554,8 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 	out := sc.out[:0]
 	next := o.next[:0]
 	j := 0
+	var pfx uint64 // prefixAt of added[j] when havePfx
+	havePfx := false
 	if o.valid {
 		// The kept order visits the slots at random. They are copied out a
 		// chunk at a time first, in a loop that does nothing else, so the
@@ -577,11 +579,17 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 					cur := m.encodedPrefix(s, k, sc)
 					for ; j < len(added); j++ {
 						e := &sc.ents[added[j].i]
+						if !havePfx {
+							// Once per addition, not once per kept entry it
+							// is compared with: that was 0.4 s of a 5 M-key
+							// run's checkpoints.
+							pfx, havePfx = prefixAt(sc.arena, e, 0), true
+						}
 						// The first 8 bytes decide, as a rule; the rest only
 						// when they tie.
-						if p := prefixAt(sc.arena, e, 0); p > cur {
+						if pfx > cur {
 							break
-						} else if p == cur {
+						} else if pfx == cur {
 							sc.cur = stringSerializer{}.Append(sc.cur[:0], k)
 							if bytes.Compare(e.key(sc.arena), sc.cur) > 0 {
 								break
@@ -589,6 +597,7 @@ func (m *strMap[E]) encodeOrdered(sc *encScratch, dst []byte, varint bool, encE 
 						}
 						out = append(out, sc.arena[e.off:e.off+e.n]...)
 						next = append(next, sc.slots[added[j].i])
+						havePfx = false
 					}
 				}
 				if s.klen != longKey {
