@@ -121,11 +121,11 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		// record: the rest goes back to the front of the queue.
 		if b.kgs != nil && keyed != nil {
 			for j := i; j < min(i+prefetchAhead, len(b.kgs)); j++ {
-				keyed.PrefetchKey(int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
+				keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
 			}
 			for ; i < len(b.recs) && !priority.Load(); i++ {
 				if j := i + prefetchAhead; j < len(b.kgs) {
-					keyed.PrefetchKey(int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
+					keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
 				}
 				kh := b.kgs[i]
 				keyed.CollectInKeyGroup(b.recs[i], int(uint16(kh)), uint32(kh>>32))

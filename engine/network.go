@@ -111,7 +111,7 @@ type keyGroupCollector[T any] interface {
 	// PrefetchKey is told about a record prefetchAhead records before
 	// CollectInKeyGroup is, so that its state lookup's cache misses
 	// overlap with the records in between (state.Prefetcher).
-	PrefetchKey(keyGroup int, hash uint32)
+	PrefetchKey(v T, keyGroup int, hash uint32)
 }
 
 // prefetchAhead is how many records ahead a keyed input prefetches: enough

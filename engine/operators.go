@@ -261,9 +261,10 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// hashed is the backend if it takes the key's hash (hashmap, with or
 	// without the changelog).
 	hashed state.HashedKeys[K]
-	// prefetch is the backend if it can warm its tables for keys to come
-	// (hashmap, with or without the changelog).
+	// prefetch and keyWarm warm the backend's tables for keys to come
+	// (state.Prefetchers: hashmap from the hash, rocksdb from the key).
 	prefetch state.Prefetcher
+	keyWarm  state.KeyPrefetcher[K]
 	clErr    error
 	name     string
 	fn       KeyedProcessFunction[K, IN, OUT]
@@ -302,9 +303,11 @@ func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash 
 
 // PrefetchKey warms the state tables for a record further down the input
 // (see runInput).
-func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(kg int, hash uint32) {
+func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(v IN, kg int, hash uint32) {
 	if o.prefetch != nil {
 		o.prefetch.Prefetch(kg, hash)
+	} else if o.keyWarm != nil {
+		o.keyWarm.PrefetchKey(o.keyFn(v), kg)
 	}
 }
 
@@ -325,7 +328,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
 	o.hashed, _ = o.backend.(state.HashedKeys[K])
-	o.prefetch, _ = o.backend.(state.Prefetcher)
+	o.prefetch, o.keyWarm = state.Prefetchers(o.backend)
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()

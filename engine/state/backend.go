@@ -360,6 +360,29 @@ type Prefetcher interface {
 	Prefetch(kg int, hash uint32)
 }
 
+// KeyPrefetcher is a backend that warms its caches from a key rather than
+// its hash: the LSM backend, whose write buffer files a state's entries
+// under composite keys ([state][key group][key]) that the record's hash
+// does not give.
+type KeyPrefetcher[K any] interface {
+	PrefetchKey(k K, kg int)
+}
+
+// Prefetchers returns how b warms its caches for keys to come: from their
+// hash (hashmap), from the keys themselves (rocksdb), or not at all (nil,
+// nil). The changelog's wrapper answers for the backend it wraps.
+func Prefetchers[K comparable](b Backend[K]) (Prefetcher, KeyPrefetcher[K]) {
+	if c, ok := b.(*ChangelogBackend[K]); ok {
+		b = c.inner
+	}
+	byHash, _ := b.(Prefetcher)
+	byKey, _ := b.(KeyPrefetcher[K])
+	if byHash != nil {
+		return byHash, nil
+	}
+	return nil, byKey
+}
+
 // Prefetch starts loading the table slots where the states in string
 // tables keep a key of key group kg with this hash (the first slot a
 // lookup probes; a key longer than 11 bytes, kept in the table's arena, or

@@ -22,6 +22,13 @@ type KVStore interface {
 	Close() error
 }
 
+// KVPrefetcher is a KVStore that can warm the processor's caches for a
+// key it will be asked for soon (the LSM store's write buffer: from ~100 K
+// keys a lookup there is a cache miss).
+type KVPrefetcher interface {
+	Prefetch(key []byte)
+}
+
 // KVSnapshot is a point-in-time view of a KVStore.
 type KVSnapshot interface {
 	NewIter(lower, upper []byte) (KVIter, error)

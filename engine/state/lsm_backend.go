@@ -62,6 +62,11 @@ type LSMBackend[K comparable] struct {
 	key []byte
 	// scratch buffers for composite keys and values.
 	key2, val []byte
+	// For PrefetchKey: the store, if it prefetches; the ids of the value
+	// and list states (keyed by the current key alone); their keys.
+	warmKV  KVPrefetcher
+	warmIDs []uint16
+	warmKey []byte
 
 	states map[string]lsmState
 	// known are states in the store that no operator declared (yet): the
@@ -104,13 +109,16 @@ type lsmState interface {
 // NewLSMBackend returns an empty backend over kv for the given key groups.
 // The backend owns kv: Dispose closes it.
 func NewLSMBackend[K comparable](kv KVStore, keySer KeySerializer[K], maxParallelism int, kgRange KeyGroupRange) *LSMBackend[K] {
-	return &LSMBackend[K]{
+	b := &LSMBackend[K]{
 		kv: kv, keySer: keySer, maxPar: maxParallelism, kgRange: kgRange,
 		key:    make([]byte, 4, 64),
 		states: map[string]lsmState{}, pending: map[string]*lsmRaw{}, counts: map[string]int64{},
-		known:  map[string]lsmMeta{},
-		nextID: 1,
+		known:   map[string]lsmMeta{},
+		nextID:  1,
+		warmKey: make([]byte, 4, 64),
 	}
+	b.warmKV, _ = kv.(KVPrefetcher)
+	return b
 }
 
 func (b *LSMBackend[K]) KeyGroupRange() KeyGroupRange { return b.kgRange }
@@ -131,6 +139,22 @@ func (b *LSMBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
 	b.epoch++
 	b.key = binary.BigEndian.AppendUint16(b.key[:2], uint16(kg))
 	b.key = b.keySer.Append(b.key, k)
+}
+
+// PrefetchKey warms the store for a key that will be current a few records
+// from now: the keys its value and list states keep it under (map states'
+// keys need the user key, and timers are rare). A key group outside the
+// range, which SetCurrentKeyAndGroup would refuse, is left alone.
+func (b *LSMBackend[K]) PrefetchKey(k K, kg int) {
+	if b.warmKV == nil || len(b.warmIDs) == 0 || !b.kgRange.Contains(kg) {
+		return
+	}
+	b.warmKey = binary.BigEndian.AppendUint16(b.warmKey[:2], uint16(kg))
+	b.warmKey = b.keySer.Append(b.warmKey, k)
+	for _, id := range b.warmIDs {
+		binary.BigEndian.PutUint16(b.warmKey, id)
+		b.warmKV.Prefetch(b.warmKey)
+	}
 }
 
 // stateKey returns [id][kg][current key], valid until the next call.
@@ -242,6 +266,9 @@ func lsmRegister[K comparable, S lsmState](b *LSMBackend[K], name string, kind K
 		f.finishRestore()
 	}
 	b.states[name] = s
+	if kind == KindValue || kind == KindList {
+		b.warmIDs = append(b.warmIDs, s.id())
+	}
 	return s, nil
 }
 

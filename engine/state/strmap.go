@@ -653,8 +653,32 @@ func NewStringMap[E any](n int) *StringMap[E] { return &StringMap[E]{newStrMap[E
 
 func bytesAsString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// Get returns the entry under key.
-func (s *StringMap[E]) Get(key []byte) (E, bool) { return s.m.get(bytesAsString(key)) }
+// Get returns the entry under key. The slot found last (by Get or
+// GetHashed) is tried first, without hashing: a read-modify-write reads the
+// key, then writes it (the LSM store's put reads the entry it updates).
+func (s *StringMap[E]) Get(key []byte) (E, bool) {
+	m, k := s.m, bytesAsString(key)
+	if m.last < len(m.slots) {
+		if sl := &m.slots[m.last]; sl.h != 0 && m.matches(sl, k) {
+			return sl.e, true
+		}
+	}
+	return m.get(k)
+}
+
+// HashKey is the hash a StringMap files key under: a reader of several
+// tables hashes a key once (GetHashed) and may warm its slots ahead
+// (Prefetch).
+func HashKey(key []byte) uint32 { return strHash(bytesAsString(key)) }
+
+// GetHashed is Get with key's HashKey known.
+func (s *StringMap[E]) GetHashed(key []byte, h uint32) (E, bool) {
+	return s.m.getHashed(bytesAsString(key), h)
+}
+
+// Prefetch starts loading the slot where a key with hash h (HashKey's) is
+// looked up first, without waiting for it.
+func (s *StringMap[E]) Prefetch(h uint32) { s.m.prefetchHash(h) }
 
 // Put stores e under key (a copy of it).
 func (s *StringMap[E]) Put(key []byte, e E) { s.m.put(bytesAsString(key), e) }

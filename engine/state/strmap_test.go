@@ -59,7 +59,23 @@ func TestPropertyStrMap(t *testing.T) {
 					t.Fatalf("drain(%d) moved %d, returned %d, left %d entries (the model %d)", budget, n, left, m.n, len(model))
 				}
 			}
-			if got, ok := m.get(k); ok != hasKey(model, k) || got != model[k] {
+			// Read through each way in: get, and the exported table's Get
+			// (which tries the slot found last first, possibly another
+			// key's now, or one a deletion emptied or a growth moved) and
+			// GetHashed; Prefetch must not disturb anything.
+			sm := &StringMap[int]{m}
+			var got int
+			var ok bool
+			switch rapid.IntRange(0, 2).Draw(t, "reader") {
+			case 0:
+				got, ok = m.get(k)
+			case 1:
+				got, ok = sm.Get([]byte(k))
+			case 2:
+				sm.Prefetch(HashKey([]byte(k)))
+				got, ok = sm.GetHashed([]byte(k), HashKey([]byte(k)))
+			}
+			if ok != hasKey(model, k) || got != model[k] {
 				w, in := model[k]
 				t.Fatalf("get(%q) = %d, %v; want %d, %v", k, got, ok, w, in)
 			}

@@ -1169,3 +1169,76 @@ func TestDeclareUnderOpenSnapshot(t *testing.T) {
 	sameStates(t, hb, lb)
 	sameBlocks(t, "lsm vs hashmap after declaring", takeBlocks(t, lb), takeBlocks(t, hb))
 }
+
+// recordingStore notes the keys a backend prefetches and reads.
+type recordingStore struct {
+	*lsm.Store
+	prefetched, read []string
+}
+
+func (r *recordingStore) Prefetch(key []byte) {
+	r.prefetched = append(r.prefetched, string(key))
+	r.Store.Prefetch(key)
+}
+
+func (r *recordingStore) Get(key, dst []byte) ([]byte, bool, error) {
+	r.read = append(r.read, string(key))
+	return r.Store.Get(key, dst)
+}
+
+// TestPrefetchKeyWarmsWhatIsRead: PrefetchKey warms exactly the keys the
+// value and list states then read for that key (a prefetch of other keys
+// would cost a miss and save none), nothing for a key group outside the
+// backend's range, and changes no state.
+func TestPrefetchKeyWarmsWhatIsRead(t *testing.T) {
+	st, err := lsm.Open(lsm.Options{Dir: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingStore{Store: st}
+	r := state.KeyGroupRange{Start: 0, End: 63}
+	b := state.NewLSMBackend[string](rec, keySer, maxPar, r)
+	defer b.Dispose()
+	v, err := state.GetValueState[int64](b, valueName, state.SerializerFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := state.GetListState[int64](b, listName, state.SerializerFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.GetMapState[string, int64](b, mapName, state.SerializerFor[string](), state.SerializerFor[int64]()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range 200 {
+		k := fmt.Sprint("key-", i)
+		kg := b.KeyGroupOf(k)
+		rec.prefetched, rec.read = rec.prefetched[:0], rec.read[:0]
+		b.PrefetchKey(k, kg)
+		if !r.Contains(kg) {
+			if len(rec.prefetched) != 0 {
+				t.Fatalf("key %q of key group %d, outside %v: prefetched %q", k, kg, r, rec.prefetched)
+			}
+			continue
+		}
+		n++
+		b.SetCurrentKeyAndGroup(k, kg)
+		if got, ok := v.Value(); ok || got != 0 {
+			t.Fatalf("key %q: value %d, %v before any write", k, got, ok)
+		}
+		l.Get()
+		if !slices.Equal(rec.read, rec.prefetched) {
+			t.Fatalf("key %q: prefetched %q, read %q", k, rec.prefetched, rec.read)
+		}
+		v.Update(int64(i))
+		l.Add(int64(i))
+		b.PrefetchKey(k, kg)
+		if got, ok := v.Value(); !ok || got != int64(i) {
+			t.Fatalf("key %q: value %d, %v after a prefetch; want %d", k, got, ok, i)
+		}
+	}
+	if n == 0 || n == 200 {
+		t.Fatalf("%d of 200 keys in %v: the test needs keys in and out of the range", n, r)
+	}
+}

@@ -124,7 +124,10 @@ type Store struct {
 	prev *state.StringMap[op]
 }
 
-var _ state.KVStore = (*Store)(nil)
+var (
+	_ state.KVStore      = (*Store)(nil)
+	_ state.KVPrefetcher = (*Store)(nil)
+)
 
 // Open creates the working directory (which must not exist, or be empty)
 // and opens a new LSM in it.
@@ -192,15 +195,31 @@ func (s *Store) ID() string { return s.id }
 // Dir is the working directory.
 func (s *Store) Dir() string { return s.dir }
 
+// Prefetch starts loading the write buffer's slots (and the flushed maps')
+// where key would be, so that a Get of it a few records later does not wait
+// for memory: at 100 K keys the buffer is ~12 MB, and its lookups were half
+// of a word count's time on this backend.
+func (s *Store) Prefetch(key []byte) {
+	h := state.HashKey(key)
+	s.buf.Prefetch(h)
+	if s.inflight != nil {
+		s.inflight.Prefetch(h)
+	}
+	if s.prev != nil {
+		s.prev.Prefetch(h)
+	}
+}
+
 // Get appends the value of key to dst.
 func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	// Merge operands found on the way down, newest first.
 	var pending [][]byte
+	h := state.HashKey(key) // once for every map
 	for i, m := range [2]*state.StringMap[op]{s.buf, s.inflight} {
 		if m == nil {
 			continue
 		}
-		o, ok := m.Get(key)
+		o, ok := m.GetHashed(key, h)
 		if !ok {
 			continue
 		}
@@ -221,7 +240,7 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 		// Older than the map in flight, if any, but still what Pebble
 		// holds for a key that map does not have. A merge's operands are
 		// in Pebble with what lay below them: read there.
-		if o, ok := s.prev.Get(key); ok {
+		if o, ok := s.prev.GetHashed(key, h); ok {
 			if out, found, ok := settled(dst, o, pending); ok {
 				return out, found, nil
 			}
