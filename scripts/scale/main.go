@@ -64,7 +64,7 @@ var (
 	words    = flag.Int64("words", 0, "words of input (default 8 × keys)")
 	rounds   = flag.Int("rounds", 3, "rounds of the ratio measurements")
 	interval = flag.Duration("interval", time.Second, "checkpoint interval")
-	mode     = flag.String("mode", "ratios", "ratios, restore, rss-engine or rss-map")
+	mode     = flag.String("mode", "ratios", "ratios, restore, backends, incremental, changelog, unaligned, rss-engine, rss-map, trace, changelog-run or checkpointed-run")
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	incr     = flag.Bool("incremental", false, "execution.checkpointing.incremental (rocksdb)")
@@ -126,6 +126,13 @@ func main() {
 	case "rss-engine":
 		_, _ = runWordCount(scratch, true)
 		fmt.Printf("RSS_KB=%d\n", peakRSS())
+	case "changelog-run", "checkpointed-run":
+		// One run with checkpoints, with or without the changelog, for a
+		// profile of either (go tool pprof -diff_base the other).
+		changelogOn = *mode == "changelog-run"
+		cpu0 := processCPU()
+		x, ds := runCollecting(scratch)
+		fmt.Printf("# %s: %.2fs (CPU %.2fs), %d checkpoints, median %.0f ms\n", *mode, x.elapsed.Seconds(), (processCPU() - cpu0).Seconds(), len(ds), median(ds))
 	case "trace":
 		// One run with checkpoints, traced, to see what a stall is made of:
 		// go tool trace <file>.
