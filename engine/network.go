@@ -110,7 +110,8 @@ type keyGroupCollector[T any] interface {
 	CollectInKeyGroup(v T, keyGroup int, hash uint32)
 	// PrefetchKey is told about a record prefetchAhead records before
 	// CollectInKeyGroup is, so that its state lookup's cache misses
-	// overlap with the records in between (state.Prefetcher).
+	// overlap with the records in between (state.Prefetcher, from the key
+	// group and hash; state.KeyPrefetcher, from the record's key).
 	PrefetchKey(v T, keyGroup int, hash uint32)
 }
 

@@ -307,6 +307,9 @@ func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(v IN, kg int, hash uint32
 	if o.prefetch != nil {
 		o.prefetch.Prefetch(kg, hash)
 	} else if o.keyWarm != nil {
+		// The key selector runs twice per record on this path: a few ns
+		// for a field or the record itself, against a cache miss of
+		// ~100 ns saved.
 		o.keyWarm.PrefetchKey(o.keyFn(v), kg)
 	}
 }
