@@ -64,7 +64,7 @@ var (
 	words    = flag.Int64("words", 0, "words of input (default 8 × keys)")
 	rounds   = flag.Int("rounds", 3, "rounds of the ratio measurements")
 	interval = flag.Duration("interval", time.Second, "checkpoint interval")
-	mode     = flag.String("mode", "ratios", "ratios, restore, backends, incremental, changelog, unaligned, rss-engine, rss-map, trace, changelog-run or checkpointed-run")
+	mode     = flag.String("mode", "ratios", "ratios, restore, backends, incremental, changelog, unaligned, unaligned-throughput, rss-engine, rss-map, trace, changelog-run or checkpointed-run")
 	dir      = flag.String("dir", "", "scratch directory (default: a temporary one)")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	incr     = flag.Bool("incremental", false, "execution.checkpointing.incremental (rocksdb)")
