@@ -247,9 +247,13 @@ func checkpointConf(dir string, extra ...string) map[string]string {
 }
 
 // failWithCheckpoint runs r, which must fail with one retained checkpoint,
-// and returns that checkpoint resolved and the run's output.
+// and returns that checkpoint resolved and the run's output. Its injected
+// failure waits for a completed checkpoint (fault-injection.after-
+// checkpoints): on a loaded machine the sources could otherwise reach the
+// failure before the first checkpoint completed.
 func failWithCheckpoint(t *testing.T, r wcRun) (*restore.Resolved, string) {
 	t.Helper()
+	r.conf["fault-injection.after-checkpoints"] = "1"
 	res, out := r.run(t)
 	if res.Status != engine.StatusFailed || len(res.Retained) != 1 {
 		t.Fatalf("status %s (%v), retained %v; want FAILED with one checkpoint", res.Status, res.Err, res.Retained)
@@ -314,6 +318,33 @@ func TestAtLeastOnceNeverCountsLess(t *testing.T) {
 	compareCounts(t, finalCounts(t, out), expected(r), true)
 }
 
+// TestFaultInjectionWaitsForCheckpoints: with
+// fault-injection.after-checkpoints the injected failure comes once the
+// records are emitted *and* that many checkpoints have completed — so a
+// rehearsal always has a checkpoint to restore, however fast the sources
+// (here the record threshold is crossed by the first line).
+func TestFaultInjectionWaitsForCheckpoints(t *testing.T) {
+	r := wcRun{p: 2, lines: 20000, distinct: 100, rate: 200_000, log: &syncBuffer{},
+		conf: checkpointConf(t.TempDir(), "restart-strategy.type", "none",
+			"fault-injection.fail-after-records", "1",
+			"fault-injection.after-checkpoints", "3")}
+	res, _ := r.run(t)
+	if res.Status != engine.StatusFailed || !strings.Contains(res.Err.Error(), "injected failure 1 of 1") {
+		t.Fatalf("status %s (%v); want FAILED by the injected failure", res.Status, res.Err)
+	}
+	log := r.log.String()
+	if !strings.Contains(log, "after the sources emit 1 records and 3 checkpoints complete") {
+		t.Errorf("the start-up warning does not say the failure waits for 3 checkpoints:\n%s", log)
+	}
+	failed := strings.Index(log, "injected failure")
+	if failed < 0 {
+		t.Fatalf("the log does not mention the injected failure:\n%s", log)
+	}
+	if n := len(completedCheckpoints.FindAllString(log[:failed], -1)); n < 3 {
+		t.Errorf("%d checkpoints completed before the injected failure; want at least 3:\n%s", n, log[:failed])
+	}
+}
+
 func TestNoRestartStrategyFailsTheJob(t *testing.T) {
 	r := wcRun{p: 2, lines: 5000, distinct: 100, rate: 1_000_000,
 		conf: checkpointConf(t.TempDir(), "restart-strategy.type", "none",
@@ -350,14 +381,14 @@ func TestEngineTestsUnaligned(t *testing.T) {
 // checkpoint is chk-(N+1).
 func TestRetainedCheckpointRestores(t *testing.T) {
 	dir := t.TempDir()
-	// Paced so that the failure (at 12,000 records, 60 ms in at the
-	// earliest) comes after a checkpoint (every 20 ms) on a loaded machine
-	// too: at 1 M lines/s the first rocksdb checkpoint could lose the race.
+	// Paced, so that the run lasts long enough for the failure at 12,000
+	// records to come after a checkpoint (every 20 ms), which the failure
+	// waits for (fault-injection.after-checkpoints).
 	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 200_000}
 	first := base
 	first.conf = checkpointConf(dir, "restart-strategy.type", "none",
 		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
-		"fault-injection.fail-after-records", "12000")
+		"fault-injection.fail-after-records", "12000", "fault-injection.after-checkpoints", "1")
 	res, out1 := first.run(t)
 	if res.Status != engine.StatusFailed {
 		t.Fatalf("status %s; want FAILED", res.Status)
@@ -414,7 +445,7 @@ func TestRestoredCheckpointIDsContinue(t *testing.T) {
 	r := wcRun{p: 1, lines: 20000, distinct: 100, rate: 500_000,
 		conf: checkpointConf(dir, "restart-strategy.type", "none",
 			"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
-			"fault-injection.fail-after-records", "15000")}
+			"fault-injection.fail-after-records", "15000", "fault-injection.after-checkpoints", "1")}
 	res, _ := r.run(t)
 	if res.Status != engine.StatusFailed || len(res.Retained) == 0 {
 		t.Fatalf("status %s, retained %v", res.Status, res.Retained)
@@ -812,9 +843,9 @@ func TestSuppressRestartsFailsTheJobOnce(t *testing.T) {
 // them go: until then the job must not be RUNNING.
 func TestRunningOnlyAfterStateRestored(t *testing.T) {
 	dir := t.TempDir()
-	// Paced so that the failure (at 12,000 records, 60 ms in at the
-	// earliest) comes after a checkpoint (every 20 ms) on a loaded machine
-	// too: at 1 M lines/s the first rocksdb checkpoint could lose the race.
+	// Paced, so that the run lasts long enough for the failure at 12,000
+	// records to come after a checkpoint (every 20 ms), which the failure
+	// waits for (fault-injection.after-checkpoints).
 	base := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 200_000}
 	first := base
 	first.conf = checkpointConf(dir, "restart-strategy.type", "none",

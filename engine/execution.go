@@ -39,6 +39,9 @@ type execution struct {
 
 	emitted  atomic.Int64 // source records in this attempt
 	injected atomic.Bool
+	// completed counts the checkpoints completed in this attempt (for
+	// fault-injection.after-checkpoints).
+	completed atomic.Int64
 }
 
 func (e *execution) send(ev taskEvent) {
@@ -83,16 +86,18 @@ func (e *execution) taskExited(t *task, err error) {
 }
 
 // sourceEmitted counts source records for fault injection: once the sources
-// of this attempt have emitted fault-injection.fail-after-records records,
-// the task that crossed the line fails — at most fault-injection.max-failures
-// times in the job's life.
+// of this attempt have emitted fault-injection.fail-after-records records
+// (and, with fault-injection.after-checkpoints, that many checkpoints have
+// completed), the task that crossed the line fails — at most
+// fault-injection.max-failures times in the job's life.
 func (e *execution) sourceEmitted(t *task, n int64) {
 	jm := e.jm
 	if jm.faultAfter <= 0 {
 		return
 	}
 	total := e.emitted.Add(n)
-	if total < jm.faultAfter || jm.faultInjected.Load() >= jm.faultMax || !e.injected.CompareAndSwap(false, true) {
+	if total < jm.faultAfter || e.completed.Load() < jm.faultCheckpoints ||
+		jm.faultInjected.Load() >= jm.faultMax || !e.injected.CompareAndSwap(false, true) {
 		return
 	}
 	k := jm.faultInjected.Add(1)

@@ -195,6 +195,9 @@ type jobMaster struct {
 	faultAfter    int64
 	faultMax      int64
 	faultInjected atomic.Int64
+	// faultCheckpoints: an injected failure also waits for this many
+	// completed checkpoints in the attempt (execution.completed).
+	faultCheckpoints int64
 
 	// Guarded by mu, for Info.
 	stats      statsTracker
@@ -281,9 +284,14 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	}
 	fa, _ := FaultFailAfterRecords.Get(c)
 	fm, _ := FaultMaxFailures.Get(c)
-	jm.faultAfter, jm.faultMax = int64(fa), int64(fm)
+	fc, _ := FaultAfterCheckpoints.Get(c)
+	jm.faultAfter, jm.faultMax, jm.faultCheckpoints = int64(fa), int64(fm), int64(fc)
 	if fa > 0 {
-		jm.log.Warn(fmt.Sprintf("Fault injection is on: a task will fail after the sources emit %d records (at most %d times).", fa, fm))
+		after := ""
+		if fc > 0 {
+			after = fmt.Sprintf(" and %d checkpoints complete", fc)
+		}
+		jm.log.Warn(fmt.Sprintf("Fault injection is on: a task will fail after the sources emit %d records%s (at most %d times).", fa, after, fm))
 	}
 
 	jobDir := ""
@@ -867,6 +875,9 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 		for _, t := range a.Notify {
 			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})
 		}
+	}
+	if jm.exec != nil && !a.Checkpoint.Type.IsSavepoint() {
+		jm.exec.completed.Add(1)
 	}
 	path := ""
 	if h.Loc.Dir != "" {

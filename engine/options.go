@@ -104,6 +104,9 @@ var (
 	FaultMaxFailures = config.Int("fault-injection.max-failures").WithDefault(1).
 				WithCheck(config.NonNegative).WithAccepted("an integer >= 0").
 				WithDescription("gflink only: how many failures fault injection causes in the job's life.")
+	FaultAfterCheckpoints = config.Int("fault-injection.after-checkpoints").WithDefault(0).
+				WithCheck(config.NonNegative).WithAccepted("an integer >= 0").
+				WithDescription("gflink only: fault injection also waits until this many checkpoints have completed in the current attempt, so that the failure always has a checkpoint to restore, however fast the sources are. 0 (the default): it does not wait.")
 )
 
 // EngineOptions lists the engine's own options.
@@ -111,7 +114,7 @@ func EngineOptions() []config.AnyOption {
 	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, StateBackend,
 		RocksDBLocalDir, IOTmpDirs, RocksDBBlockCacheSize, RocksDBWriteBufferSize, RocksDBTimerService, Incremental,
 		RocksDBManagedMemory, ManagedMemorySize, RocksDBWriteBufferRatio,
-		FaultFailAfterRecords, FaultMaxFailures}
+		FaultFailAfterRecords, FaultMaxFailures, FaultAfterCheckpoints}
 }
 
 // Options lists every option gflink's engine honours, for validation up
