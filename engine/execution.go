@@ -101,8 +101,12 @@ func (e *execution) sourceEmitted(t *task, n int64) {
 		return
 	}
 	k := jm.faultInjected.Add(1)
-	fail("", fmt.Errorf("injected failure %d of %d, after the sources emitted %d records (fault-injection.fail-after-records=%d)",
-		k, jm.faultMax, total, jm.faultAfter))
+	after := ""
+	if jm.faultCheckpoints > 0 {
+		after = fmt.Sprintf(" and %d checkpoints completed (fault-injection.after-checkpoints=%d)", e.completed.Load(), jm.faultCheckpoints)
+	}
+	fail("", fmt.Errorf("injected failure %d of %d, after the sources emitted %d records (fault-injection.fail-after-records=%d)%s",
+		k, jm.faultMax, total, jm.faultAfter, after))
 }
 
 // deploy builds and starts an attempt, restoring state from plan (nil for

@@ -309,7 +309,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(v IN, kg int, hash uint32
 	} else if o.keyWarm != nil {
 		// The key selector runs twice per record on this path: a few ns
 		// for a field or the record itself, against a cache miss of
-		// ~100 ns saved.
+		// ~100 ns saved (and for nothing when the operator has only map
+		// state or timers, which PrefetchKey does not warm).
 		o.keyWarm.PrefetchKey(o.keyFn(v), kg)
 	}
 }

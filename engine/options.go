@@ -106,7 +106,7 @@ var (
 				WithDescription("gflink only: how many failures fault injection causes in the job's life.")
 	FaultAfterCheckpoints = config.Int("fault-injection.after-checkpoints").WithDefault(0).
 				WithCheck(config.NonNegative).WithAccepted("an integer >= 0").
-				WithDescription("gflink only: fault injection also waits until this many checkpoints have completed in the current attempt, so that the failure always has a checkpoint to restore, however fast the sources are. 0 (the default): it does not wait.")
+				WithDescription("gflink only: fault injection also waits until this many checkpoints have completed in the current attempt, so that the failure has a checkpoint to restore however fast the sources are; it comes with the next record a source emits after that (a bounded job whose sources finish first is not failed). 0 (the default): it does not wait.")
 )
 
 // EngineOptions lists the engine's own options.

@@ -370,7 +370,8 @@ type KeyPrefetcher[K any] interface {
 
 // Prefetchers returns how b warms its caches for keys to come: from their
 // hash (hashmap), from the keys themselves (rocksdb), or not at all (nil,
-// nil). The changelog's wrapper answers for the backend it wraps.
+// nil). Behind the changelog's wrapper it is the wrapped backend's tables
+// that lookups read, so that backend answers.
 func Prefetchers[K comparable](b Backend[K]) (Prefetcher, KeyPrefetcher[K]) {
 	if c, ok := b.(*ChangelogBackend[K]); ok {
 		b = c.inner

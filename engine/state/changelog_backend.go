@@ -39,7 +39,6 @@ import (
 type ChangelogBackend[K comparable] struct {
 	inner  Backend[K]
 	hashed HashedKeys[K] // inner, if it takes a key's hash
-	warm   Prefetcher    // inner, if it prefetches
 	keySer KeySerializer[K]
 	o      ChangelogOptions
 	w      *changelog.Writer // nil: replay only (changelog off in this run)
@@ -136,7 +135,6 @@ func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K]
 	b := &ChangelogBackend[K]{inner: inner, keySer: keySer, o: o, states: map[string]*clDecl{},
 		inLog: map[string]*clDecl{}, replayed: map[string]bool{}}
 	b.hashed, _ = inner.(HashedKeys[K])
-	b.warm, _ = inner.(Prefetcher)
 	_, b.strKey = any(keySer).(stringSerializer)
 	if o.Now == nil {
 		b.o.Now = time.Now
@@ -210,13 +208,6 @@ func (b *ChangelogBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
 		b.inner.SetCurrentKeyAndGroup(k, kg)
 	}
 	b.cur, b.kg, b.keyOK = k, kg, false
-}
-
-// Prefetch passes on to the wrapped backend, whose tables the lookups read.
-func (b *ChangelogBackend[K]) Prefetch(kg int, hash uint32) {
-	if b.warm != nil {
-		b.warm.Prefetch(kg, hash)
-	}
 }
 
 // syncKey takes the wrapped backend's current key (set by a timer firing).

@@ -22,8 +22,8 @@ type KVStore interface {
 	Close() error
 }
 
-// KVPrefetcher is a KVStore that can warm the processor's caches for a
-// key it will be asked for soon (the LSM store's write buffer: from ~100 K
+// KVPrefetcher is implemented by a KVStore that can warm the processor's
+// caches for a key it will be asked for soon (the LSM store's write buffer: from ~100 K
 // keys a lookup there is a cache miss).
 type KVPrefetcher interface {
 	Prefetch(key []byte)

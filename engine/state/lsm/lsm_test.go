@@ -1233,9 +1233,16 @@ func TestPrefetchKeyWarmsWhatIsRead(t *testing.T) {
 		}
 		v.Update(int64(i))
 		l.Add(int64(i))
-		b.PrefetchKey(k, kg)
+		// The input prefetches records ahead of the current one: another
+		// key's prefetch must leave the current key's reads and writes alone.
+		other := fmt.Sprint("key-", i+1)
+		b.PrefetchKey(other, b.KeyGroupOf(other))
 		if got, ok := v.Value(); !ok || got != int64(i) {
-			t.Fatalf("key %q: value %d, %v after a prefetch; want %d", k, got, ok, i)
+			t.Fatalf("key %q: value %d, %v after a prefetch of %q; want %d", k, got, ok, other, i)
+		}
+		v.Update(int64(i) + 1)
+		if got := l.Get(); len(got) != 1 || got[0] != int64(i) {
+			t.Fatalf("key %q: list %v after a prefetch of %q; want [%d]", k, got, other, i)
 		}
 	}
 	if n == 0 || n == 200 {
