@@ -100,6 +100,7 @@ type changelogConfig struct {
 	storage      string
 	dir          string        // <base-path>/<jobId>/dstl (filesystem)
 	interval     time.Duration // 0: no periodic materialization
+	ckInterval   time.Duration // checkpoints' (materializations start after one)
 	maxFailures  int
 	persistDelay time.Duration
 	handOff      int
@@ -115,7 +116,7 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		return nil, nil, err
 	}
 	var warnings []string
-	cc := &changelogConfig{}
+	cc := &changelogConfig{ckInterval: cp.Interval}
 	if cc.storage, err = ChangelogStorage.Get(c); err != nil {
 		return nil, nil, err
 	}
@@ -217,7 +218,7 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 		}
 		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.subtask, randomID()),
 			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight, MaxAttempts: cc.attempts}
-		o.Interval, o.MaxFailures = cc.interval, cc.maxFailures
+		o.Interval, o.MaxFailures, o.AfterCheckpoint = cc.interval, cc.maxFailures, cc.ckInterval
 		storageOf := t.exec.jm.storage
 		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
 			if n, ok := s.(*state.NativeSnapshot); ok {

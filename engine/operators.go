@@ -490,6 +490,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
 func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
 	o.backend.CheckpointComplete(id)
+	o.tickChangelog() // a due materialization starts now, between checkpoints
 	return nil
 }
 

@@ -24,7 +24,10 @@ func testConfig(t *testing.T, addr string) *Config {
 	c.SetString(StorageDir.Key(), t.TempDir(), "-D")
 	c.SetString(ClusterID.Key(), "/"+strings.ReplaceAll(t.Name(), "/", "-"), "-D")
 	c.SetString(SessionTimeout.Key(), "1 s", "-D")
-	c.SetString(ConnectionTimeout.Key(), "5 s", "-D")
+	// Generous: a connection that succeeds takes milliseconds, but under a
+	// full go test ./... on 2 cores a JVM that answered ruok once took
+	// longer than 5 s to establish a session.
+	c.SetString(ConnectionTimeout.Key(), "30 s", "-D")
 	c.SetString(RetryWait.Key(), "100 ms", "-D")
 	cfg, err := ConfigFrom(c)
 	if err != nil {

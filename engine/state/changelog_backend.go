@@ -63,11 +63,12 @@ type ChangelogBackend[K comparable] struct {
 	run       *matRun
 	nextMat   time.Time
 	failures  int
-	forced    bool  // restored: materialize before the first checkpoint
-	dirty     bool  // changes since the last materialization began
-	matSeq    int64 // materialization ids
-	lastCkpt  int64 // the file the previous checkpoint ended
-	lastMatID int64 // the materialization the previous checkpoint used
+	forced    bool      // restored: materialize before the first checkpoint
+	dirty     bool      // changes since the last materialization began
+	matSeq    int64     // materialization ids
+	lastCkpt  int64     // the file the previous checkpoint ended
+	completed time.Time // when the latest checkpoint completed
+	lastMatID int64     // the materialization the previous checkpoint used
 	disposed  bool
 }
 
@@ -88,9 +89,19 @@ type ChangelogOptions struct {
 	// keeps materializations apart from checkpoints.
 	MaterializeOptions func(id int64) SnapshotOptions
 	// Interval between materializations; 0: only when forced.
-	Interval    time.Duration
-	MaxFailures int
-	Now         func() time.Time
+	Interval time.Duration
+	// AfterCheckpoint: a due materialization waits for the next completed
+	// checkpoint and starts right after it, but waits at most this long
+	// (the checkpoint interval); 0: it starts when due. Why: started on
+	// the interval's own clock, a materialization fell on a checkpoint as
+	// often as not (10 min is a multiple of any round checkpoint
+	// interval), and that checkpoint's log roll then waited behind the
+	// materialization's roll and its file's writes — 18–22 ms against
+	// 3–7 ms for the others at 1 M keys, the whole of the changelog's p99.
+	// Right after a checkpoint, it has the interval to itself.
+	AfterCheckpoint time.Duration
+	MaxFailures     int
+	Now             func() time.Time
 	// OnMaterialized is told of each materialization (for the log).
 	OnMaterialized func(id int64, size int64, took time.Duration, err error)
 }
@@ -481,13 +492,33 @@ func (s *ChangelogSnapshot) Wait() (*ChangelogState, error) {
 	return out, nil
 }
 
-// MaterializationDue says when the next materialization is due (zero: not
-// scheduled).
+// MaterializationDue says when Tick must run next for materialization
+// (zero: not scheduled): when the next one is due, or, if it waits for a
+// checkpoint to complete (AfterCheckpoint), when it stops waiting — a
+// completed checkpoint calls Tick itself (the operator's notifyComplete).
 func (b *ChangelogBackend[K]) MaterializationDue() time.Time {
 	if b.w == nil || b.run != nil || b.o.Interval <= 0 && !b.forced {
 		return time.Time{} // a running one is collected at the next tick
 	}
-	return b.nextMat
+	if b.forced {
+		return b.nextMat
+	}
+	return b.nextMat.Add(b.o.AfterCheckpoint)
+}
+
+// startsNow decides whether a materialization due at due starts at now:
+// a forced one (restore, a lost log file) at once; a periodic one right
+// after the first checkpoint completed since it fell due, or once it has
+// waited AfterCheckpoint for one.
+func startsNow(now, due, completed time.Time, forced bool, wait time.Duration) bool {
+	switch {
+	case due.IsZero() || now.Before(due):
+		return false
+	case forced || wait <= 0:
+		return true
+	default:
+		return !completed.Before(due) || !now.Before(due.Add(wait))
+	}
 }
 
 // restored: state came from a snapshot, which the log does not hold, so it
@@ -514,8 +545,10 @@ func (b *ChangelogBackend[K]) Tick() error {
 		return err
 	}
 	b.checkLog(now)
-	due := b.MaterializationDue()
-	if b.run == nil && !due.IsZero() && !now.Before(due) {
+	if b.run != nil || b.MaterializationDue().IsZero() {
+		return nil
+	}
+	if startsNow(now, b.nextMat, b.completed, b.forced, b.o.AfterCheckpoint) {
 		if !b.dirty && !b.forced {
 			b.nextMat = now.Add(b.o.Interval) // nothing changed: nothing to write
 			return nil
@@ -629,6 +662,7 @@ func (b *ChangelogBackend[K]) CheckpointComplete(id int64) {
 	if b.w != nil {
 		b.lastMatID = b.mat.id
 		b.w.Forget(b.mat.base)
+		b.completed = b.o.Now()
 	}
 }
 

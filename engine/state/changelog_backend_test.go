@@ -409,3 +409,81 @@ func BenchmarkChangelogWrite(b *testing.B) {
 	b.ReportMetric(float64(logged.Nanoseconds())/float64(b.N*updates), "logged-ns/update")
 	b.ReportMetric(float64(logged)/float64(plain), "logged/plain")
 }
+
+// TestStartsNow: a periodic materialization waits for the first checkpoint
+// completed after it fell due, at most AfterCheckpoint; a forced one, or
+// one without a wait, starts when due.
+func TestStartsNow(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(1000+s), 0) }
+	const wait = 2 * time.Second
+	cases := []struct {
+		name                string
+		now, due, completed time.Time
+		forced              bool
+		wait                time.Duration
+		want                bool
+	}{
+		{"not scheduled", at(5), time.Time{}, at(5), false, wait, false},
+		{"not due", at(4), at(5), at(4), false, wait, false},
+		{"due, no checkpoint since", at(6), at(5), at(4), false, wait, false},
+		{"due, a checkpoint completed since", at(6), at(5), at(6), false, wait, true},
+		{"a checkpoint completed as it fell due", at(5), at(5), at(5), false, wait, true},
+		{"waited long enough", at(7), at(5), at(4), false, wait, true},
+		{"forced", at(5), at(5), time.Time{}, true, wait, true},
+		{"no wait", at(5), at(5), time.Time{}, false, 0, true},
+	}
+	for _, c := range cases {
+		if got := startsNow(c.now, c.due, c.completed, c.forced, c.wait); got != c.want {
+			t.Errorf("%s: startsNow = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestMaterializationAfterCheckpoint: with AfterCheckpoint set, a due
+// materialization does not start at a tick until a checkpoint completes
+// (or the wait runs out), and MaterializationDue asks to be woken when the
+// wait runs out.
+func TestMaterializationAfterCheckpoint(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := newCLHarness(t, 4, func() time.Time { return now }, 10*time.Second, 3)
+	h.b.o.AfterCheckpoint = time.Second
+	s := registerCL(t, h.b)
+	h.b.SetCurrentKey("a")
+	s.v.Update(1)
+	if due, want := h.b.MaterializationDue(), now.Add(11*time.Second); !due.Equal(want) {
+		t.Fatalf("MaterializationDue = %v, want %v (due plus the wait)", due, want)
+	}
+	now = now.Add(10*time.Second + 500*time.Millisecond) // due, within the wait
+	if err := h.b.Tick(); err != nil || h.b.run != nil {
+		t.Fatalf("Tick when due, before a checkpoint: err %v, started %v", err, h.b.run != nil)
+	}
+	snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if h.b.run != nil {
+		t.Fatal("the checkpoint's snapshot started the materialization; it must wait for the checkpoint to complete")
+	}
+	h.b.CheckpointComplete(1)
+	if err := h.b.Tick(); err != nil || h.b.run == nil {
+		t.Fatalf("Tick right after a completed checkpoint: err %v, started %v", err, h.b.run != nil)
+	}
+	if err := h.settle(t); err != nil || h.b.mat.id != 1 {
+		t.Fatalf("settle = %v, materialization %d", err, h.b.mat.id)
+	}
+
+	// No checkpoint completes: it starts once the wait has run out.
+	s.v.Update(2)
+	now = now.Add(10*time.Second + 999*time.Millisecond)
+	if err := h.b.Tick(); err != nil || h.b.run != nil {
+		t.Fatalf("Tick within the wait: err %v, started %v", err, h.b.run != nil)
+	}
+	now = now.Add(time.Millisecond)
+	if err := h.b.Tick(); err != nil || h.b.run == nil {
+		t.Fatalf("Tick once the wait ran out: err %v, started %v", err, h.b.run != nil)
+	}
+	if err := h.settle(t); err != nil || h.b.mat.id != 2 {
+		t.Fatalf("settle = %v, materialization %d", err, h.b.mat.id)
+	}
+}

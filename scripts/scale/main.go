@@ -75,6 +75,7 @@ var (
 	recProf  = flag.String("recovery-profile", "", "-mode changelog: write a CPU profile of one recovery with the changelog to this file")
 	rate     = flag.Float64("rate", 0, "-mode changelog: words per second (0: as fast as possible)")
 	memProf  = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
+	ckDetail = flag.Bool("checkpoint-details", false, "-mode changelog, changelog-run, checkpointed-run: print every checkpoint, each subtask's synchronous and asynchronous parts and when it acknowledged")
 	// changelogOn adds the changelog to conf (-mode changelog).
 	changelogOn bool
 )
@@ -842,6 +843,13 @@ func runCollecting(scratch string) (run, []float64) {
 	collect := func() {
 		for _, c := range j.Info().Checkpoints.History {
 			if c.Status == "COMPLETED" && !c.IsSavepoint() {
+				if _, ok := seen[c.ID]; !ok && *ckDetail {
+					fmt.Printf("#   changelog=%v: checkpoint %d triggered at +%d ms took %d ms:", changelogOn, c.ID, c.TriggerTimestamp-start.UnixMilli(), c.EndToEndDuration)
+					for _, st := range c.Subtasks {
+						fmt.Printf(" [%.8s/%d sync %v async %v acked +%d ms]", st.VertexID, st.Subtask, st.Sync.Round(10*time.Microsecond), st.Async.Round(100*time.Microsecond), st.AckTimestamp-c.TriggerTimestamp)
+					}
+					fmt.Println()
+				}
 				seen[c.ID], at[c.ID] = float64(c.EndToEndDuration), c.TriggerTimestamp-start.UnixMilli()
 			}
 		}
