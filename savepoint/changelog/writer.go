@@ -63,6 +63,7 @@ type Writer struct {
 	seq      int64
 	lastHand time.Time
 	records  uint32 // records since the clock was last read (Done)
+	bufSize  int    // every record buffer's capacity (bufferSize)
 	ch       chan batch
 	free     chan []byte
 
@@ -79,14 +80,15 @@ func NewWriter(o WriterOptions, first int64, now time.Time) *Writer {
 	if o.HandOff <= 0 {
 		o.HandOff = 1 << 20
 	}
+	size := bufferSize(o.HandOff)
 	depth := 2
-	if o.InFlight > o.HandOff {
-		depth = min(64, o.InFlight/o.HandOff)
+	if o.InFlight > size {
+		depth = min(maxDepth, o.InFlight/size)
 	}
-	w := &Writer{o: o, fresh: true, seq: first, lastHand: now, rolled: first - 1,
+	w := &Writer{o: o, fresh: true, seq: first, lastHand: now, rolled: first - 1, bufSize: size,
 		ch: make(chan batch, depth), free: make(chan []byte, freeBuffers), files: map[int64]File{}, failed: map[int64]error{}, done: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
-	w.Buf = make([]byte, 0, minBuffer)
+	w.Buf = make([]byte, 0, size)
 	go w.persist()
 	return w
 }
@@ -127,14 +129,15 @@ func (w *Writer) declare() {
 	}
 }
 
-// Done ends a record: a full buffer is handed over at once, and so is one
-// that has waited the persist delay (with Now; the clock is read every 256
-// records). Why not only Tick: a task at full speed is never idle and may
-// fire no timer for long, and its batches then grew until HandOff (5 MB by
-// default) — late for the delay, and, grown by doubling from a reused
-// buffer, 600 MB/s of garbage at 6 M records/s, a collection every 200 ms.
+// Done ends a record: a buffer at HandOff, or within bufferSlack of its
+// capacity, is handed over at once, and so is one that has waited the
+// persist delay (with Now; the clock is read every 256 records). Why not
+// only Tick: a task at full speed is never idle and may fire no timer for
+// long, and its batches then grew until HandOff (5 MB by default) — late
+// for the delay, and, grown by doubling from a reused buffer, 600 MB/s of
+// garbage at 6 M records/s, a collection every 200 ms.
 func (w *Writer) Done() {
-	if len(w.Buf) >= w.o.HandOff {
+	if len(w.Buf) >= w.o.HandOff || cap(w.Buf)-len(w.Buf) < bufferSlack {
 		w.handOff(false, time.Time{})
 	} else if w.records++; w.records%256 == 0 && w.o.Now != nil {
 		w.Tick(w.o.Now())
@@ -176,42 +179,44 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 		return
 	}
 	w.ch <- batch{data: w.Buf, seq: w.seq, roll: roll}
-	// The next batch gets a buffer for half again what the last one held,
-	// not HandOff: the persist delay hands most batches over long before
-	// they reach it, and a new buffer is zeroed whole (a 5 MB buffer per
-	// 10 ms batch cost more CPU than encoding the records). A reused one
-	// smaller than the last batch would grow by doubling, each step a new
-	// buffer: it is left to the collector instead.
-	w.Buf = nil
-	if n <= maxFreeBuffer { // no pooled buffer holds more
-		select {
-		case b := <-w.free:
-			if cap(b) >= n {
-				w.Buf = b[:0]
-			}
-		default:
-		}
-	}
-	if w.Buf == nil {
-		w.Buf = make([]byte, 0, min(max(minBuffer, n+n/2), w.o.HandOff+w.o.HandOff/8))
+	select {
+	case b := <-w.free:
+		w.Buf = b[:0]
+	default:
+		w.Buf = make([]byte, 0, w.bufSize)
 	}
 	if !now.IsZero() {
 		w.lastHand = now
 	}
 }
 
+// bufferSize is the capacity of the writer's record buffers: HandOff,
+// within [4 KB, 1 MB]. Every buffer has it, and a full one is handed over
+// (Done) rather than grown, so that written buffers can be reused as they
+// are. Why fixed: buffers sized after the last batch were as often too
+// small — grown by doubling, each step a copy — or too big to pool (a
+// 10 ms batch at 8 M records/s is 1.2 MB), and a fresh buffer is zeroed
+// and faulted in page by page: 10% of the writer's CPU. At full speed a
+// buffer now holds ~8 ms of records, a write of 1 MB.
+func bufferSize(handOff int) int {
+	return min(max(handOff, 4<<10), 1<<20)
+}
+
 const (
-	// minBuffer is the smallest record buffer the writer allocates.
-	minBuffer = 64 << 10
-	// freeBuffers and maxFreeBuffer bound the written batches kept for
-	// reuse (to 128 MB). A file keeps its batches until its roll (for a
-	// retry), so the pool refills at each roll with up to a checkpoint
-	// interval's worth of buffers — about 100 at full speed, one per persist
-	// delay — and holds at most what the file held; one larger than
-	// maxFreeBuffer (a batch handed over by size in a burst) is left to the
-	// collector.
-	freeBuffers   = 128
-	maxFreeBuffer = 1 << 20
+	// bufferSlack: a buffer with less room than this is handed over at
+	// the end of a record, so that the next one rarely has to grow it (a
+	// word count's record is ~20 bytes; a larger record still fits, by
+	// growing the buffer, which is then not reused).
+	bufferSlack = 256
+	// freeBuffers bounds the written buffers kept for reuse (to 128 MB).
+	// A file keeps its buffers until its roll (for a retry), so the pool
+	// refills at each roll with up to a checkpoint interval's worth of
+	// buffers — about 120 at full speed — and holds at most what the file
+	// held.
+	freeBuffers = 128
+	// maxDepth bounds the batches handed over but not yet written, with
+	// max-in-flight: 100 buffers of 1 MB by default.
+	maxDepth = 128
 )
 
 // logFile is the file being written: its batches are kept until the roll
@@ -249,8 +254,8 @@ func (w *Writer) persist() {
 		if cur != nil {
 			f, err = w.finish(cur)
 			for _, d := range cur.batches {
-				if cap(d) > maxFreeBuffer {
-					continue
+				if cap(d) != w.bufSize {
+					continue // grown for a large record
 				}
 				select {
 				case w.free <- d:
