@@ -189,6 +189,14 @@ func Open(o Options) (*Store, error) {
 	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: state.NewStringMap[op](0), limit: int(o.WriteBufferSize)}, nil
 }
 
+// Compacting says whether Pebble is flushing or compacting now: files a
+// snapshot refers to may then be rewritten into new ones, which the next
+// incremental snapshot uploads although no key changed.
+func (s *Store) Compacting() bool {
+	m := s.db.Metrics()
+	return m.Compact.NumInProgress > 0 || m.Flush.NumInProgress > 0
+}
+
 // ID names this store instance: its files' names are unique within it.
 func (s *Store) ID() string { return s.id }
 
