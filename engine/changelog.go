@@ -46,7 +46,7 @@ var (
 			}
 			return nil
 		}).WithAccepted("a positive duration").
-		WithDescription("How often the wrapped backend's state is materialized, independently of checkpoints; the log before a materialization is then no longer needed.")
+		WithDescription("How often the wrapped backend's state is materialized (not as part of a checkpoint: each starts right after the checkpoint that completes when it is due, so as not to fall on one); the log before a materialization is then no longer needed.")
 	ChangelogMaterializeEnabled = config.Bool("state.changelog.periodic-materialize.enabled").WithDefault(true).
 					WithDeprecatedKeys("state.backend.changelog.periodic-materialize.enabled").
 					WithDescription("false: never materialize periodically (only once after a restore); the log then grows for the job's life.")
@@ -100,7 +100,7 @@ type changelogConfig struct {
 	storage      string
 	dir          string        // <base-path>/<jobId>/dstl (filesystem)
 	interval     time.Duration // 0: no periodic materialization
-	ckInterval   time.Duration // checkpoints' (materializations start after one)
+	ckPeriod     time.Duration // how often checkpoints come (materializations start after one)
 	maxFailures  int
 	persistDelay time.Duration
 	handOff      int
@@ -116,7 +116,7 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		return nil, nil, err
 	}
 	var warnings []string
-	cc := &changelogConfig{ckInterval: cp.Interval}
+	cc := &changelogConfig{ckPeriod: max(cp.Interval, cp.MinPause)}
 	if cc.storage, err = ChangelogStorage.Get(c); err != nil {
 		return nil, nil, err
 	}
@@ -218,7 +218,7 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 		}
 		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.subtask, randomID()),
 			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight, MaxAttempts: cc.attempts}
-		o.Interval, o.MaxFailures, o.AfterCheckpoint = cc.interval, cc.maxFailures, cc.ckInterval
+		o.Interval, o.MaxFailures, o.CheckpointPeriod = cc.interval, cc.maxFailures, cc.ckPeriod
 		storageOf := t.exec.jm.storage
 		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
 			if n, ok := s.(*state.NativeSnapshot); ok {

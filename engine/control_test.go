@@ -262,3 +262,50 @@ func asNotRunning(err error, nr **engine.NotRunningError) bool {
 	*nr = e
 	return ok
 }
+
+// TestMaterializationStartsAfterACheckpoint: a due materialization starts
+// after a checkpoint completes (right after: the keyed operator's
+// notifyComplete ticks the changelog; otherwise at its next tick within
+// half a period). Periodic checkpoints come every hour here, so a
+// materialization due after 20 ms that waited for its timer would start an
+// hour and a half later; a checkpoint triggered by hand starts one, and a
+// later checkpoint refers to it.
+func TestMaterializationStartsAfterACheckpoint(t *testing.T) {
+	r := wcRun{p: 1, lines: 0, distinct: 100, rate: 20000, conf: map[string]string{
+		"execution.checkpointing.interval":              "1 h",
+		"execution.checkpointing.dir":                   t.TempDir(),
+		"state.backend.type":                            "hashmap",
+		"state.changelog.enabled":                       "true",
+		"state.changelog.storage":                       "filesystem",
+		"state.changelog.dstl.dfs.base-path":            t.TempDir(),
+		"state.changelog.periodic-materialize.interval": "20 ms",
+	}}
+	j := fileSinkJob(t, r, t.TempDir())
+	defer func() { j.Cancel(); j.Wait() }()
+	waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 1; ; n++ {
+		ch, err := j.TriggerCheckpoint(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := waitResult(t, ch)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		p, err := savepoint.LocalPath(res.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl := md.Changelog(); cl != nil && cl.MaxMaterialization >= 1 {
+			return // a materialization started after an earlier checkpoint
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checkpoints in 30 s, none referring to a materialization", n)
+		}
+	}
+}

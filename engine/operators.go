@@ -266,6 +266,7 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	prefetch state.Prefetcher
 	keyWarm  state.KeyPrefetcher[K]
 	clErr    error
+	ended    bool // endInput was called: all input is processed
 	name     string
 	fn       KeyedProcessFunction[K, IN, OUT]
 	keyFn    func(IN) K
@@ -474,6 +475,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 // event-time timer fires (Flink emits MAX_WATERMARK at the end of bounded
 // input). Processing-time timers do not fire.
 func (o *keyedProcessOperator[K, IN, OUT]) endInput() error {
+	o.ended = true
 	return o.advanceWatermark(math.MaxInt64)
 }
 
@@ -490,7 +492,12 @@ func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
 func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
 	o.backend.CheckpointComplete(id)
-	o.tickChangelog() // a due materialization starts now, between checkpoints
+	if !o.ended {
+		// A due materialization starts now, between checkpoints (not
+		// once the input has ended: the task is about to close, and
+		// nothing would refer to it).
+		o.tickChangelog()
+	}
 	return nil
 }
 

@@ -68,6 +68,7 @@ type ChangelogBackend[K comparable] struct {
 	matSeq    int64     // materialization ids
 	lastCkpt  int64     // the file the previous checkpoint ended
 	completed time.Time // when the latest checkpoint completed
+	lastStart time.Time // when the latest materialization started
 	lastMatID int64     // the materialization the previous checkpoint used
 	disposed  bool
 }
@@ -90,18 +91,21 @@ type ChangelogOptions struct {
 	MaterializeOptions func(id int64) SnapshotOptions
 	// Interval between materializations; 0: only when forced.
 	Interval time.Duration
-	// AfterCheckpoint: a due materialization waits for the next completed
-	// checkpoint and starts right after it, but waits at most this long
-	// (the checkpoint interval); 0: it starts when due. Why: started on
-	// the interval's own clock, a materialization fell on a checkpoint as
-	// often as not (10 min is a multiple of any round checkpoint
-	// interval), and that checkpoint's log roll then waited behind the
-	// materialization's roll and its file's writes — 18–22 ms against
-	// 3–7 ms for the others at 1 M keys, the whole of the changelog's p99.
-	// Right after a checkpoint, it has the interval to itself.
-	AfterCheckpoint time.Duration
-	MaxFailures     int
-	Now             func() time.Time
+	// CheckpointPeriod is how often checkpoints come (the checkpoint
+	// interval, or the minimum pause if longer). With it set, a periodic
+	// materialization starts right after a checkpoint completes — the
+	// first from half a period before it is due — or, if none completes,
+	// a period and a half after it is due (startsNow); 0: when due. Why:
+	// started on the interval's own clock, a materialization fell on a
+	// checkpoint as often as not (10 min is a multiple of any round
+	// checkpoint interval), and that checkpoint's log roll then waited
+	// behind the materialization's roll and its file's writes — 18–22 ms
+	// against 3–7 ms for the others at 1 M keys, the whole of the
+	// changelog's p99. Right after a checkpoint, it has the period to
+	// itself.
+	CheckpointPeriod time.Duration
+	MaxFailures      int
+	Now              func() time.Time
 	// OnMaterialized is told of each materialization (for the log).
 	OnMaterialized func(id int64, size int64, took time.Duration, err error)
 }
@@ -494,31 +498,41 @@ func (s *ChangelogSnapshot) Wait() (*ChangelogState, error) {
 
 // MaterializationDue says when Tick must run next for materialization
 // (zero: not scheduled): when the next one is due, or, if it waits for a
-// checkpoint to complete (AfterCheckpoint), when it stops waiting — a
+// checkpoint to complete (CheckpointPeriod), when it stops waiting — a
 // completed checkpoint calls Tick itself (the operator's notifyComplete).
 func (b *ChangelogBackend[K]) MaterializationDue() time.Time {
 	if b.w == nil || b.run != nil || b.o.Interval <= 0 && !b.forced {
 		return time.Time{} // a running one is collected at the next tick
 	}
-	if b.forced {
+	if b.urgent() {
 		return b.nextMat
 	}
-	return b.nextMat.Add(b.o.AfterCheckpoint)
+	p := b.o.CheckpointPeriod
+	return b.nextMat.Add(p + p/2)
 }
 
-// startsNow decides whether a materialization due at due starts at now:
-// a forced one (restore, a lost log file) at once; a periodic one right
-// after the first checkpoint completed since it fell due, or once it has
-// waited AfterCheckpoint for one.
-func startsNow(now, due, completed time.Time, forced bool, wait time.Duration) bool {
+// urgent: a materialization after a restore or a lost log file, or the
+// retry of a failed one, does not wait for a checkpoint.
+func (b *ChangelogBackend[K]) urgent() bool { return b.forced || b.failures > 0 }
+
+// startsNow decides whether a materialization due at due starts at now.
+// An urgent one (restore, lost log file, retry), or any without a
+// checkpoint period, starts once due. A periodic one starts right after a
+// checkpoint completes: the first completed since the previous one started
+// and no earlier than half a period before it is due, while that
+// completion is less than half a period old (so that it never falls on the
+// next checkpoint); if none completes, it starts a period and a half after
+// it is due.
+func startsNow(now, due, completed, lastStart time.Time, urgent bool, period time.Duration) bool {
 	switch {
-	case due.IsZero() || now.Before(due):
+	case due.IsZero():
 		return false
-	case forced || wait <= 0:
+	case urgent || period <= 0:
+		return !now.Before(due)
+	case !now.Before(due.Add(period + period/2)):
 		return true
-	default:
-		return !completed.Before(due) || !now.Before(due.Add(wait))
 	}
+	return completed.After(lastStart) && !completed.Before(due.Add(-period/2)) && now.Sub(completed) < period/2
 }
 
 // restored: state came from a snapshot, which the log does not hold, so it
@@ -548,7 +562,7 @@ func (b *ChangelogBackend[K]) Tick() error {
 	if b.run != nil || b.MaterializationDue().IsZero() {
 		return nil
 	}
-	if startsNow(now, b.nextMat, b.completed, b.forced, b.o.AfterCheckpoint) {
+	if startsNow(now, b.nextMat, b.completed, b.lastStart, b.urgent(), b.o.CheckpointPeriod) {
 		if !b.dirty && !b.forced {
 			b.nextMat = now.Add(b.o.Interval) // nothing changed: nothing to write
 			return nil
@@ -599,7 +613,11 @@ func (b *ChangelogBackend[K]) collect(now time.Time) error {
 			// one's files.
 			b.inner.CheckpointComplete(-r.m.id)
 		}
-		b.nextMat = now.Add(b.o.Interval)
+		// From the start, not from when the run was collected (the next
+		// tick or checkpoint): otherwise every period grew by that delay
+		// and, with materializations starting after checkpoints, missed
+		// the checkpoint it was meant to follow.
+		b.nextMat = r.start.Add(b.o.Interval)
 	}
 	return nil
 }
@@ -623,6 +641,7 @@ func (b *ChangelogBackend[K]) Materialize() error {
 	last := b.w.Roll()
 	b.matSeq++
 	r := &matRun{m: materialization{id: b.matSeq, base: last + 1}, start: b.o.Now(), done: make(chan struct{})}
+	b.lastStart = r.start
 	b.run, b.dirty = r, false
 	if err := b.carryPending(); err != nil {
 		snap.Release()

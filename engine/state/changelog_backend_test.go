@@ -410,50 +410,58 @@ func BenchmarkChangelogWrite(b *testing.B) {
 	b.ReportMetric(float64(logged)/float64(plain), "logged/plain")
 }
 
-// TestStartsNow: a periodic materialization waits for the first checkpoint
-// completed after it fell due, at most AfterCheckpoint; a forced one, or
-// one without a wait, starts when due.
+// TestStartsNow: a periodic materialization starts right after a checkpoint
+// completes — the first since the previous one started, from half a period
+// before it is due, while under half a period old — or a period and a half
+// after it is due; an urgent one, or one without a period, when due.
 func TestStartsNow(t *testing.T) {
-	at := func(s int) time.Time { return time.Unix(int64(1000+s), 0) }
-	const wait = 2 * time.Second
+	ms := func(n int) time.Time { return time.Unix(1000, 0).Add(time.Duration(n) * time.Millisecond) }
+	const period = 1000 * time.Millisecond
+	var never time.Time
 	cases := []struct {
-		name                string
-		now, due, completed time.Time
-		forced              bool
-		wait                time.Duration
-		want                bool
+		name                           string
+		now, due, completed, lastStart time.Time
+		urgent                         bool
+		period                         time.Duration
+		want                           bool
 	}{
-		{"not scheduled", at(5), time.Time{}, at(5), false, wait, false},
-		{"not due", at(4), at(5), at(4), false, wait, false},
-		{"due, no checkpoint since", at(6), at(5), at(4), false, wait, false},
-		{"due, a checkpoint completed since", at(6), at(5), at(6), false, wait, true},
-		{"a checkpoint completed as it fell due", at(5), at(5), at(5), false, wait, true},
-		{"waited long enough", at(7), at(5), at(4), false, wait, true},
-		{"forced", at(5), at(5), time.Time{}, true, wait, true},
-		{"no wait", at(5), at(5), time.Time{}, false, 0, true},
+		{"not scheduled", ms(5000), never, ms(5000), never, false, period, false},
+		{"due, no checkpoint since", ms(6200), ms(6000), ms(5005), never, false, period, false},
+		{"a checkpoint completed after it fell due", ms(6005), ms(6000), ms(6005), never, false, period, true},
+		{"a checkpoint completed just before it fell due", ms(5995), ms(6000), ms(5995), never, false, period, true},
+		{"half a period early", ms(5500), ms(6000), ms(5500), never, false, period, true},
+		{"more than half a period early", ms(5499), ms(6000), ms(5499), never, false, period, false},
+		{"the completion is half a period old", ms(6600), ms(6000), ms(6100), never, false, period, false},
+		{"the completion the previous one started after", ms(6005), ms(6000), ms(6005), ms(6005), false, period, false},
+		{"waited a period and a half", ms(7500), ms(6000), ms(5005), never, false, period, true},
+		{"not yet a period and a half", ms(7499), ms(6000), ms(5005), never, false, period, false},
+		{"urgent, due", ms(6000), ms(6000), never, never, true, period, true},
+		{"urgent, not due", ms(5999), ms(6000), ms(5999), never, true, period, false},
+		{"no period, due", ms(6000), ms(6000), never, never, false, 0, true},
+		{"no period, not due", ms(5999), ms(6000), ms(5999), never, false, 0, false},
 	}
 	for _, c := range cases {
-		if got := startsNow(c.now, c.due, c.completed, c.forced, c.wait); got != c.want {
+		if got := startsNow(c.now, c.due, c.completed, c.lastStart, c.urgent, c.period); got != c.want {
 			t.Errorf("%s: startsNow = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
 
-// TestMaterializationAfterCheckpoint: with AfterCheckpoint set, a due
+// TestMaterializationAfterCheckpoint: with a checkpoint period, a due
 // materialization does not start at a tick until a checkpoint completes
 // (or the wait runs out), and MaterializationDue asks to be woken when the
 // wait runs out.
 func TestMaterializationAfterCheckpoint(t *testing.T) {
 	now := time.Unix(1000, 0)
 	h := newCLHarness(t, 4, func() time.Time { return now }, 10*time.Second, 3)
-	h.b.o.AfterCheckpoint = time.Second
+	h.b.o.CheckpointPeriod = time.Second
 	s := registerCL(t, h.b)
 	h.b.SetCurrentKey("a")
 	s.v.Update(1)
-	if due, want := h.b.MaterializationDue(), now.Add(11*time.Second); !due.Equal(want) {
-		t.Fatalf("MaterializationDue = %v, want %v (due plus the wait)", due, want)
+	if due, want := h.b.MaterializationDue(), now.Add(11500*time.Millisecond); !due.Equal(want) {
+		t.Fatalf("MaterializationDue = %v, want %v (due plus a period and a half)", due, want)
 	}
-	now = now.Add(10*time.Second + 500*time.Millisecond) // due, within the wait
+	now = now.Add(10*time.Second + 200*time.Millisecond) // due, no checkpoint yet
 	if err := h.b.Tick(); err != nil || h.b.run != nil {
 		t.Fatalf("Tick when due, before a checkpoint: err %v, started %v", err, h.b.run != nil)
 	}
@@ -473,9 +481,10 @@ func TestMaterializationAfterCheckpoint(t *testing.T) {
 		t.Fatalf("settle = %v, materialization %d", err, h.b.mat.id)
 	}
 
-	// No checkpoint completes: it starts once the wait has run out.
+	// No checkpoint completes: it starts once the wait has run out, a
+	// period and a half after it fell due (10 s after the last start).
 	s.v.Update(2)
-	now = now.Add(10*time.Second + 999*time.Millisecond)
+	now = now.Add(10*time.Second + 1499*time.Millisecond)
 	if err := h.b.Tick(); err != nil || h.b.run != nil {
 		t.Fatalf("Tick within the wait: err %v, started %v", err, h.b.run != nil)
 	}
@@ -485,5 +494,55 @@ func TestMaterializationAfterCheckpoint(t *testing.T) {
 	}
 	if err := h.settle(t); err != nil || h.b.mat.id != 2 {
 		t.Fatalf("settle = %v, materialization %d", err, h.b.mat.id)
+	}
+}
+
+// TestMaterializationPeriod: over many periods, with checkpoints every
+// second completing 20 ms after their trigger and each materialization
+// collected only at the next checkpoint, materializations every 6 s start
+// every 6 s, each right after a checkpoint completes — not every 7 s (the
+// period measured from the collection, which then missed its checkpoint).
+// A failed one is retried 1 s after its failure is collected, not after a
+// checkpoint or a period.
+func TestMaterializationPeriod(t *testing.T) {
+	start := time.Unix(1000, 0)
+	now := start
+	h := newCLHarness(t, 4, func() time.Time { return now }, 6*time.Second, 3)
+	h.b.o.CheckpointPeriod = time.Second
+	s := registerCL(t, h.b)
+	var starts []time.Duration
+	for id := int64(1); id <= 40; id++ {
+		now = start.Add(time.Duration(id) * time.Second)
+		h.b.SetCurrentKey(fmt.Sprint("k", id))
+		s.v.Update(id)
+		if id == 18 {
+			h.fail = errors.New("disk full") // the one after checkpoint 18
+		}
+		snap, err := h.b.TakeSnapshot(SnapshotOptions{ID: id, Changelog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap.Release()
+		now = now.Add(20 * time.Millisecond)
+		h.b.CheckpointComplete(id)
+		before := h.b.run
+		if err := h.b.Tick(); err != nil {
+			t.Fatal(err)
+		}
+		if h.b.run != nil && h.b.run != before {
+			starts = append(starts, now.Sub(start))
+			// Let it finish now; it is collected at the next checkpoint.
+			<-h.b.run.done
+			h.fail = nil
+		}
+	}
+	var want []time.Duration
+	// The one at 18 fails; the failure is collected at checkpoint 19, and
+	// the retry, 1 s later, does not wait for a checkpoint.
+	for _, s := range []int{6, 12, 18, 20, 26, 32, 38} {
+		want = append(want, time.Duration(s)*time.Second+20*time.Millisecond)
+	}
+	if !slices.Equal(starts, want) {
+		t.Fatalf("materializations started at %v, want %v", starts, want)
 	}
 }

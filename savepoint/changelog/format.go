@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"unsafe"
 )
 
 // Op is what a record does.
@@ -128,52 +127,14 @@ func AppendHeadString(dst []byte, op Op, id uint32, kg int, key string) []byte {
 // 15 ns per record against 9 (BenchmarkRecordAppend).
 func AppendSetStringVarint(dst []byte, id uint32, kg int, key string, v int64) []byte {
 	n := len(dst)
-	if id >= 0x80 || kg >= 0x80 || len(key) >= 0x7f || cap(dst)-n < 8+len(key)+1+binary.MaxVarintLen64 {
+	if id >= 0x80 || uint(kg) >= 0x80 || len(key) >= 0x7f || cap(dst)-n < 5+len(key)+1+binary.MaxVarintLen64 {
 		dst = AppendHeadString(dst, OpSet, id, kg, key)
 		dst, st := BeginPrefixed(dst)
 		return FinishPrefixed(binary.AppendVarint(dst, v), st)
 	}
-	// Written through a pointer, in word-sized stores: this runs once per
-	// state change on the task's thread, and the checked byte-by-byte
-	// version with a memmove call per key cost ~12 ns of a word count's
-	// ~85 ns per record. The capacity checked above covers every store.
-	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(dst)), n)
-	l := len(key)
-	*(*uint32)(p) = uint32(OpSet) | uint32(id)<<8 | uint32(kg)<<16 | uint32(l+1)<<24
-	*(*byte)(unsafe.Add(p, 4)) = byte(l)
-	copyShort(unsafe.Add(p, 5), key)
-	q := unsafe.Add(p, 5+l)
-	x := uint64(v<<1) ^ uint64(v>>63) // zigzag, as binary.AppendVarint
-	w := uintptr(1)
-	for ; x >= 0x80; x >>= 7 {
-		*(*byte)(unsafe.Add(q, w)) = byte(x) | 0x80
-		w++
-	}
-	*(*byte)(unsafe.Add(q, w)) = byte(x)
-	*(*byte)(q) = byte(w) // at most 10 bytes: a one-byte length
-	return dst[:n+5+l+1+int(w)]
-}
-
-// copyShort copies s to dst with overlapping word loads and stores, no
-// call: keys of 4 to 16 bytes (most words) take two loads and two stores.
-// It reads and writes exactly len(s) bytes.
-func copyShort(dst unsafe.Pointer, s string) {
-	l := len(s)
-	src := unsafe.Pointer(unsafe.StringData(s))
-	switch {
-	case l >= 8 && l <= 16:
-		*(*uint64)(dst) = *(*uint64)(src)
-		*(*uint64)(unsafe.Add(dst, l-8)) = *(*uint64)(unsafe.Add(src, l-8))
-	case l >= 4 && l < 8:
-		*(*uint32)(dst) = *(*uint32)(src)
-		*(*uint32)(unsafe.Add(dst, l-4)) = *(*uint32)(unsafe.Add(src, l-4))
-	case l > 16:
-		copy(unsafe.Slice((*byte)(dst), l), s)
-	default:
-		for i := range l {
-			*(*byte)(unsafe.Add(dst, i)) = s[i]
-		}
-	}
+	// One-byte id, key group and lengths, and room for all of it: the
+	// common case, written in place (format_le.go, format_other.go).
+	return appendSetStringVarint(dst, n, id, kg, key, v)
 }
 
 // uvarintSize is the length of x's uvarint encoding.

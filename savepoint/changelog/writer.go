@@ -26,7 +26,8 @@ type WriterOptions struct {
 	PersistDelay time.Duration
 	// HandOff: so many buffered bytes are handed over at once, without
 	// waiting for the delay (the smaller of dstl.dfs.batch.persist-size-
-	// threshold and dstl.dfs.preemptive-persist-threshold).
+	// threshold and dstl.dfs.preemptive-persist-threshold); a full record
+	// buffer (bufferSize, at most 1 MB) is handed over sooner.
 	HandOff int
 	// InFlight bounds the bytes handed over but not yet written
 	// (dstl.dfs.upload.max-in-flight): beyond it the task waits, which is
@@ -129,15 +130,16 @@ func (w *Writer) declare() {
 	}
 }
 
-// Done ends a record: a buffer at HandOff, or within bufferSlack of its
-// capacity, is handed over at once, and so is one that has waited the
-// persist delay (with Now; the clock is read every 256 records). Why not
-// only Tick: a task at full speed is never idle and may fire no timer for
-// long, and its batches then grew until HandOff (5 MB by default) — late
-// for the delay, and, grown by doubling from a reused buffer, 600 MB/s of
-// garbage at 6 M records/s, a collection every 200 ms.
+// Done ends a record: a buffer at HandOff, within bufferSlack of its
+// capacity, or grown past it by a large record, is handed over at once,
+// and so is one that has waited the persist delay (with Now; the clock is
+// read every 256 records). Why not only Tick: a task at full speed is
+// never idle and may fire no timer for long, and its batches then grew
+// until HandOff (5 MB by default) — late for the delay, and, grown by
+// doubling, 600 MB/s of garbage at 6 M records/s, a collection every
+// 200 ms.
 func (w *Writer) Done() {
-	if len(w.Buf) >= w.o.HandOff || cap(w.Buf)-len(w.Buf) < bufferSlack {
+	if len(w.Buf) >= w.o.HandOff || cap(w.Buf)-len(w.Buf) < bufferSlack || cap(w.Buf) != w.bufSize {
 		w.handOff(false, time.Time{})
 	} else if w.records++; w.records%256 == 0 && w.o.Now != nil {
 		w.Tick(w.o.Now())
@@ -178,12 +180,22 @@ func (w *Writer) handOff(roll bool, now time.Time) {
 		}
 		return
 	}
-	w.ch <- batch{data: w.Buf, seq: w.seq, roll: roll}
-	select {
-	case b := <-w.free:
-		w.Buf = b[:0]
-	default:
-		w.Buf = make([]byte, 0, w.bufSize)
+	if n < w.bufSize/2 && cap(w.Buf) == w.bufSize {
+		// A batch handed over by the delay, at a low rate: its file keeps
+		// it until the roll (for a retry), so it goes as a copy of its
+		// size and the buffer stays. Handed over whole, every 10 ms batch
+		// of a few records held 1 MB until the roll — 100 MB a subtask at
+		// a checkpoint a second, whatever the rate.
+		w.ch <- batch{data: slices.Clone(w.Buf), seq: w.seq, roll: roll}
+		w.Buf = w.Buf[:0]
+	} else {
+		w.ch <- batch{data: w.Buf, seq: w.seq, roll: roll}
+		select {
+		case b := <-w.free:
+			w.Buf = b[:0]
+		default:
+			w.Buf = make([]byte, 0, w.bufSize)
+		}
 	}
 	if !now.IsZero() {
 		w.lastHand = now

@@ -48,3 +48,39 @@ func TestWriterReusesFixedBuffers(t *testing.T) {
 		t.Fatalf("the second file used %d new buffers; want the first file's back (at most the one in use at its roll)", len(seen)-first)
 	}
 }
+
+// TestWriterSmallBatchesGoAsCopies: a batch the persist delay hands over
+// while it fills less than half its buffer goes as a copy of its size, and
+// the task keeps its buffer: its file holds the batch until the roll, so
+// handing over the buffer itself held bufferSize per 10 ms batch however few
+// records it had. Fails if a small batch takes its buffer along.
+func TestWriterSmallBatchesGoAsCopies(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := NewWriter(WriterOptions{Storage: MemoryStorage{}, Prefix: fmt.Sprint("small-", time.Now().UnixNano()),
+		PersistDelay: 10 * time.Millisecond, HandOff: 5 << 20, InFlight: 100 << 20, MaxAttempts: 1,
+		Declarations: func(dst []byte) []byte { return AppendDeclare(dst, 1, 0, "count") }}, 1, now)
+	defer w.Close()
+	w.SetStringVarint(1, 0, "first", 1)
+	buf := &w.Buf[:1][0]
+	for i := range 100 {
+		w.SetStringVarint(1, i%128, fmt.Sprint("word-", i), int64(i))
+		now = now.Add(10 * time.Millisecond)
+		w.Tick(now)
+		if len(w.Buf) != 0 {
+			t.Fatalf("batch %d was not handed over after the persist delay", i)
+		}
+		if &w.Buf[:1][0] != buf || cap(w.Buf) != w.bufSize {
+			t.Fatalf("batch %d of a few records took the task's %d-byte buffer along", i, w.bufSize)
+		}
+	}
+	seq := w.Roll()
+	w.mu.Lock()
+	for w.rolled < seq {
+		w.cond.Wait()
+	}
+	f, ok := w.files[seq]
+	w.mu.Unlock()
+	if !ok || f.Size <= HeaderLen {
+		t.Fatalf("file %d after the roll: %+v, %v", seq, f, ok)
+	}
+}

@@ -1,0 +1,56 @@
+//go:build amd64 || arm64 || 386
+
+package changelog
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+// appendSetStringVarint writes AppendSetStringVarint's common case through a
+// pointer, in word-sized stores: it runs once per state change on the
+// task's thread, and the checked byte-by-byte version with a memmove call
+// per key cost ~12 ns of a word count's ~85 ns per record. The caller has
+// checked that dst has room for the record (at most len(key)+16 bytes) and
+// that id, kg and len(key) fit one byte each. Only on little-endian
+// processors that load and store unaligned words cheaply (format_other.go
+// elsewhere).
+func appendSetStringVarint(dst []byte, n int, id uint32, kg int, key string, v int64) []byte {
+	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(dst)), n)
+	l := len(key)
+	binary.LittleEndian.PutUint32(unsafe.Slice((*byte)(p), 4), uint32(OpSet)|id<<8|uint32(kg)<<16|uint32(l+1)<<24)
+	*(*byte)(unsafe.Add(p, 4)) = byte(l)
+	copyShort(unsafe.Add(p, 5), key)
+	q := unsafe.Add(p, 5+l)
+	x := uint64(v<<1) ^ uint64(v>>63) // zigzag, as binary.AppendVarint
+	w := uintptr(1)
+	for ; x >= 0x80; x >>= 7 {
+		*(*byte)(unsafe.Add(q, w)) = byte(x) | 0x80
+		w++
+	}
+	*(*byte)(unsafe.Add(q, w)) = byte(x)
+	*(*byte)(q) = byte(w) // at most 10 bytes: a one-byte length
+	return dst[:n+5+l+1+int(w)]
+}
+
+// copyShort copies s to dst with overlapping word loads and stores, no
+// call: keys of 4 to 16 bytes (most words) take two loads and two stores.
+// It reads and writes exactly len(s) bytes.
+func copyShort(dst unsafe.Pointer, s string) {
+	l := len(s)
+	src := unsafe.Pointer(unsafe.StringData(s))
+	switch {
+	case l >= 8 && l <= 16:
+		*(*uint64)(dst) = *(*uint64)(src)
+		*(*uint64)(unsafe.Add(dst, l-8)) = *(*uint64)(unsafe.Add(src, l-8))
+	case l >= 4 && l < 8:
+		*(*uint32)(dst) = *(*uint32)(src)
+		*(*uint32)(unsafe.Add(dst, l-4)) = *(*uint32)(unsafe.Add(src, l-4))
+	case l > 16:
+		copy(unsafe.Slice((*byte)(dst), l), s)
+	default:
+		for i := range l {
+			*(*byte)(unsafe.Add(dst, i)) = s[i]
+		}
+	}
+}
