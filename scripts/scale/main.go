@@ -722,9 +722,9 @@ func incrementalRatio(scratch string) {
 		// snapshot taken meanwhile uploads their output, changed keys or
 		// not (0.22 and 0.58 of the state in two rounds of one bench
 		// run, whose full snapshots also differed in size; 0.010 in the
-		// third and in every other run). R6 is about the keys
-		// that changed, so it is measured against a second full snapshot
-		// of the settled store, as a job that has run for a while has.
+		// third and in every other run). R6 is about the keys that
+		// changed, so it is measured against a second full snapshot of
+		// the settled store, as a job that has run for a while has.
 		// Settled: no flush or compaction seen in 20 polls in a row (one
 		// poll can fall between two compactions).
 		deadline := time.Now().Add(time.Minute)
@@ -738,17 +738,17 @@ func incrementalRatio(scratch string) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		full, _ := snap(2)
+		settled, _ := snap(2)
 		for i := 0; i < *keys; i += 100 { // 1% of the keys
 			b.SetCurrentKey(connectors.Word(i))
 			v.Update(-1)
 		}
-		second, tInc := snap(3)
-		upInc := upload(second, full, filepath.Join(dir, "chk-3"))
+		third, tInc := snap(3)
+		upInc := upload(third, settled, filepath.Join(dir, "chk-3"))
 		var total, added int64
-		for name, size := range second {
+		for name, size := range third {
 			total += size
-			if _, ok := full[name]; !ok || !strings.HasSuffix(name, ".sst") {
+			if _, ok := settled[name]; !ok || !strings.HasSuffix(name, ".sst") {
 				added += size
 			}
 		}
