@@ -3,7 +3,6 @@
 package changelog
 
 import (
-	"encoding/binary"
 	"unsafe"
 )
 
@@ -18,11 +17,32 @@ import (
 func appendSetStringVarint(dst []byte, n int, id uint32, kg int, key string, v int64) []byte {
 	p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(dst)), n)
 	l := len(key)
-	binary.LittleEndian.PutUint32(unsafe.Slice((*byte)(p), 4), uint32(OpSet)|id<<8|uint32(kg)<<16|uint32(l+1)<<24)
-	*(*byte)(unsafe.Add(p, 4)) = byte(l)
-	copyShort(unsafe.Add(p, 5), key)
-	q := unsafe.Add(p, 5+l)
+	// The 5-byte head in one 8-byte store: the key and the value overwrite
+	// the 3 bytes after it, or they lie past the record, in room the
+	// caller checked.
+	*(*uint64)(p) = uint64(OpSet) | uint64(id)<<8 | uint64(kg)<<16 | uint64(l+1)<<24 | uint64(l)<<32
+	k := unsafe.Add(p, 5)
+	src := unsafe.Pointer(unsafe.StringData(key))
+	switch {
+	case l >= 8 && l <= 16:
+		*(*uint64)(k) = *(*uint64)(src)
+		*(*uint64)(unsafe.Add(k, l-8)) = *(*uint64)(unsafe.Add(src, l-8))
+	case l >= 4 && l < 8:
+		*(*uint32)(k) = *(*uint32)(src)
+		*(*uint32)(unsafe.Add(k, l-4)) = *(*uint32)(unsafe.Add(src, l-4))
+	default:
+		copyShort(k, key)
+	}
+	q := unsafe.Add(k, l)
 	x := uint64(v<<1) ^ uint64(v>>63) // zigzag, as binary.AppendVarint
+	switch {
+	case x < 0x80: // the value's length (1), then the value
+		*(*uint16)(q) = uint16(1 | x<<8)
+		return dst[:n+5+l+2]
+	case x < 0x4000:
+		*(*uint32)(q) = uint32(2 | (x&0x7f|0x80)<<8 | (x>>7)<<16)
+		return dst[:n+5+l+3]
+	}
 	w := uintptr(1)
 	for ; x >= 0x80; x >>= 7 {
 		*(*byte)(unsafe.Add(q, w)) = byte(x) | 0x80

@@ -412,7 +412,7 @@ func TestAppendSetStringVarintIsPiecewise(t *testing.T) {
 		kg := rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 32767}).Draw(t, "kg")
 		key := rapid.OneOf(rapid.StringN(0, 140, -1),
 			rapid.Map(rapid.SampledFrom([]int{0, 1, 125, 126, 127, 128}), func(n int) string { return strings.Repeat("k", n) })).Draw(t, "key")
-		v := rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, 63, 64, -64, -65, math.MaxInt64, math.MinInt64})).Draw(t, "v")
+		v := rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, 63, 64, -64, -65, 8191, 8192, -8192, -8193, math.MaxInt64, math.MinInt64})).Draw(t, "v")
 		prefix := []byte(rapid.StringN(0, 4, -1).Draw(t, "prefix"))
 		room := rapid.IntRange(0, 200).Draw(t, "room")
 		dst := append(make([]byte, 0, len(prefix)+room), prefix...)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/gflink/gflink/savepoint/changelog"
 	"pgregory.net/rapid"
@@ -23,6 +25,26 @@ type rec struct {
 	// prefixed: write A (and B) with BeginPrefixed/FinishPrefixed rather
 	// than AppendPrefixed (bit 0 for A, bit 1 for B).
 	prefixed int
+	// setString: written with Writer.SetStringVarint(id, kg, str, v).
+	setString bool
+	str       string
+	v         int64
+}
+
+// genSetString is a record for Writer.SetStringVarint: keys and values
+// around its one-byte and one- and two-byte-varint limits, key groups and
+// ids on both sides of 0x80.
+func genSetString(t *rapid.T, ds []decl) rec {
+	d := rapid.SampledFrom(ds).Draw(t, "state")
+	kg := rapid.OneOf(rapid.IntRange(0, 200), rapid.SampledFrom([]int{0x7f, 0x80, 32767})).Draw(t, "kg")
+	key := rapid.OneOf(rapid.StringN(0, 20, -1),
+		rapid.Map(rapid.SampledFrom([]int{0, 3, 4, 7, 8, 16, 17, 126, 127, 128}), func(n int) string { return strings.Repeat("k", n) })).Draw(t, "key")
+	v := rapid.OneOf(rapid.Int64(), rapid.Int64Range(-10000, 10000),
+		rapid.SampledFrom([]int64{0, -1, 63, 64, -64, -65, 8191, 8192, -8192, -8193, math.MaxInt64, math.MinInt64})).Draw(t, "v")
+	ser := append(binary.AppendUvarint(nil, uint64(len(key))), key...)
+	x := newRec(d, changelog.OpSet, kg, ser, binary.AppendVarint(nil, v), nil, 0, 0)
+	x.setString, x.str, x.v = true, key, v
+	return x
 }
 
 var allOps = []changelog.Op{changelog.OpSet, changelog.OpClear, changelog.OpListAdd, changelog.OpListSet,

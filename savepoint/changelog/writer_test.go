@@ -52,6 +52,10 @@ func files(t tb, w *changelog.Writer, from, to int64) ([]changelog.File, error) 
 
 // write appends one record through the writer's record side.
 func write(w *changelog.Writer, x rec) {
+	if x.setString {
+		w.SetStringVarint(x.id, x.r.KeyGroup, x.str, x.v)
+		return
+	}
 	w.Head(x.r.Op, x.id, x.r.KeyGroup, x.r.Key)
 	w.Buf = appendBody(w.Buf, x)
 	w.Done()
@@ -653,9 +657,10 @@ func TestWriterInjectedErrors(t *testing.T) {
 	}
 }
 
-// Property: any interleaving of records, ticks and rolls, with any hand-
-// off size, gives back exactly the records of each rolled file, in order,
-// in files numbered by the rolls that had records.
+// Property: any interleaving of records (SetStringVarint's among them),
+// ticks and rolls, with any hand-off size, gives back exactly the records
+// of each rolled file, in order, in files numbered by the rolls that had
+// records.
 func TestWriterProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ds := genDecls(t)
@@ -683,6 +688,10 @@ func TestWriterProperty(t *testing.T) {
 			case 1:
 				now = now.Add(time.Duration(rapid.IntRange(0, 2500).Draw(t, "advance-ms")) * time.Millisecond)
 				w.Tick(now)
+			case 2, 3, 4:
+				x := genSetString(t, ds)
+				write(w, x)
+				cur = append(cur, x)
 			default:
 				x := genRec(t, ds)
 				write(w, x)
