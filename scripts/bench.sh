@@ -45,6 +45,10 @@
 #   RCL_DISK  bytes on disk with ÷ without, when checkpoint 10 completes
 #           (one materialization in)                           (reported)
 #   ..._100K  the same with the input paced at 100,000 words/s
+#   RCL_RECOVERY_300K, _1M, _2M (and the other RCL_ figures at those
+#           rates)  the same paced at 300 K, 1 M and 2 M words/s, with
+#           BENCH_CHANGELOG_RATES=1: where recovery crosses its target
+#                                                          (reported)
 #   RUA_P50  unaligned checkpoints: median checkpoint duration unaligned ÷
 #           aligned under sustained backpressure (word count p=2, keyed,
 #           sink throttled to 20,000 counts/s, checkpoints every 1 s)
@@ -65,7 +69,9 @@
 #
 # Input: 20,000,000 words, 100,000 distinct, in a file (page cache).
 # Usage: scripts/bench.sh            (about twenty minutes on 2 cores;
-#        BENCH_20M=1 scripts/bench.sh adds the 20 M-key runs, much longer)
+#        BENCH_20M=1 scripts/bench.sh adds the 20 M-key runs, much longer;
+#        BENCH_CHANGELOG_RATES=1 adds the changelog at three more rates,
+#        about eight minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -188,6 +194,18 @@ sc=$(scale -mode changelog -keys 1000000 -words 60000000 -rounds 3 -materialize 
 echo "$sc" | grep '^# [rc]' | sed 's/^# /# changelog, 1M keys, full speed: /'
 scp=$(scale -mode changelog -keys 1000000 -words 3000000 -rate 100000 -rounds 2 -materialize 6s)
 echo "$scp" | grep '^# [rc]' | sed 's/^# /# changelog, 1M keys, 100K words\/s: /'
+# Between the two: recovery replays the log since the materialization, so it
+# grows with the rate of changes; these rates show where it crosses 1.5.
+# Each runs 12 s of input (ten checkpoints and a materialization in).
+scr=""
+if [ "${BENCH_CHANGELOG_RATES:-0}" = 1 ]; then
+  for rate in 300000 1000000 2000000; do
+    out=$(scale -mode changelog -keys 1000000 -words $((rate * 12)) -rate "$rate" -rounds 2 -materialize 6s)
+    label=$(echo "$rate" | sed 's/000000$/M/; s/000$/K/')
+    echo "$out" | grep '^# [rc]' | sed "s/^# /# changelog, 1M keys, $label words\/s: /"
+    scr="$scr$(echo "$out" | grep '^RCL_' | sed "s/=/_$label=/")"$'\n'
+  done
+fi
 # Unaligned checkpoints: under a throttled sink, and at full speed.
 su=$(scale -mode unaligned -keys 100000 -words 40000000 -rounds 3 -throughput-rounds 7)
 sk=$(go run ./scripts/kafkabench -rounds 5)
@@ -236,6 +254,7 @@ for k in RCL_P50 RCL_P99 RCL_THROUGHPUT RCL_RECOVERY RCL_DISK; do
   printf '%s=%.3f\n' "$k" "$(echo "$sc" | field "$k")"
   printf '%s_100K=%.3f\n' "$k" "$(echo "$scp" | field "$k")"
 done
+printf '%s' "$scr" | awk -F'[= ]' 'NF >= 2 { printf "%s=%.3f\n", $1, $2 }'
 rcl99=$(echo "$sc" | field RCL_P99)
 rclthr=$(echo "$sc" | field RCL_THROUGHPUT)
 rclrec=$(echo "$sc" | field RCL_RECOVERY)
