@@ -74,6 +74,7 @@ var (
 	matEvery = flag.Duration("materialize", 10*time.Second, "-mode changelog: state.changelog.periodic-materialize.interval")
 	recProf  = flag.String("recovery-profile", "", "-mode changelog: write a CPU profile of one recovery with the changelog to this file")
 	rate     = flag.Float64("rate", 0, "-mode changelog: words per second (0: as fast as possible)")
+	restores = flag.Int("restores", 3, "-mode changelog: restores of each checkpoint per round (the median is compared)")
 	memProf  = flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	ckDetail = flag.Bool("checkpoint-details", false, "-mode changelog, changelog-run, checkpointed-run: print every checkpoint, each subtask's synchronous and asynchronous parts and when it acknowledged")
 	// changelogOn adds the changelog to conf (-mode changelog).
@@ -791,13 +792,13 @@ func changelogRatios(scratch string) {
 				r+1, on, x.elapsed.Seconds(), cpu.Seconds(), len(ds), median(ds), slices.Max(ds))
 		}
 		thr = append(thr, el[false]/el[true])
-		// Both checkpoints are taken first, then each is restored three
-		// times, the variants alternating, and the medians compared. (One
-		// restore each, right after the job that wrote its checkpoint,
-		// compared restores in different conditions: the first restore
-		// after a 10-second job read 1.2–3× the next ones, with thousands
-		// of page faults the next ones did not have, and which variant
-		// paid more varied from run to run.)
+		// Both checkpoints are taken first, then each is restored
+		// -restores times, the variants alternating, and the medians
+		// compared. (One restore each, right after the job that wrote
+		// its checkpoint, compared restores in different conditions:
+		// the first restore after a 10-second job read 1.2–3× the next
+		// ones, with thousands of page faults the next ones did not
+		// have, and which variant paid more varied from run to run.)
 		dirs, chks := map[bool]string{}, map[bool]string{}
 		bytes := map[bool]int64{}
 		for _, on := range []bool{r%2 == 0, r%2 != 0} {
@@ -806,7 +807,7 @@ func changelogRatios(scratch string) {
 			chks[on], bytes[on] = checkpointAfter(dirs[on], 10)
 		}
 		times := map[bool][]float64{}
-		for k := range 3 {
+		for k := range *restores {
 			for _, on := range []bool{r%2 == 0, r%2 != 0} {
 				changelogOn = on
 				prof := on && k == 1 && r == 0 && *recProf != "" // not the first restore: see above
