@@ -84,3 +84,45 @@ func TestWriterSmallBatchesGoAsCopies(t *testing.T) {
 		t.Fatalf("file %d after the roll: %+v, %v", seq, f, ok)
 	}
 }
+
+// TestWriterFastPathKeepsHandOffs: SetStringVarint's common record skips
+// Done, so it must never leave the buffer where Done would have handed it
+// over — at HandOff, within bufferSlack of its capacity — and must still
+// hand a batch over once it has waited the persist delay (the clock read
+// every 256 records). Fails if room is computed past a threshold or the
+// fast path loses the clock.
+func TestWriterFastPathKeepsHandOffs(t *testing.T) {
+	for _, handOff := range []int{1000, 5000, 5 << 20} {
+		t.Run(fmt.Sprint("hand-off ", handOff), func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			w := NewWriter(WriterOptions{Storage: MemoryStorage{}, Prefix: fmt.Sprint("fast-", handOff, "-", time.Now().UnixNano()),
+				PersistDelay: 10 * time.Millisecond, HandOff: handOff, InFlight: 100 << 20, MaxAttempts: 1,
+				Now:          func() time.Time { return now },
+				Declarations: func(dst []byte) []byte { return AppendDeclare(dst, 1, 0, "count") }}, 1, now)
+			defer w.Close()
+			for i := range 200_000 {
+				key := "word-0123456789abcdefghij"[:i%26]
+				w.SetStringVarint(1, i%128, key, int64(i*7919%20000-10000))
+				if len(w.Buf) >= handOff || cap(w.Buf)-len(w.Buf) < bufferSlack || cap(w.Buf) != w.bufSize {
+					t.Fatalf("record %d left %d of %d bytes in the buffer (hand-off at %d, slack %d)", i, len(w.Buf), cap(w.Buf), handOff, bufferSlack)
+				}
+			}
+			// 256 records of ~12 bytes in a new file stay below the size
+			// thresholds of 5000 and more; after the delay, one of them
+			// must hand the batch over.
+			if handOff < 5000 {
+				return
+			}
+			w.Roll()
+			now = now.Add(20 * time.Millisecond)
+			handed := false
+			for i := range 256 {
+				w.SetStringVarint(1, i%128, "word", int64(i))
+				handed = handed || len(w.Buf) == 0
+			}
+			if !handed {
+				t.Fatalf("256 records after the persist delay, and the batch (%d bytes) was not handed over", len(w.Buf))
+			}
+		})
+	}
+}
