@@ -110,6 +110,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/gflink/gflink/savepoint/changelog"
 )
 
 // Kind is the kind of a keyed state.
@@ -966,6 +969,19 @@ type valueState[K comparable, V any] struct {
 	// that Update knows without a second lookup whether it inserts.
 	presentEpoch uint64
 	present      bool
+	// log, when set, writes every change to the changelog from here: a
+	// string key's state of varint integers under the changelog, which
+	// would otherwise wrap it (see logDirect).
+	log *directLog
+}
+
+// directLog is the changelog's writer for a state that logs its own
+// changes: at full speed the wrapper's layer of calls around Value and
+// Update cost a word count ~4 ns a record, ~4% of its throughput.
+type directLog struct {
+	w     *changelog.Writer
+	id    uint32
+	dirty *bool // the changelog backend's: changes since its last materialization
 }
 
 // GetValueState registers (or returns) the value state called name.
@@ -1010,6 +1026,11 @@ func (s *valueState[K, V]) Update(v V) {
 		s.t.set(kgi, b.currentKey, v, exists)
 	}
 	s.present, s.presentEpoch = true, b.keyEpoch
+	if l := s.log; l != nil {
+		// V is an 8-byte integer here (logDirect).
+		*l.dirty = true
+		l.w.SetStringVarint(l.id, b.kgRange.Start+kgi, asString(b.currentKey), *(*int64)(unsafe.Pointer(&v)))
+	}
 }
 
 func (s *valueState[K, V]) Clear() {
@@ -1018,6 +1039,11 @@ func (s *valueState[K, V]) Clear() {
 		s.t.del(b.kgIndex, b.currentKey)
 	}
 	s.present, s.presentEpoch = false, b.keyEpoch
+	if l := s.log; l != nil {
+		*l.dirty = true
+		l.w.HeadString(changelog.OpClear, l.id, b.kgRange.Start+b.kgIndex, asString(b.currentKey))
+		l.w.Done()
+	}
 }
 
 // updateAt and clearAt change key k of key group index kgi without the

@@ -792,8 +792,15 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if err != nil || b.w == nil {
 		return in, err
 	}
-	return &clValueState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindValue),
-		intStr: b.strKey && isVarint64(ser)}, nil
+	d := b.declare(name, KindValue)
+	intStr := b.strKey && isVarint64(ser)
+	if vs, ok := in.(*valueState[K, V]); ok && intStr {
+		// The hashmap's state logs its own changes, the same records as
+		// clValueState's, and is the state the function gets.
+		vs.log = &directLog{w: b.w, id: d.id, dirty: &b.dirty}
+		return vs, nil
+	}
+	return &clValueState[K, V]{b: b, in: in, ser: ser, d: d, intStr: intStr}, nil
 }
 
 // Replay writes through these: a state's entries by key group index and
