@@ -333,6 +333,13 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
 	o.hashed, _ = o.backend.(state.HashedKeys[K])
+	if o.changelog != nil {
+		// Over the hashmap, records set their key on it directly (the
+		// changelog's records read it there).
+		if d := o.changelog.KeysDirect(); d != nil {
+			o.hashed = d
+		}
+	}
 	o.prefetch, o.keyWarm = state.Prefetchers(o.backend)
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.

@@ -39,13 +39,18 @@ import (
 type ChangelogBackend[K comparable] struct {
 	inner  Backend[K]
 	hashed HashedKeys[K] // inner, if it takes a key's hash
+	// kb is inner when it is the hashmap. The records then take the
+	// current key from it (current), so that a task may set its key there
+	// directly (KeysDirect), without this wrapper's call around it.
+	kb     *KeyedBackend[K]
 	keySer KeySerializer[K]
 	o      ChangelogOptions
 	w      *changelog.Writer // nil: replay only (changelog off in this run)
 
-	cur    K
+	cur    K // the current key and key group, when kb is nil
 	kg     int
-	keyBuf []byte
+	keyBuf []byte // keyFor serialized (keys other than strings)
+	keyFor K
 	keyOK  bool
 	strKey bool // string keys with the built-in serializer: written directly
 
@@ -150,6 +155,7 @@ func NewChangelogBackend[K comparable](inner Backend[K], keySer KeySerializer[K]
 	b := &ChangelogBackend[K]{inner: inner, keySer: keySer, o: o, states: map[string]*clDecl{},
 		inLog: map[string]*clDecl{}, replayed: map[string]bool{}}
 	b.hashed, _ = inner.(HashedKeys[K])
+	b.kb, _ = inner.(*KeyedBackend[K])
 	_, b.strKey = any(keySer).(stringSerializer)
 	if o.Now == nil {
 		b.o.Now = time.Now
@@ -225,6 +231,25 @@ func (b *ChangelogBackend[K]) SetCurrentKeyHashed(k K, kg int, hash uint32) {
 	b.cur, b.kg, b.keyOK = k, kg, false
 }
 
+// KeysDirect is where a task sets each record's key: the wrapped hashmap
+// itself, whose current key the records read, or nil (set it here). At
+// full speed this wrapper's call around the hashmap's cost a word count
+// ~3 ns a record, ~3% of its throughput.
+func (b *ChangelogBackend[K]) KeysDirect() HashedKeys[K] {
+	if b.kb == nil {
+		return nil
+	}
+	return b.kb
+}
+
+// current is the current key and its key group.
+func (b *ChangelogBackend[K]) current() (K, int) {
+	if kb := b.kb; kb != nil {
+		return kb.currentKey, kb.kgRange.Start + kb.kgIndex
+	}
+	return b.cur, b.kg
+}
+
 // syncKey takes the wrapped backend's current key (set by a timer firing).
 func (b *ChangelogBackend[K]) syncKey() {
 	k := b.inner.CurrentKey()
@@ -234,15 +259,16 @@ func (b *ChangelogBackend[K]) syncKey() {
 // head starts a record about the current key.
 func (b *ChangelogBackend[K]) head(op changelog.Op, d *clDecl) *changelog.Writer {
 	b.dirty = true
+	k, kg := b.current()
 	if b.strKey {
-		b.w.HeadString(op, d.id, b.kg, asString(b.cur))
+		b.w.HeadString(op, d.id, kg, asString(k))
 		return b.w
 	}
-	if !b.keyOK {
-		b.keyBuf = b.keySer.Append(b.keyBuf[:0], b.cur)
-		b.keyOK = true
+	if !b.keyOK || b.keyFor != k {
+		b.keyBuf = b.keySer.Append(b.keyBuf[:0], k)
+		b.keyFor, b.keyOK = k, true
 	}
-	b.w.Head(op, d.id, b.kg, b.keyBuf)
+	b.w.Head(op, d.id, kg, b.keyBuf)
 	return b.w
 }
 
@@ -747,7 +773,8 @@ func (s *clValueState[K, V]) Update(v V) {
 	if s.intStr {
 		// What head does, then the whole record in one step.
 		s.b.dirty = true
-		s.b.w.SetStringVarint(s.d.id, s.b.kg, asString(s.b.cur), *(*int64)(unsafe.Pointer(&v)))
+		k, kg := s.b.current()
+		s.b.w.SetStringVarint(s.d.id, kg, asString(k), *(*int64)(unsafe.Pointer(&v)))
 		return
 	}
 	w := s.b.head(changelog.OpSet, s.d)
