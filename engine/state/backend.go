@@ -971,7 +971,7 @@ type valueState[K comparable, V any] struct {
 	present      bool
 	// log, when set, writes every change to the changelog from here: a
 	// string key's state of varint integers under the changelog, which
-	// would otherwise wrap it (see logDirect).
+	// would otherwise wrap it (see getChangelogValueState).
 	log *directLog
 }
 

@@ -49,8 +49,7 @@ type ChangelogBackend[K comparable] struct {
 
 	cur    K // the current key and key group, when kb is nil
 	kg     int
-	keyBuf []byte // keyFor serialized (keys other than strings)
-	keyFor K
+	keyBuf []byte // the current key serialized (keys other than strings)
 	keyOK  bool
 	strKey bool // string keys with the built-in serializer: written directly
 
@@ -133,6 +132,9 @@ type clDecl struct {
 	id   uint32
 	kind Kind
 	name string
+	// wrapped: a value state handed out wrapped (clValueState), so
+	// never also logging its own changes (getChangelogValueState).
+	wrapped bool
 }
 
 type materialization struct {
@@ -250,8 +252,12 @@ func (b *ChangelogBackend[K]) current() (K, int) {
 	return b.cur, b.kg
 }
 
-// syncKey takes the wrapped backend's current key (set by a timer firing).
+// syncKey takes the wrapped backend's current key (set by a timer firing);
+// over the hashmap the records read it there anyway (current).
 func (b *ChangelogBackend[K]) syncKey() {
+	if b.kb != nil {
+		return
+	}
 	k := b.inner.CurrentKey()
 	b.cur, b.kg, b.keyOK = k, b.inner.KeyGroupOf(k), false
 }
@@ -264,9 +270,12 @@ func (b *ChangelogBackend[K]) head(op changelog.Op, d *clDecl) *changelog.Writer
 		b.w.HeadString(op, d.id, kg, asString(k))
 		return b.w
 	}
-	if !b.keyOK || b.keyFor != k {
+	if !b.keyOK || b.kb != nil {
+		// Cached only while this wrapper sets the key (keyOK is reset
+		// there); a key set on the hashmap directly is serialized anew
+		// (comparing keys would take +0 and -0 for one).
 		b.keyBuf = b.keySer.Append(b.keyBuf[:0], k)
-		b.keyFor, b.keyOK = k, true
+		b.keyOK = true
 	}
 	b.w.Head(op, d.id, kg, b.keyBuf)
 	return b.w
@@ -821,12 +830,15 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	}
 	d := b.declare(name, KindValue)
 	intStr := b.strKey && isVarint64(ser)
-	if vs, ok := in.(*valueState[K, V]); ok && intStr {
+	if vs, ok := in.(*valueState[K, V]); ok && (vs.log != nil || intStr && !d.wrapped) {
 		// The hashmap's state logs its own changes, the same records as
-		// clValueState's, and is the state the function gets.
+		// clValueState's, and is the state the function gets. (Registered
+		// again, a state keeps the way it logs: never both ways, which
+		// would log every change twice.)
 		vs.log = &directLog{w: b.w, id: d.id, dirty: &b.dirty}
 		return vs, nil
 	}
+	d.wrapped = true
 	return &clValueState[K, V]{b: b, in: in, ser: ser, d: d, intStr: intStr}, nil
 }
 
