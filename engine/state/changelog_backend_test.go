@@ -125,7 +125,7 @@ func dumpCL(be Backend[string], s clStates, keys []string, r KeyGroupRange) stri
 
 // changelogCheckpoint takes a changelog checkpoint of be and reads its log
 // files for RestoreChangelog.
-func changelogCheckpoint(t interface{ Fatal(...any) }, be *ChangelogBackend[string]) (*ChangelogState, RestoredLog) {
+func changelogCheckpoint[K comparable](t interface{ Fatal(...any) }, be *ChangelogBackend[K]) (*ChangelogState, RestoredLog) {
 	snap, err := be.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
 	if err != nil {
 		t.Fatal(err)
@@ -597,22 +597,7 @@ func TestChangelogKeysDirectOtherKeys(t *testing.T) {
 				wantL[k] = append(wantL[k], int64(i))
 			}
 		}
-		snap, err := b.TakeSnapshot(SnapshotOptions{ID: 1, Changelog: true})
-		if err != nil {
-			rt.Fatal(err)
-		}
-		st, err := snap.(*ChangelogSnapshot).Wait()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		var log RestoredLog
-		for _, f := range st.Log {
-			data, err := changelog.ReadFile(vfs.Default, f.Path)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			log.Files = append(log.Files, RestoredFile{Name: f.Path, Data: data, Size: f.Size})
-		}
+		_, log := changelogCheckpoint(rt, b)
 		r := NewChangelogBackend[int64](NewKeyedBackend(SerializerFor[int64](), maxPar, KeyGroupRange{Start: 0, End: maxPar - 1}), SerializerFor[int64](), ChangelogOptions{})
 		defer r.Dispose()
 		if err := r.RestoreChangelog([]RestoredLog{log}); err != nil {
