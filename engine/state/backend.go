@@ -1027,7 +1027,7 @@ func (s *valueState[K, V]) Update(v V) {
 	}
 	s.present, s.presentEpoch = true, b.keyEpoch
 	if l := s.log; l != nil {
-		// V is an 8-byte integer here (logDirect).
+		// V is an 8-byte integer here (getChangelogValueState).
 		*l.dirty = true
 		l.w.SetStringVarint(l.id, b.kgRange.Start+kgi, asString(b.currentKey), *(*int64)(unsafe.Pointer(&v)))
 	}
