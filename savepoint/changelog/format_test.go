@@ -74,6 +74,11 @@ func TestFormatRoundTrip(t *testing.T) {
 		add(newRec(dValue, changelog.OpSet, 127+i, []byte("same-key"), pattern(n, byte(i+7)), nil, 0, 0))
 	}
 	add(newRec(dValue, changelog.OpClear, 128, nil, nil, nil, 0, 0))
+	// Short sets between the others, of every length of varint.
+	for i, v := range []int64{0, -1, 63, 64, 8191, 8192, math.MaxInt64, math.MinInt64} {
+		add(setString(dValue, i*17, strings.Repeat("w", i*18), v))
+	}
+	add(newRec(dValue, changelog.OpSet, 3, []byte("after short sets"), []byte("y"), nil, 0, 0))
 	cut()
 	// Second chunk: lists and maps, values large and small, the map value
 	// prefixed either way.
@@ -99,8 +104,8 @@ func TestFormatRoundTrip(t *testing.T) {
 	cut()
 
 	data := changelog.AppendHeader(nil)
-	if len(data) != changelog.HeaderLen || string(data[:8]) != "GFLKCLOG" || binary.BigEndian.Uint32(data[8:]) != 1 {
-		t.Fatalf("header %q, want GFLKCLOG and version 1 in %d bytes", data, changelog.HeaderLen)
+	if len(data) != changelog.HeaderLen || string(data[:8]) != "GFLKCLOG" || binary.BigEndian.Uint32(data[8:]) != 2 {
+		t.Fatalf("header %q, want GFLKCLOG and version 2 in %d bytes", data, changelog.HeaderLen)
 	}
 	for _, pl := range payloads {
 		data = changelog.AppendChunk(data, pl)
@@ -238,9 +243,14 @@ func TestParseCorrupt(t *testing.T) {
 		{name: "recorded size within the header", data: good, size: 5},
 		{name: "recorded size cuts a chunk header", data: good, size: int64(secondAt) + 5, before: first},
 		{name: "recorded size cuts a chunk payload", data: good, size: int64(len(good)) - 1, before: first},
-		{name: "wrong version", data: func() []byte {
+		{name: "version 3", data: func() []byte {
 			d := clone()
-			binary.BigEndian.PutUint32(d[8:], 2)
+			binary.BigEndian.PutUint32(d[8:], 3)
+			return d
+		}(), size: int64(len(good))},
+		{name: "version 0", data: func() []byte {
+			d := clone()
+			binary.BigEndian.PutUint32(d[8:], 0)
 			return d
 		}(), size: int64(len(good))},
 		{name: "chunk length beyond the data", data: func() []byte {
@@ -272,6 +282,16 @@ func TestParseCorrupt(t *testing.T) {
 		{name: "declaration cut short", data: fileWith(changelog.AppendDeclare(nil, 5, 1, "abc")[:3])},
 		{name: "declaration name cut short", data: fileWith(changelog.AppendDeclare(nil, 5, 1, "abc")[:6])},
 		{name: "uvarint overflow", data: fileWith(append([]byte{byte(changelog.OpSet)}, bytes.Repeat([]byte{0xff}, 11)...))},
+		{name: "short set of an undeclared state", data: fileWith([]byte{0x80 | 1, 7, 1, 'k', 2})},
+		{name: "short set of state 127, undeclared", data: fileWith([]byte{0xff, 7, 1, 'k', 2})},
+		{name: "short set of one byte", data: fileWith([]byte{0x80})},
+		{name: "short set without its key's length", data: fileWith([]byte{0x80, 7})},
+		{name: "short set key cut short", data: fileWith([]byte{0x80, 7, 5, 'a', 'b'})},
+		{name: "short set key of 128 bytes", data: fileWith(append([]byte{0x80, 7, 0x80}, bytes.Repeat([]byte{1}, 130)...))},
+		{name: "short set without a value", data: fileWith([]byte{0x80, 7, 1, 'k'})},
+		{name: "short set value cut short", data: fileWith([]byte{0x80, 7, 1, 'k', 0x81})},
+		{name: "short set value of 11 bytes", data: fileWith(append(append([]byte{0x80, 7, 1, 'k'}, bytes.Repeat([]byte{0xff}, 10)...), 1))},
+		{name: "short set then garbage", data: fileWith([]byte{0x80, 7, 1, 'k', 2, 0})},
 	}
 	for i := range 8 {
 		d := clone()
@@ -327,6 +347,20 @@ func TestParseCorrupt(t *testing.T) {
 	ok := fileWith(append(head(changelog.OpSet, 300), changelog.AppendPrefixed(nil, []byte("v"))...))
 	if _, err := parseAll(ok, int64(len(ok)), "ok.log"); err != nil {
 		t.Fatal(err)
+	}
+	// And the short sets above failed for what was cut or wrong: whole,
+	// with a 10-byte value, they parse.
+	for _, p := range [][]byte{{0x80, 7, 1, 'k', 2}, append(append([]byte{0x80, 7, 1, 'k'}, bytes.Repeat([]byte{0xff}, 9)...), 1)} {
+		ok := fileWith(p)
+		if got, err := parseAll(ok, int64(len(ok)), "ok.log"); err != nil || len(got) != 1 {
+			t.Fatalf("short set %x: %d records, %v", p, len(got), err)
+		}
+	}
+	// A version 1 file (no short sets) is read as it always was.
+	v1 := clone()
+	binary.BigEndian.PutUint32(v1[8:], 1)
+	if got, err := parseAll(v1, int64(len(v1)), "v1.log"); err != nil || len(got) == 0 {
+		t.Fatalf("version 1: %d records, %v", len(got), err)
 	}
 }
 
@@ -403,25 +437,52 @@ func TestAppendHeadStringIsAppendHead(t *testing.T) {
 	})
 }
 
-// TestAppendSetStringVarintIsPiecewise: the one-step value record is the
-// head, then the varint value prefixed, for values of every length, keys
-// around the one-byte limits, and buffers with and without room.
-func TestAppendSetStringVarintIsPiecewise(t *testing.T) {
+// TestAppendSetStringVarint: the one-step value record reads back as the
+// OpSet of the serialized key and the varint value, for values of every
+// length, keys, ids and key groups around the one-byte limits, and buffers
+// with and without room (the same bytes either way). Where all three are
+// under 128 it is a short set, 3 bytes shorter than the piecewise OpSet;
+// elsewhere it is that OpSet's bytes.
+func TestAppendSetStringVarint(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		id := uint32(rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 300}).Draw(t, "id"))
 		kg := rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 32767}).Draw(t, "kg")
 		key := rapid.OneOf(rapid.StringN(0, 140, -1),
-			rapid.Map(rapid.SampledFrom([]int{0, 1, 125, 126, 127, 128}), func(n int) string { return strings.Repeat("k", n) })).Draw(t, "key")
+			rapid.Map(rapid.SampledFrom([]int{0, 1, 3, 4, 7, 8, 16, 17, 125, 126, 127, 128}), func(n int) string { return strings.Repeat("k", n) })).Draw(t, "key")
 		v := rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, 63, 64, -64, -65, 8191, 8192, -8192, -8193, math.MaxInt64, math.MinInt64})).Draw(t, "v")
 		prefix := []byte(rapid.StringN(0, 4, -1).Draw(t, "prefix"))
 		room := rapid.IntRange(0, 200).Draw(t, "room")
+		// Spare capacity filled with a pattern: the record must not
+		// depend on what is there.
 		dst := append(make([]byte, 0, len(prefix)+room), prefix...)
+		copy(dst[len(dst):cap(dst)], bytes.Repeat([]byte{0xa5}, room))
+		got := changelog.AppendSetStringVarint(dst, id, kg, key, v)
+		tight := changelog.AppendSetStringVarint(slices.Clip(slices.Clone(prefix)), id, kg, key, v)
+		if !bytes.Equal(got, tight) {
+			t.Fatalf("with room %d: %x; without: %x", room, got, tight)
+		}
+		if !bytes.Equal(got[:len(prefix)], prefix) {
+			t.Fatalf("prefix %x became %x", prefix, got[:len(prefix)])
+		}
 		want := changelog.AppendHeadString(slices.Clone(prefix), changelog.OpSet, id, kg, key)
 		want, st := changelog.BeginPrefixed(want)
 		want = changelog.FinishPrefixed(binary.AppendVarint(want, v), st)
-		if got := changelog.AppendSetStringVarint(dst, id, kg, key, v); !bytes.Equal(got, want) {
+		short := id < 0x80 && kg < 0x80 && len(key) < 0x80
+		switch {
+		case short && len(got) != len(want)-3:
+			t.Fatalf("short set of %d bytes, the OpSet has %d: want 3 fewer", len(got)-len(prefix), len(want)-len(prefix))
+		case !short && !bytes.Equal(got, want):
 			t.Fatalf("AppendSetStringVarint = %x; piecewise = %x", got, want)
 		}
+		d := decl{id: id, kind: 1, name: "count"}
+		ser := append(binary.AppendUvarint(nil, uint64(len(key))), key...)
+		r := newRec(d, changelog.OpSet, kg, ser, binary.AppendVarint(nil, v), nil, 0, 0)
+		file := changelog.AppendChunk(changelog.AppendHeader(nil), append(appendDecls(nil, []decl{d}), got[len(prefix):]...))
+		recs, err := parseAll(file, int64(len(file)), "one.log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, "read back", []rec{r}, recs)
 	})
 }
 

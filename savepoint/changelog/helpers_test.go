@@ -41,6 +41,11 @@ func genSetString(t *rapid.T, ds []decl) rec {
 		rapid.Map(rapid.SampledFrom([]int{0, 3, 4, 7, 8, 16, 17, 126, 127, 128}), func(n int) string { return strings.Repeat("k", n) })).Draw(t, "key")
 	v := rapid.OneOf(rapid.Int64(), rapid.Int64Range(-10000, 10000),
 		rapid.SampledFrom([]int64{0, -1, 63, 64, -64, -65, 8191, 8192, -8192, -8193, math.MaxInt64, math.MinInt64})).Draw(t, "v")
+	return setString(d, kg, key, v)
+}
+
+// setString is the record AppendSetStringVarint(d.id, kg, key, v) writes.
+func setString(d decl, kg int, key string, v int64) rec {
 	ser := append(binary.AppendUvarint(nil, uint64(len(key))), key...)
 	x := newRec(d, changelog.OpSet, kg, ser, binary.AppendVarint(nil, v), nil, 0, 0)
 	x.setString, x.str, x.v = true, key, v
@@ -109,6 +114,9 @@ func appendBody(dst []byte, x rec) []byte {
 }
 
 func appendRec(dst []byte, x rec) []byte {
+	if x.setString {
+		return changelog.AppendSetStringVarint(dst, x.id, x.r.KeyGroup, x.str, x.v)
+	}
 	dst = changelog.AppendHead(dst, x.r.Op, x.id, x.r.KeyGroup, x.r.Key)
 	return appendBody(dst, x)
 }

@@ -127,7 +127,7 @@ func (w *Writer) HeadString(op Op, id uint32, kg int, key string) {
 // Done, whose conditions it cannot meet (room is below them by the
 // largest such record).
 func (w *Writer) SetStringVarint(id uint32, kg int, key string, v int64) {
-	if n := len(w.Buf); n+len(key) <= w.room && cap(w.Buf) == w.bufSize && id < 0x80 && uint(kg) < 0x80 && len(key) < 0x7f {
+	if n := len(w.Buf); n+len(key) <= w.room && cap(w.Buf) == w.bufSize && id < 0x80 && uint(kg) < 0x80 && len(key) < 0x80 {
 		w.Buf = appendSetStringVarint(w.Buf, n, id, kg, key, v)
 		if w.records++; w.records%256 == 0 && w.o.Now != nil {
 			w.Tick(w.o.Now())
@@ -146,7 +146,7 @@ func (w *Writer) declare() {
 		w.Buf = w.o.Declarations(w.Buf)
 		if w.ch != nil {
 			// The largest record of SetStringVarint's fast path is
-			// len(key)+16 bytes (setStringVarintMax).
+			// len(key)+13 bytes (setStringVarintMax).
 			w.room = min(w.o.HandOff-1, w.bufSize-bufferSlack) - setStringVarintMax
 		}
 	}

@@ -1,7 +1,10 @@
 package changelog
 
 import (
+	"bytes"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,5 +127,35 @@ func TestWriterFastPathKeepsHandOffs(t *testing.T) {
 				t.Fatalf("256 records after the persist delay, and the batch (%d bytes) was not handed over", len(w.Buf))
 			}
 		})
+	}
+}
+
+// TestShortSetStoresAgree: the word-sized short set (format_le.go) writes
+// the same bytes as the byte-by-byte one every processor can run, for keys
+// of every length the short set takes and values of every varint length,
+// and writes nothing past the record.
+func TestShortSetStoresAgree(t *testing.T) {
+	values := []int64{0, -1, 1, 63, -64, 64, -65, 8191, -8192, 8192, -8193, 1 << 20, math.MaxInt64, math.MinInt64}
+	for l := 0; l < 0x80; l++ {
+		key := strings.Repeat("k", l)
+		if l > 0 {
+			key = key[:l-1] + string(rune('a'+l%26)) // the last byte differs
+		}
+		for _, v := range values {
+			for _, n := range []int{0, 1, 5} {
+				a := bytes.Repeat([]byte{0xa5}, n+l+setStringVarintMax+8)
+				b := bytes.Clone(a)
+				got := appendSetStringVarint(a[:n], n, 0x7f, 0x7f, key, v)
+				want := appendShortSet(b[:n], n, 0x7f, 0x7f, key, v)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("key of %d bytes, value %d, at %d: %x, want %x", l, v, n, got, want)
+				}
+				for i, c := range a[len(got):] {
+					if c != 0xa5 {
+						t.Fatalf("key of %d bytes, value %d, at %d: byte %d past the record is %#x", l, v, n, i, c)
+					}
+				}
+			}
+		}
 	}
 }
