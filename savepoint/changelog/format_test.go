@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -273,7 +275,7 @@ func TestParseCorrupt(t *testing.T) {
 			data: fileWith(append(head(changelog.OpSet, 1), changelog.AppendPrefixed(nil, []byte("v"))...))},
 		{name: "unknown op 0", data: fileWith(head(0, 0))},
 		{name: "unknown op 10", data: fileWith(append(head(10, 300), 0))},
-		{name: "unknown op 255", data: fileWith(head(255, 0))},
+		{name: "unknown op 127", data: fileWith(head(127, 0))},
 		{name: "value cut short", data: fileWith(append(head(changelog.OpSet, 0), 5, 'a', 'b'))},
 		{name: "map value missing", data: fileWith(append(head(changelog.OpMapPut, 300), 1, 'k'))},
 		{name: "timer cut short", data: fileWith(head(changelog.OpTimerAdd, 0))},
@@ -287,7 +289,14 @@ func TestParseCorrupt(t *testing.T) {
 		{name: "short set of one byte", data: fileWith([]byte{0x80})},
 		{name: "short set without its key's length", data: fileWith([]byte{0x80, 7})},
 		{name: "short set key cut short", data: fileWith([]byte{0x80, 7, 5, 'a', 'b'})},
-		{name: "short set key of 128 bytes", data: fileWith(append([]byte{0x80, 7, 0x80}, bytes.Repeat([]byte{1}, 130)...))},
+		{name: "short set key of 128 bytes", data: fileWith(append(append([]byte{0x80, 7, 0x80}, bytes.Repeat([]byte{'k'}, 128)...), 2))},
+		{name: "short set of key group 128", data: fileWith([]byte{0x80, 0x80, 1, 'k', 2})},
+		{name: "short set value over 64 bits", data: fileWith(append(append([]byte{0x80, 7, 1, 'k'}, bytes.Repeat([]byte{0xff}, 9)...), 2))},
+		{name: "short set in a version 1 file", data: func() []byte {
+			d := fileWith([]byte{0x80, 7, 1, 'k', 2})
+			binary.BigEndian.PutUint32(d[8:], 1)
+			return d
+		}()},
 		{name: "short set without a value", data: fileWith([]byte{0x80, 7, 1, 'k'})},
 		{name: "short set value cut short", data: fileWith([]byte{0x80, 7, 1, 'k', 0x81})},
 		{name: "short set value of 11 bytes", data: fileWith(append(append([]byte{0x80, 7, 1, 'k'}, bytes.Repeat([]byte{0xff}, 10)...), 1))},
@@ -441,8 +450,8 @@ func TestAppendHeadStringIsAppendHead(t *testing.T) {
 // OpSet of the serialized key and the varint value, for values of every
 // length, keys, ids and key groups around the one-byte limits, and buffers
 // with and without room (the same bytes either way). Where all three are
-// under 128 it is a short set, 3 bytes shorter than the piecewise OpSet;
-// elsewhere it is that OpSet's bytes.
+// under 128 it is a short set (3 bytes of head, the key, the varint);
+// elsewhere it is the piecewise OpSet's bytes.
 func TestAppendSetStringVarint(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		id := uint32(rapid.SampledFrom([]int{0, 1, 0x7f, 0x80, 300}).Draw(t, "id"))
@@ -457,6 +466,11 @@ func TestAppendSetStringVarint(t *testing.T) {
 		dst := append(make([]byte, 0, len(prefix)+room), prefix...)
 		copy(dst[len(dst):cap(dst)], bytes.Repeat([]byte{0xa5}, room))
 		got := changelog.AppendSetStringVarint(dst, id, kg, key, v)
+		if cap(dst) > 0 && &got[0] == &dst[:1][0] { // written in place
+			if past := got[len(got):cap(got)]; bytes.Count(past, []byte{0xa5}) != len(past) {
+				t.Fatalf("wrote past the record: %x", past)
+			}
+		}
 		tight := changelog.AppendSetStringVarint(slices.Clip(slices.Clone(prefix)), id, kg, key, v)
 		if !bytes.Equal(got, tight) {
 			t.Fatalf("with room %d: %x; without: %x", room, got, tight)
@@ -469,8 +483,8 @@ func TestAppendSetStringVarint(t *testing.T) {
 		want = changelog.FinishPrefixed(binary.AppendVarint(want, v), st)
 		short := id < 0x80 && kg < 0x80 && len(key) < 0x80
 		switch {
-		case short && len(got) != len(want)-3:
-			t.Fatalf("short set of %d bytes, the OpSet has %d: want 3 fewer", len(got)-len(prefix), len(want)-len(prefix))
+		case short && len(got)-len(prefix) != 3+len(key)+len(binary.AppendVarint(nil, v)):
+			t.Fatalf("short set of %d bytes for a key of %d: want its 3-byte head, the key and the varint", len(got)-len(prefix), len(key))
 		case !short && !bytes.Equal(got, want):
 			t.Fatalf("AppendSetStringVarint = %x; piecewise = %x", got, want)
 		}
@@ -513,4 +527,66 @@ func BenchmarkRecordAppend(b *testing.B) {
 			buf = changelog.AppendSetStringVarint(buf, 0, i&127, keys[i&4095], int64(i))
 		}
 	})
+}
+
+// TestReadsVersion1File: a log file written by gflink before the short set
+// (testdata/v1.log, format version 1: a word count's value records as
+// general OpSets) reads as it did, alone and indexed together with a file
+// of this version that has short sets of the same states.
+func TestReadsVersion1File(t *testing.T) {
+	data, err := os.ReadFile("testdata/v1.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.BigEndian.Uint32(data[8:12]); v != 1 {
+		t.Fatalf("testdata/v1.log has version %d", v)
+	}
+	ser := func(s string) []byte { return append(binary.AppendUvarint(nil, uint64(len(s))), s...) }
+	count, events := decl{id: 1, kind: 1, name: "count"}, decl{id: 2, kind: 2, name: "events"}
+	byUser, timers := decl{id: 3, kind: 3, name: "by-user"}, decl{id: 4, kind: 9, name: "timers"}
+	want := []rec{
+		setString(count, 5, "hello", 1),
+		setString(count, 5, "hello", 2),
+		setString(count, 100, "world", -300),
+		setString(count, 127, strings.Repeat("x", 126), 1<<40),
+		newRec(count, changelog.OpClear, 5, ser("hello"), nil, nil, 0, 0),
+		newRec(events, changelog.OpListAdd, 9, ser("k"), []byte("e1"), nil, 0, 0),
+		newRec(byUser, changelog.OpMapPut, 200, ser("u"), []byte("mk"), []byte("mv"), 0, 0),
+		newRec(byUser, changelog.OpMapRemove, 200, ser("u"), []byte("mk"), nil, 0, 0),
+		newRec(timers, changelog.OpTimerAdd, 9, ser("k"), nil, nil, 1700000000000, 0),
+		newRec(timers, changelog.OpTimerDel, 9, ser("k"), nil, nil, 1700000000000, 0),
+		setString(count, 9, "k", 42),
+	}
+	got, err := parseAll(data, int64(len(data)), "v1.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, "testdata/v1.log", want, got)
+
+	// A version 2 file after it, its states numbered differently.
+	count2 := decl{id: 7, kind: 1, name: "count"}
+	later := []rec{setString(count2, 5, "hello", 3), setString(count2, 9, "k", 43), setString(count2, 100, "world", 1)}
+	v2 := logFile([]decl{count2}, later)
+	x := changelog.NewIndex(0, 255)
+	if err := x.Add([]changelog.Contents{{Name: "v1.log", Data: data, Size: int64(len(data))}, {Name: "v2.log", Data: v2, Size: int64(len(v2))}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, kg := range []int{5, 9, 100, 127, 200} {
+		var wantKG []rec
+		for _, r := range append(slices.Clone(want), later...) {
+			if r.r.KeyGroup == kg {
+				wantKG = append(wantKG, r)
+			}
+		}
+		var gotKG []changelog.Record
+		if err := x.KeyGroup(kg, func(r *changelog.Record) error {
+			c := *r
+			c.Key, c.A, c.B = bytes.Clone(r.Key), bytes.Clone(r.A), bytes.Clone(r.B)
+			gotKG = append(gotKG, c)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, fmt.Sprintf("key group %d", kg), wantKG, gotKG)
+	}
 }

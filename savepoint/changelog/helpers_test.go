@@ -232,6 +232,9 @@ func genBytes(t *rapid.T, label string) []byte {
 }
 
 func genRec(t *rapid.T, ds []decl) rec {
+	if rapid.IntRange(0, 3).Draw(t, "short set") == 0 {
+		return genSetString(t, ds) // a short set where its id allows
+	}
 	d := rapid.SampledFrom(ds).Draw(t, "state")
 	op := rapid.SampledFrom(allOps).Draw(t, "op")
 	kg := rapid.OneOf(rapid.IntRange(0, 200), rapid.IntRange(0, 32767)).Draw(t, "kg")

@@ -55,7 +55,12 @@ func TestInlineParseIsGeneralParse(t *testing.T) {
 			// Unknown ops, undeclared ids (0, 7), declarations between
 			// records and lengths written in more bytes than needed are
 			// drawn too.
-			op := Op(rapid.SampledFrom([]Op{OpClear, OpSet, OpListAdd, OpListSet, OpMapPut, OpMapRemove, OpTimerAdd, OpTimerDel, OpDeclare, 200}).Draw(t, "op"))
+			op := Op(rapid.SampledFrom([]Op{OpClear, OpSet, OpListAdd, OpListSet, OpMapPut, OpMapRemove, OpTimerAdd, OpTimerDel, OpDeclare, 10, 127, shortSet}).Draw(t, "op"))
+			if op == shortSet {
+				id := uint32(rapid.SampledFrom([]int{1, 2, 0, 7}).Draw(t, "id"))
+				p = AppendSetStringVarint(p, id, rapid.IntRange(0, 127).Draw(t, "kg"), string(field("key")), rapid.Int64().Draw(t, "v"))
+				continue
+			}
 			if op == OpDeclare {
 				p = AppendDeclare(p, uint32(rapid.SampledFrom([]int{1, 3, 200}).Draw(t, "declared")), 4, string(field("name")))
 				continue
