@@ -328,7 +328,7 @@ func conf(ckDir string, checkpointing bool, extra ...string) *config.Configurati
 		c.SetString("state.changelog.enabled", "true", "scale")
 		c.SetString("state.changelog.storage", "filesystem", "scale")
 		c.SetString("state.changelog.dstl.dfs.base-path", filepath.Join(filepath.Dir(ckDir), "dstl"), "scale")
-		c.SetString("state.changelog.periodic-materialize.interval", matEvery.String(), "scale")
+		c.SetString("state.changelog.periodic-materialize.interval", fmt.Sprintf("%d ms", matEvery.Milliseconds()), "scale")
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		c.SetString(extra[i], extra[i+1], "scale")
