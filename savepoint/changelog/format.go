@@ -28,9 +28,10 @@
 //	         which delimits itself), with id, key group and key length
 //	         under 128. It is what a word count writes for every word, and
 //	         it is 3 bytes shorter than the same OpSet (the key's and the
-//	         value's lengths and the op): with 5-letter words 10 bytes
-//	         instead of 13, a quarter of the log the persister writes and
-//	         the task stores into buffers that are not in the cache.
+//	         value's lengths and the op): with the benchmarks' 4- and
+//	         5-letter words ~8.5 bytes instead of ~11.5, a quarter of the
+//	         log the persister writes and the task stores into buffers
+//	         that are not in the cache.
 //
 // Every file starts with a declaration of each state it refers to (ids are
 // per writer), so a file can be read on its own.
@@ -142,8 +143,9 @@ const setStringVarintMax = 3 + binary.MaxVarintLen64
 // short set, written in one step when dst has room: the general OpSet
 // written piecewise, with its grows, length fix-up and serializer call,
 // took 15 ns per record against 9 for the same bytes in one step, before
-// the short set (BenchmarkRecordAppend: now ~10 against ~7). Otherwise it is the OpSet that
-// AppendHeadString, BeginPrefixed, AppendVarint and FinishPrefixed write.
+// the short set (BenchmarkRecordAppend: now ~10 against ~7). Otherwise it
+// is the OpSet that AppendHeadString, BeginPrefixed, AppendVarint and
+// FinishPrefixed write.
 func AppendSetStringVarint(dst []byte, id uint32, kg int, key string, v int64) []byte {
 	n := len(dst)
 	if id >= 0x80 || uint(kg) >= 0x80 || len(key) >= 0x80 {

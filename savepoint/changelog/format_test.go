@@ -228,6 +228,8 @@ func fileWith(payload []byte) []byte {
 
 func TestParseCorrupt(t *testing.T) {
 	good, first, secondAt := twoChunkFile()
+	shortSetInV1 := fileWith([]byte{0x80, 0, 7, 1, 'k'})
+	binary.BigEndian.PutUint32(shortSetInV1[8:], 1)
 	clone := func() []byte { return append([]byte(nil), good...) }
 	head := func(op changelog.Op, id uint32) []byte { return changelog.AppendHead(nil, op, id, 7, []byte("key")) }
 
@@ -292,11 +294,7 @@ func TestParseCorrupt(t *testing.T) {
 		{name: "short set key of 128 bytes", data: fileWith(append(append([]byte{0x80, 7, 0x80}, bytes.Repeat([]byte{'k'}, 128)...), 2))},
 		{name: "short set of key group 128", data: fileWith([]byte{0x80, 0x80, 1, 'k', 2})},
 		{name: "short set value over 64 bits", data: fileWith(append(append([]byte{0x80, 7, 1, 'k'}, bytes.Repeat([]byte{0xff}, 9)...), 2))},
-		{name: "short set in a version 1 file", data: func() []byte {
-			d := fileWith([]byte{0x80, 7, 1, 'k', 2})
-			binary.BigEndian.PutUint32(d[8:], 1)
-			return d
-		}()},
+		{name: "short set in a version 1 file", data: shortSetInV1},
 		{name: "short set without a value", data: fileWith([]byte{0x80, 7, 1, 'k'})},
 		{name: "short set value cut short", data: fileWith([]byte{0x80, 7, 1, 'k', 0x81})},
 		{name: "short set value of 11 bytes", data: fileWith(append(append([]byte{0x80, 7, 1, 'k'}, bytes.Repeat([]byte{0xff}, 10)...), 1))},
@@ -364,6 +362,11 @@ func TestParseCorrupt(t *testing.T) {
 		if got, err := parseAll(ok, int64(len(ok)), "ok.log"); err != nil || len(got) != 1 {
 			t.Fatalf("short set %x: %d records, %v", p, len(got), err)
 		}
+	}
+	// There, the short set's first byte is an op that version 1 does
+	// not have: a record of state 0 (declared), key group 7, key "k".
+	if _, err := parseAll(shortSetInV1, int64(len(shortSetInV1)), "v1.log"); err == nil || !strings.Contains(err.Error(), "unknown record op 128") {
+		t.Fatalf("a short set's byte in a version 1 file: %v, want unknown record op 128", err)
 	}
 	// A version 1 file (no short sets) is read as it always was.
 	v1 := clone()
