@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 )
 
 // Op is what a record does.
@@ -153,13 +154,9 @@ func AppendSetStringVarint(dst []byte, id uint32, kg int, key string, v int64) [
 		dst, st := BeginPrefixed(dst)
 		return FinishPrefixed(binary.AppendVarint(dst, v), st)
 	}
-	if cap(dst)-n < len(key)+setStringVarintMax {
-		dst = append(dst, byte(shortSet|id), byte(kg), byte(len(key)))
-		return binary.AppendVarint(append(dst, key...), v)
-	}
-	// Room for all of it: the common case, written in place (format_le.go,
-	// format_other.go).
-	return appendSetStringVarint(dst, n, id, kg, key, v)
+	// Written in place (format_le.go, format_other.go), in room made first
+	// if there is not (rarely: the writer's buffers have it).
+	return appendSetStringVarint(slices.Grow(dst, len(key)+setStringVarintMax), n, id, kg, key, v)
 }
 
 // appendShortSet writes AppendSetStringVarint's short set with checked byte
