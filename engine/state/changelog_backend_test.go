@@ -72,6 +72,31 @@ func (h *clHarness) settle(t testing.TB) error {
 	return nil
 }
 
+// materialized returns the blocks of the materialization st refers to,
+// of the key groups in r (none if nothing was materialized).
+func (h *clHarness) materialized(st *ChangelogState, r KeyGroupRange) []KeyGroupBlock {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var blocks []KeyGroupBlock
+	for _, b := range h.mats[st.Materialized] {
+		if r.Contains(b.KeyGroup) {
+			blocks = append(blocks, b)
+		}
+	}
+	return blocks
+}
+
+// restoreCL restores a changelog checkpoint into be as a task does: the
+// materialization's blocks, then the log since.
+func restoreCL[K comparable](t interface{ Fatal(...any) }, be *ChangelogBackend[K], blocks []KeyGroupBlock, log RestoredLog) {
+	if err := be.RestoreKeyGroups(blocks, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.RestoreChangelog([]RestoredLog{log}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // clStates are the states the property test uses, in either backend.
 type clStates struct {
 	v  ValueState[int64]
@@ -226,21 +251,7 @@ func TestPropertyChangelogRestore(t *testing.T) {
 		r := KeyGroupRange{Start: start, End: rapid.IntRange(start, maxPar-1).Draw(rt, "end")}
 		restored := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), maxPar, r), SerializerFor[string](), ChangelogOptions{})
 		defer restored.Dispose()
-		var blocks []KeyGroupBlock
-		h.mu.Lock()
-		mat := h.mats[st.Materialized]
-		h.mu.Unlock()
-		for _, b := range mat {
-			if r.Contains(b.KeyGroup) {
-				blocks = append(blocks, b)
-			}
-		}
-		if err := restored.RestoreKeyGroups(blocks, 2); err != nil {
-			rt.Fatal(err)
-		}
-		if err := restored.RestoreChangelog([]RestoredLog{log}); err != nil {
-			rt.Fatal(err)
-		}
+		restoreCL(rt, restored, h.materialized(st, r), log)
 		got := dumpCL(restored, registerCL(t, restored), keys, r)
 		if exp := dumpCL(ref, want, keys, r); got != exp {
 			rt.Fatalf("restored at %v (materialization %d, %d log files):\n%s\nwant:\n%s", r, st.MaterializationID, len(st.Log), got, exp)
@@ -654,19 +665,11 @@ func TestChangelogCarriesUnregisteredStates(t *testing.T) {
 		}
 	}
 	st, log := changelogCheckpoint(t, h.b)
-	h.mu.Lock()
-	blocks := h.mats[st.Materialized] // none: nothing was materialized
-	h.mu.Unlock()
 
 	// The restored job registers only the list state, changes it, and
 	// materializes; the others' records are carried into the new log.
 	h2 := newCLHarness(t, maxPar, time.Now, 0, 0)
-	if err := h2.b.RestoreKeyGroups(blocks, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := h2.b.RestoreChangelog([]RestoredLog{log}); err != nil {
-		t.Fatal(err)
-	}
+	restoreCL(t, h2.b, h.materialized(st, all), log) // no blocks: nothing was materialized
 	l2, err := GetListState[string](h2.b, "l", SerializerFor[string]())
 	if err != nil {
 		t.Fatal(err)
@@ -685,18 +688,9 @@ func TestChangelogCarriesUnregisteredStates(t *testing.T) {
 	if st2.Materialized == nil {
 		t.Fatal("the checkpoint after the materialization refers to none")
 	}
-	h2.mu.Lock()
-	blocks2 := h2.mats[st2.Materialized]
-	h2.mu.Unlock()
-
 	restored := NewChangelogBackend[string](NewKeyedBackend(SerializerFor[string](), maxPar, all), SerializerFor[string](), ChangelogOptions{})
 	defer restored.Dispose()
-	if err := restored.RestoreKeyGroups(blocks2, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := restored.RestoreChangelog([]RestoredLog{log2}); err != nil {
-		t.Fatal(err)
-	}
+	restoreCL(t, restored, h2.materialized(st2, all), log2)
 	got := dumpCL(restored, registerCL(t, restored), keys, all)
 	if exp := dumpCL(ref, want, keys, all); got != exp {
 		t.Fatalf("restored after a materialization that carried the unregistered states:\n%s\nwant:\n%s", got, exp)
