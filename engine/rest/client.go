@@ -23,7 +23,13 @@ type Client struct {
 	// job's endpoint requires it (see Server). It is set only for an
 	// endpoint known to be the job's, never sent to an arbitrary host.
 	Token string
-	HTTP  *http.Client
+	// Prove makes every connection that carries Token prove first that
+	// its peer holds the token (IdentityPath): for addresses read from
+	// places others may write (ZooKeeper, the job registry).
+	Prove      bool
+	proving    *http.Client // its connections prove themselves
+	provingFor string       // the Base and Token proving is for
+	HTTP       *http.Client
 	// Rediscover, when set, finds the endpoint again after this one
 	// refused a connection: under high availability a killed leader's
 	// address stays published until its session ends, and a standby takes
@@ -38,7 +44,10 @@ func NewClient(address string) *Client {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &Client{Base: strings.TrimSuffix(base, "/"), HTTP: &http.Client{}}
+	// Flink's REST API never redirects; following one could carry the
+	// token to another address.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{Base: strings.TrimSuffix(base, "/"), HTTP: &http.Client{CheckRedirect: noRedirect}}
 }
 
 // APIError is an error response of the REST API.
@@ -71,6 +80,27 @@ func cleanMessage(s string) string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	for {
+		err := c.attempt(ctx, method, path, body, out)
+		// Only a refused connection is retried: the request never reached
+		// the job, so sending it again cannot do anything twice.
+		var ue *UnreachableError
+		if c.Rediscover == nil || ctx.Err() != nil || !errors.As(err, &ue) || !errors.Is(err, syscall.ECONNREFUSED) {
+			return err
+		}
+		base, token, rerr := c.Rediscover(ctx, c.Base)
+		if rerr != nil {
+			return &UnreachableError{Base: c.Base, Err: fmt.Errorf("%w; %v", ue.Err, rerr)}
+		}
+		c.Base, c.Token = strings.TrimSuffix(NewClient(base).Base, "/"), token
+	}
+}
+
+func (c *Client) attempt(ctx context.Context, method, path string, body, out any) error {
+	hc := c.HTTP
+	if c.Token != "" && c.Prove {
+		hc = c.provingClient()
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -89,20 +119,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.HTTP.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		// Only a refused connection is retried: the request never reached
-		// the job, so sending it again cannot do anything twice.
-		if c.Rediscover != nil && errors.Is(err, syscall.ECONNREFUSED) {
-			base, token, rerr := c.Rediscover(ctx, c.Base)
-			if rerr == nil {
-				c.Base, c.Token = strings.TrimSuffix(NewClient(base).Base, "/"), token
-				return c.do(ctx, method, path, body, out)
-			}
-			err = fmt.Errorf("%w; %v", err, rerr)
+		var imp *ImpostorError
+		if errors.As(err, &imp) {
+			return imp
 		}
 		return &UnreachableError{Base: c.Base, Err: err}
 	}
@@ -323,4 +347,13 @@ func (c *Client) Retained(ctx context.Context, jobID string) ([]RetainedJSON, bo
 			Completed: h.Trigger + h.Duration, Size: h.Size, Added: h.Size, Owned: !h.Savepoint})
 	}
 	return rs, false, nil
+}
+
+// CloseIdleConnections closes the client's idle keep-alive connections
+// (and their goroutines).
+func (c *Client) CloseIdleConnections() {
+	c.HTTP.CloseIdleConnections()
+	if c.proving != nil {
+		c.proving.CloseIdleConnections()
+	}
 }

@@ -27,7 +27,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(slowlorisEnv); addr != "" {
+		slowloris(addr) // this process is the attacker of TestSlowlorisDoesNotLockOutTheUser
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // specPath is Flink's OpenAPI description of its REST API
 // (GFLINK_REST_SPEC overrides it).

@@ -1,56 +1,140 @@
 package rest
 
 import (
+	"container/list"
+	"context"
 	"net"
 	"sync"
 )
 
-// LimitListener accepts at most n connections at a time: Accept waits
-// until one of them closes. Connections beyond n wait in the kernel's
-// backlog instead of holding one of the job process's file descriptors
-// each — many slow clients once exhausted them.
-// (golang.org/x/net/netutil.LimitListener does the same; gflink does not
-// depend on x/net for these few lines.)
-func LimitListener(l net.Listener, n int) net.Listener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-type limitListener struct {
+// gate bounds the connections the endpoint keeps for clients that have not
+// yet proven who they are, without ever making the job's user wait for
+// them. Accept never blocks on a limit: a connection is held as "waiting"
+// until a request on it authenticates (admitConn). Waiting connections are
+// counted per peer (peerOf: the local user that owns the client's socket,
+// or a remote client's IP address), at most n each; when a peer opens
+// another, its own oldest waiting one is closed. Slow clients that never
+// send a whole request (a slowloris), however fast they reconnect, thus
+// hold at most n connections of their own and never one of another
+// user's; the header timeout cuts them off besides. Connections that
+// authenticated are not counted: only the token's holder has them. Past
+// maxPeers × n waiting connections in all (many remote addresses), the
+// oldest of the peer holding most is closed.
+type gate struct {
 	net.Listener
-	sem       chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
+	n      int
+	peerOf func(net.Conn) string
+	mu     sync.Mutex
+	peers  map[string]*list.List // of *gatedConn, oldest first
+	total  int
 }
 
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
+// maxPeers bounds the waiting connections of all peers together, as a
+// multiple of the per-peer limit.
+const maxPeers = 16
+
+func newGate(l net.Listener, n int) *gate {
+	return &gate{Listener: l, n: n, peerOf: peerOf, peers: map[string]*list.List{}}
+}
+
+func (g *gate) Accept() (net.Conn, error) {
+	c, err := g.Listener.Accept()
 	if err != nil {
-		<-l.sem
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	gc := &gatedConn{Conn: c, g: g, peer: g.peerOf(c)}
+	var evict []*gatedConn
+	g.mu.Lock()
+	q := g.peers[gc.peer]
+	if q == nil {
+		q = list.New()
+		g.peers[gc.peer] = q
+	}
+	gc.elem = q.PushBack(gc)
+	g.total++
+	if q.Len() > g.n {
+		evict = append(evict, g.removeLocked(q.Front().Value.(*gatedConn)))
+	}
+	if g.total > maxPeers*g.n {
+		var most *list.List
+		for _, l := range g.peers {
+			if most == nil || l.Len() > most.Len() {
+				most = l
+			}
+		}
+		evict = append(evict, g.removeLocked(most.Front().Value.(*gatedConn)))
+	}
+	g.mu.Unlock()
+	for _, e := range evict {
+		e.Conn.Close()
+	}
+	return gc, nil
 }
 
-// Close also ends an Accept waiting for a free slot.
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
-	return err
+// removeLocked takes c out of the waiting connections.
+func (g *gate) removeLocked(c *gatedConn) *gatedConn {
+	if c.elem == nil {
+		return c
+	}
+	q := g.peers[c.peer]
+	q.Remove(c.elem)
+	c.elem = nil
+	g.total--
+	if q.Len() == 0 {
+		delete(g.peers, c.peer)
+	}
+	return c
 }
 
-type limitConn struct {
+// waiting is how many connections of peer wait for an authenticated
+// request ("" for all of them).
+func (g *gate) waiting(peer string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if peer == "" {
+		return g.total
+	}
+	if q := g.peers[peer]; q != nil {
+		return q.Len()
+	}
+	return 0
+}
+
+// gatedConn is a connection of the gate.
+type gatedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	g    *gate
+	peer string
+	elem *list.Element // among the waiting; nil once admitted or closed
 }
 
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+// admit takes the connection out of the waiting ones: a request on it
+// authenticated.
+func (c *gatedConn) admit() {
+	c.g.mu.Lock()
+	c.g.removeLocked(c)
+	c.g.mu.Unlock()
+}
+
+func (c *gatedConn) Close() error {
+	c.admit()
+	return c.Conn.Close()
+}
+
+// connKey carries the request's connection in its context
+// (http.Server.ConnContext), so that the handler can admit it.
+type connKey struct{}
+
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if gc, ok := c.(*gatedConn); ok {
+		return context.WithValue(ctx, connKey{}, gc)
+	}
+	return ctx
+}
+
+// admitConn admits the connection a request came on.
+func admitConn(ctx context.Context) {
+	if gc, ok := ctx.Value(connKey{}).(*gatedConn); ok {
+		gc.admit()
+	}
 }

@@ -89,7 +89,7 @@ var (
 			}
 			return nil
 		}).
-		WithDescription("gflink only: how many connections the REST endpoint serves at once; more wait until one closes, so that many clients cannot exhaust the job process's file descriptors.")
+		WithDescription("gflink only: how many connections the REST endpoint keeps open for clients that have not yet sent an authenticated request; when another one connects, the oldest of them is closed. Connections that authenticated are not counted, so slow or idle clients can neither exhaust the job process's file descriptors nor lock the job's user out. A client has 2 s (or rest.server.read-timeout, if shorter) to send a request's headers.")
 )
 
 // positive refuses 0, which would mean "no timeout" to net/http.

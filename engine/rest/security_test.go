@@ -6,14 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -288,53 +292,200 @@ func (l *chanListener) Accept() (net.Conn, error) {
 func (l *chanListener) Close() error   { close(l.closed); return nil }
 func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
 
-// TestLimitListenerWaitsForAFreeSlot: beyond the limit, Accept waits until
-// a connection closes; closing the listener ends the wait.
-func TestLimitListenerWaitsForAFreeSlot(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fl := &chanListener{conns: make(chan net.Conn, 4), closed: make(chan struct{})}
-		for range 4 {
-			a, b := net.Pipe()
-			defer b.Close()
-			fl.conns <- a
+// TestGateEvictsTheOldestWaitingConnectionOfThePeer: Accept never waits;
+// beyond the limit a peer's oldest connection that has not authenticated
+// is closed — never another peer's, and never an admitted one.
+func TestGateEvictsTheOldestWaitingConnectionOfThePeer(t *testing.T) {
+	fl := &chanListener{conns: make(chan net.Conn, 8), closed: make(chan struct{})}
+	peerOfConn := map[net.Conn]string{}
+	var peers []net.Conn
+	for i := range 6 {
+		a, b := net.Pipe()
+		peers = append(peers, b)
+		defer b.Close()
+		peerOfConn[a] = "attacker"
+		if i == 0 {
+			peerOfConn[a] = "user"
 		}
-		l := LimitListener(fl, 2)
-		c1, _ := l.Accept()
-		c2, _ := l.Accept()
-		accepted := make(chan net.Conn, 1)
+		fl.conns <- a
+	}
+	g := newGate(fl, 2)
+	g.peerOf = func(c net.Conn) string { return peerOfConn[c] }
+	defer g.Close()
+	var conns []*gatedConn
+	for i := range 4 {
+		c, err := g.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c.(*gatedConn))
+		if i == 1 {
+			conns[1].admit() // authenticated: never evicted
+		}
+	}
+	// The user's 0 waits; the attacker's 1 was admitted, 2 and 3 wait.
+	c5, _ := g.Accept() // the attacker's third waiting one: 2 goes
+	defer c5.Close()
+	open := func(i int) bool {
+		go conns[i].Read(make([]byte, 1))
+		_, err := peers[i].Write([]byte("x"))
+		return err == nil
+	}
+	if open(2) {
+		t.Error("the attacker's oldest waiting connection is still open")
+	}
+	if !open(0) || !open(1) || !open(3) {
+		t.Error("a connection of another peer, an admitted one or a newer one was closed")
+	}
+	if n, m := g.waiting("attacker"), g.waiting("user"); n != 2 || m != 1 {
+		t.Errorf("waiting: attacker %d, user %d; want 2 and 1", n, m)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if n := g.waiting(""); n != 1 {
+		t.Errorf("%d connections waiting after closing; want 1 (the fifth)", n)
+	}
+}
+
+// TestPeerOfALoopbackConnectionIsItsUser: a local client is told apart by
+// the user that owns its socket.
+func TestPeerOfALoopbackConnectionIsItsUser(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux tells a socket's owner: peers are told apart by address")
+	}
+	if got, want := peerOf(s), fmt.Sprintf("uid %d", os.Geteuid()); got != want {
+		t.Errorf("peerOf = %q; want %q", got, want)
+	}
+}
+
+// slowlorisEnv, set, makes the test binary a slowloris attacker of that
+// address (see TestMain).
+const slowlorisEnv = "GFLINK_TEST_SLOWLORIS"
+
+// slowloris holds 300 connections to addr that never finish their
+// headers, opening a new one whenever one is dropped, until its stdin
+// closes; it prints "ready" once all are open.
+func slowloris(addr string) {
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	var wg sync.WaitGroup
+	var ready sync.WaitGroup
+	for range 300 {
+		wg.Add(1)
+		ready.Add(1)
 		go func() {
-			if c, err := l.Accept(); err == nil {
-				accepted <- c
+			defer wg.Done()
+			first := true
+			for ctx.Err() == nil {
+				var d net.Dialer
+				c, err := d.DialContext(ctx, "tcp", addr)
+				if err == nil {
+					io.WriteString(c, "GET /jobs/overview HTTP/1.1\r\nHost: x\r\n")
+					context.AfterFunc(ctx, func() { c.Close() })
+				}
+				if first {
+					ready.Done()
+					first = false
+				}
+				if err == nil {
+					io.Copy(io.Discard, c) // until the server drops it
+					c.Close()
+				}
 			}
 		}()
-		synctest.Wait()
-		select {
-		case <-accepted:
-			t.Fatal("a third connection was accepted while two were open")
-		default:
+	}
+	ready.Wait()
+	fmt.Println("ready")
+	wg.Wait()
+}
+
+// TestSlowlorisDoesNotLockOutTheUser: another local user holds hundreds
+// of connections that never finish their headers, reconnecting at once
+// whenever one is dropped, while the job's user runs commands: every
+// authenticated call succeeds. The attacker is this test binary run as
+// nobody (root is needed to start it so).
+func TestSlowlorisDoesNotLockOutTheUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run the attacking process as another user")
+	}
+	j := startJob(t, t.TempDir())
+	defer func() {
+		j.Cancel()
+		j.Wait()
+	}()
+	waitRunning(t, j)
+	srv := serve(t, j, ServerOptions{Token: testToken})
+	// A copy of this binary that nobody may run.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "gflink-attacker-") // t.TempDir's parent is owner-only
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "attacker")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), slowlorisEnv+"="+strings.TrimPrefix(srv.Address(), "http://"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("the attacker did not start: %q, %v", line, err)
+	}
+	c := NewClient(srv.Address())
+	c.Token = testToken
+	c.Prove = true
+	defer c.CloseIdleConnections()
+	for i := range 20 {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := c.JobStatus(cctx, j.ID())
+		cancel()
+		if err != nil || st != "RUNNING" {
+			t.Fatalf("call %d during a slowloris of 300 connections: %q, %v; want RUNNING", i, st, err)
 		}
-		c1.Close()
-		c1.Close() // a second Close frees nothing more
-		synctest.Wait()
-		var c3 net.Conn
-		select {
-		case c3 = <-accepted:
-		default:
-			t.Fatal("no connection accepted after one of two closed")
-		}
-		defer c3.Close()
-		defer c2.Close()
-		errc := make(chan error, 1)
-		go func() {
-			_, err := l.Accept()
-			errc <- err
-		}()
-		synctest.Wait()
-		l.Close()
-		if err := <-errc; !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("Accept after Close: %v", err)
-		}
-	})
+		c.CloseIdleConnections() // a new connection each time, as a new CLI process makes
+	}
+	if n := srv.gate.waiting("uid 65534"); n > 32 {
+		t.Errorf("the attacker holds %d unauthenticated connections; want at most rest.server.max-connections (32)", n)
+	}
 }
 
 // TestServerOptionsFromConfig: the rest.* keys reach the server.

@@ -44,6 +44,7 @@ type Server struct {
 	maxConns  int
 	http      *http.Server
 	listener  net.Listener
+	gate      *gate
 	serveErr  chan error
 	closeMu   sync.Once
 	tokenHash [sha256.Size]byte
@@ -127,7 +128,8 @@ func NewServer(job *engine.Job, o ServerOptions) *Server {
 	}
 	s.tokenHash = sha256.Sum256([]byte(s.token))
 	readTimeout := orDefault(o.ReadTimeout, ServerReadTimeout.Default())
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: readTimeout, ReadTimeout: readTimeout,
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: min(readTimeout, headerTimeout), ReadTimeout: readTimeout,
+		ConnContext:  withConn,
 		WriteTimeout: orDefault(o.WriteTimeout, ServerWriteTimeout.Default()),
 		IdleTimeout:  orDefault(o.IdleTimeout, ServerIdleTimeout.Default()), MaxHeaderBytes: 64 << 10}
 	s.routes()
@@ -154,13 +156,18 @@ func Listen(address string, ports PortSpec) (net.Listener, error) {
 	return nil, fmt.Errorf("could not start the REST endpoint: no free port in %s on %s: %w", ports, address, firstErr)
 }
 
-// Serve serves on l until Close, at most rest.server.max-connections
-// connections at a time.
+// headerTimeout bounds how long a client may take to send a request's
+// headers: a CLI sends them at once; a client that trickles them holds a
+// connection for nothing.
+const headerTimeout = 2 * time.Second
+
+// Serve serves on l until Close, keeping at most rest.server.max-connections
+// connections that have not yet made an authenticated request (see gate).
 func (s *Server) Serve(l net.Listener) {
 	s.listener = l
 	s.serveErr = make(chan error, 1)
-	limited := LimitListener(l, s.maxConns)
-	go func() { s.serveErr <- s.http.Serve(limited) }()
+	s.gate = newGate(l, s.maxConns)
+	go func() { s.serveErr <- s.http.Serve(s.gate) }()
 }
 
 // Address is the base URL of the endpoint, e.g. http://127.0.0.1:8081.
@@ -275,11 +282,19 @@ func (s *Server) handleJob(pattern string, h handlerFunc) {
 // or without Flink's /v1 prefix, with or without a trailing slash). Every
 // error, the mux's 404 and 405 included, is Flink's {"errors": [...]}.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == IdentityPath {
+		s.serveIdentity(w, r)
+		return
+	}
 	if err := s.authenticate(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gflink"`)
+		// The connection does not stay: it would wait as long as it likes
+		// for another try.
+		w.Header().Set("Connection", "close")
 		writeError(w, err)
 		return
 	}
+	admitConn(r.Context())
 	if r.ContentLength > s.maxBody {
 		// Refused before a byte of it is read.
 		writeError(w, s.tooLarge())
