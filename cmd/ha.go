@@ -49,13 +49,19 @@ type haRun struct {
 	log     *slog.Logger
 	restore *restoreSource // -s: used only if no checkpoint is registered
 	told    bool           // standing by was announced
+	secret  *ha.Secret
 }
 
 func runHA(sub *submission, o *RunOptions, cfg *ha.Config, src *restoreSource, log *slog.Logger) error {
 	r := &haRun{sub: sub, o: o, cfg: cfg, log: log, restore: src}
+	secret, err := ha.PrepareStorage(cfg)
+	if err != nil {
+		return err
+	}
+	r.secret = secret
 	first := true
 	for {
-		svc, err := ha.Connect(sub.f.Context, cfg, log)
+		svc, err := ha.Connect(sub.f.Context, cfg, secret, log)
 		if err != nil {
 			if sub.f.Context.Err() != nil {
 				return canceled(r.sub.f.Context)
@@ -183,9 +189,7 @@ func (r *haRun) lead(svc *ha.Services, lead *ha.Leadership) (engine.JobResult, e
 	}
 	sub.opts.HA, sub.opts.FirstCheckpointID = stores, next
 	if !sub.srvOpts.DisableAuthentication {
-		if sub.srvOpts.Token, err = svc.ClusterToken(); err != nil {
-			return engine.JobResult{}, err
-		}
+		sub.srvOpts.Token = r.secret.RESTToken()
 	}
 	// The job outlives neither the leadership nor this process's wish to
 	// stop: both suspend it (a stopped leader hands the job over; only
@@ -277,6 +281,13 @@ func (r *haRun) recover(svc *ha.Services) error {
 		return nil
 	}
 	latest := cps[len(cps)-1]
+	data, err := os.ReadFile(latest.Metadata)
+	if err == nil {
+		err = latest.CheckMetadata(data)
+	}
+	if err != nil {
+		return fmt.Errorf("recover job %s from checkpoint %d registered in ZooKeeper: %w", sub.opts.JobID, latest.ID, err)
+	}
 	resolved, err := restore.Resolve(sub.f.FS, latest.Metadata)
 	if err != nil {
 		// Falling back to an older checkpoint would repeat what the
@@ -306,8 +317,12 @@ type haLeader struct {
 	candidates []ha.Candidate
 }
 
-func findLeader(ctx context.Context, cfg *ha.Config) (*haLeader, error) {
-	svc, err := ha.Connect(ctx, cfg, nil)
+func findLeader(ctx context.Context, cfg *ha.Config, auth bool) (*haLeader, error) {
+	secret, err := clientSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := ha.Connect(ctx, cfg, secret, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -327,8 +342,27 @@ func findLeader(ctx context.Context, cfg *ha.Config) (*haLeader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.token, _ = svc.ReadClusterToken() // none: authentication is off
+	if auth {
+		if secret == nil {
+			return nil, fmt.Errorf("The leader of cluster %s requires the cluster's REST token, which is derived from the cluster's secret in high-availability.storageDir (%s), and this user cannot read it. Run the command as the cluster's user, or with -Drest.authentication.enabled=false if the cluster runs so.", cfg.ClusterID, cfg.StorageDir)
+		}
+		l.token = secret.RESTToken()
+	}
 	return l, nil
+}
+
+// clientSecret reads the cluster's secret for the CLI: it authenticates the
+// CLI to ZooKeeper (acl creator) and yields the REST token. With the open
+// ACL and no secret readable, the CLI can still read ZooKeeper.
+func clientSecret(cfg *ha.Config) (*ha.Secret, error) {
+	secret, err := ha.ReadSecret(cfg)
+	if err == nil {
+		return secret, nil
+	}
+	if cfg.ACL == ha.ACLOpen || cfg.Digest != "" {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w\nThe CLI reaches a high-availability cluster through ZooKeeper, whose znodes only the cluster's processes can read (high-availability.zookeeper.client.acl: creator): it authenticates with the cluster's secret, kept in high-availability.storageDir/<cluster-id>. Give it the same high-availability.storageDir and high-availability.cluster-id as the cluster's processes (in flink-conf.yaml or with -D), and run it as their user.", err)
 }
 
 // standbys is how many processes stand by behind the leader.
@@ -337,9 +371,13 @@ func (l *haLeader) standbys() int { return max(len(l.candidates)-1, 0) }
 // rediscover waits for the cluster to publish a leader other than the
 // one that refused the connection (a standby taking over, possibly at the
 // same address), polling ZooKeeper until ctx ends.
-func rediscover(cfg *ha.Config, current *ha.LeaderInfo) func(ctx context.Context, failed string) (string, string, error) {
+func rediscover(cfg *ha.Config, current *ha.LeaderInfo, token string) func(ctx context.Context, failed string) (string, string, error) {
 	return func(ctx context.Context, failed string) (string, string, error) {
-		svc, err := ha.Connect(ctx, cfg, nil)
+		secret, err := clientSecret(cfg)
+		if err != nil {
+			return "", "", err
+		}
+		svc, err := ha.Connect(ctx, cfg, secret, nil)
 		if err != nil {
 			return "", "", err
 		}
@@ -348,8 +386,7 @@ func rediscover(cfg *ha.Config, current *ha.LeaderInfo) func(ctx context.Context
 			info, err := svc.Leader()
 			if err == nil && (info.PID != current.PID || info.Host != current.Host || info.Address != current.Address) {
 				*current = *info
-				tok, _ := svc.ReadClusterToken()
-				return info.Address, tok, nil
+				return info.Address, token, nil
 			}
 			if err != nil && !errors.Is(err, ha.ErrNoLeader) {
 				return "", "", err

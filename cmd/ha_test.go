@@ -34,10 +34,11 @@ type haCluster struct {
 
 type haProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr syncBuffer
 	done           chan struct{}
 	err            error
 }
+
 
 func newHACluster(t *testing.T, sessionTimeout string, args ...string) *haCluster {
 	t.Helper()
@@ -97,12 +98,22 @@ func (c *haCluster) killAll() {
 // returns it.
 func (c *haCluster) leader(not *haProc, within time.Duration) *haProc {
 	c.t.Helper()
-	svc, err := ha.Connect(context.Background(), c.cfg, nil)
+	deadline := time.Now().Add(within)
+	// The cluster's first process makes its secret, which the client
+	// authenticates with.
+	secret, err := ha.ReadSecret(c.cfg)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		secret, err = ha.ReadSecret(c.cfg)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	svc, err := ha.Connect(context.Background(), c.cfg, secret, nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	defer svc.Close()
-	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if info, err := svc.Leader(); err == nil && (not == nil || info.PID != not.cmd.Process.Pid) {
 			c.mu.Lock()

@@ -119,7 +119,11 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 	}
 	if o.Global.JobManager == "" && haCfg != nil {
 		// High availability: the leader, wherever it runs now.
-		l, err := findLeader(f.Context, haCfg)
+		auth, err := rest.AuthenticationEnabled.Get(conf)
+		if err != nil {
+			return nil, err
+		}
+		l, err := findLeader(f.Context, haCfg, auth)
 		if err != nil {
 			return nil, err
 		}
@@ -127,14 +131,16 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 			return nil, fmt.Errorf("Job %s not found: cluster %s (high-availability.cluster-id) runs job %s. Use -m host:port to address another endpoint.", jobID, haCfg.ClusterID, l.info.JobID)
 		}
 		s.leader, s.client = l, rest.NewClient(l.info.Address)
-		s.client.Token = l.token
-		s.client.Rediscover = rediscover(haCfg, l.info)
+		// The address is ZooKeeper's word: the endpoint there proves it is
+		// the cluster's before the token goes to it.
+		s.client.Token, s.client.Prove = l.token, true
+		s.client.Rediscover = rediscover(haCfg, l.info, l.token)
 		s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
 		return s, nil
 	}
 	if o.Global.JobManager != "" {
 		s.client = rest.NewClient(o.Global.JobManager)
-		s.client.Token = restToken(f, o.Global, reg, s.client.Base)
+		s.client.Token, s.client.Prove = restToken(f, o.Global, reg, s.client.Base)
 	} else if jobID != "" {
 		e, err := reg.Get(jobID)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -150,7 +156,9 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 			return nil, err
 		}
 		s.entry, s.client = e, rest.NewClient(e.Address)
-		s.client.Token = e.Token
+		// The entry was checked (Check), and its endpoint proves it holds
+		// the token before getting it.
+		s.client.Token, s.client.Prove = e.Token, true
 	}
 	s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
 	if s.entry != nil {
@@ -165,21 +173,23 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 // restToken is the token to send to the endpoint at base given with -m:
 // --token, else $GFLINK_REST_TOKEN, else the token of a job registered at
 // that address. None is sent otherwise: a token is never handed to an
-// endpoint it was not made for.
-func restToken(f *Factory, g *globalOptions, reg *jobregistry.Registry, base string) string {
+// endpoint it was not made for. prove says that the endpoint must prove
+// it holds the token first: a registered job's does; one the user named
+// with a token of their own may be a Flink cluster, which cannot.
+func restToken(f *Factory, g *globalOptions, reg *jobregistry.Registry, base string) (token string, prove bool) {
 	if g.Token != "" {
-		return g.Token
+		return g.Token, false
 	}
 	if t := f.Getenv(restTokenEnv); t != "" {
-		return t
+		return t, false
 	}
 	entries, _ := reg.List()
 	for _, e := range entries {
 		if !e.Terminal() && e.Token != "" && rest.NewClient(e.Address).Base == base {
-			return e.Token
+			return e.Token, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // restTokenEnv holds the token for -m, for scripts that get it elsewhere.

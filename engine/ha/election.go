@@ -44,7 +44,7 @@ func (s *Services) Contend(ctx context.Context, me Candidate, standby func(ahead
 	var node string
 	err := s.retry("enter the leader election", func() error {
 		var err error
-		node, err = s.conn.Create(s.latchDir()+"/latch-", data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+		node, err = s.conn.Create(s.latchDir()+"/latch-", data, zk.FlagEphemeral|zk.FlagSequence, s.acl(s.latchDir()))
 		return err
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func (l *Leadership) Publish(info LeaderInfo) error {
 		// again: its own znode.
 		ops = append(ops, &zk.DeleteRequest{Path: l.s.connectionInfo(), Version: -1})
 	}
-	ops = append(ops, &zk.CreateRequest{Path: l.s.connectionInfo(), Data: data, Flags: zk.FlagEphemeral, Acl: zk.WorldACL(zk.PermAll)})
+	ops = append(ops, &zk.CreateRequest{Path: l.s.connectionInfo(), Data: data, Flags: zk.FlagEphemeral, Acl: l.s.acl(l.s.connectionInfo())})
 	return l.fenced("publish the leader's address", ops...)
 }
 

@@ -38,12 +38,30 @@ func testConfig(t *testing.T, addr string) *Config {
 
 func connect(t *testing.T, cfg *Config) *Services {
 	t.Helper()
-	s, err := Connect(context.Background(), cfg, nil)
+	secret, err := PrepareStorage(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Connect(context.Background(), cfg, secret, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// snapshotDir makes a checkpoint directory with a _metadata file (its
+// content is all AddCheckpoint reads) and returns it.
+func snapshotDir(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "_metadata"), []byte("metadata of "+name), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -221,7 +239,8 @@ func TestFencing(t *testing.T) {
 	if err := j1.ReserveCheckpointID(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := j1.AddCheckpoint(1, "/chk-1", false); err != nil {
+	chk1, chk2 := snapshotDir(t, "chk-1"), snapshotDir(t, "chk-2")
+	if err := j1.AddCheckpoint(1, chk1, false); err != nil {
 		t.Fatal(err)
 	}
 	standby := connect(t, cfg)
@@ -251,7 +270,7 @@ func TestFencing(t *testing.T) {
 	if err := j2.ReserveCheckpointID(2); err != nil {
 		t.Fatal(err)
 	}
-	if err := j2.AddCheckpoint(2, "/chk-2", false); err != nil {
+	if err := j2.AddCheckpoint(2, chk2, false); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the old leader notices", 5*time.Second, func() bool { return old.LostCause() != nil })
@@ -259,7 +278,7 @@ func TestFencing(t *testing.T) {
 		if err := j1.ReserveCheckpointID(3); err == nil {
 			t.Error("the old leader reserved a checkpoint id")
 		}
-		if err := j1.AddCheckpoint(3, "/old-chk-3", false); err == nil {
+		if err := j1.AddCheckpoint(3, snapshotDir(t, "old-chk-3"), false); err == nil {
 			t.Error("the old leader registered a checkpoint")
 		}
 		if err := j1.MarkTerminal("FINISHED"); err == nil {
@@ -273,7 +292,7 @@ func TestFencing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cps) != 2 || cps[0].Dir != "/chk-1" || cps[1].Dir != "/chk-2" {
+	if len(cps) != 2 || cps[0].Dir != chk1 || cps[1].Dir != chk2 {
 		t.Fatalf("registered %+v, want chk-1 and chk-2", cps)
 	}
 	if r, _ := standby.JobResult("job"); r != nil {
@@ -310,12 +329,13 @@ func TestStoresRoundTrip(t *testing.T) {
 	if err != nil || got.Job != want.Job || len(got.Args) != 2 {
 		t.Fatalf("submitted job %+v, %v", got, err)
 	}
+	c, sp := snapshotDir(t, "c"), snapshotDir(t, "s")
 	for id := int64(1); id <= 3; id++ {
-		if err := j.AddCheckpoint(id, "/c", id == 2); err != nil {
+		if err := j.AddCheckpoint(id, c, id == 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := j.AddCheckpoint(4, "/s", true); err != nil {
+	if err := j.AddCheckpoint(4, sp, true); err != nil {
 		t.Fatal(err)
 	}
 	cps, _ := s.Checkpoints("job")
@@ -332,14 +352,13 @@ func TestStoresRoundTrip(t *testing.T) {
 	if err := j.RemoveCheckpoint(99); err != nil {
 		t.Fatalf("removing an unregistered checkpoint: %v", err)
 	}
-	tok1, err := s.ClusterToken()
+	again, err := ReadSecret(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok2, _ := s.ClusterToken()
-	fi, _ := os.Stat(filepath.Join(cfg.StorageDir, cfg.ClusterID, "rest-token"))
-	if tok1 == "" || tok1 != tok2 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("cluster token %q/%q, mode %v", tok1, tok2, fi.Mode())
+	fi, _ := os.Stat(filepath.Join(cfg.StorageDir, cfg.ClusterID, "cluster-secret"))
+	if tok := s.RESTToken(); len(tok) != 64 || tok != again.RESTToken() || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("REST token %q/%q, secret mode %v", tok, again.RESTToken(), fi.Mode())
 	}
 	if err := j.CleanUp(); err != nil {
 		t.Fatal(err)
@@ -388,7 +407,7 @@ func TestUnreachableQuorumFailsWithinTheConnectionTimeout(t *testing.T) {
 	l.Close() // nothing listens there now
 	cfg := &Config{Servers: []string{addr}, Root: "/flink/x", SessionTimeout: time.Second, ConnectionTimeout: 700 * time.Millisecond}
 	start := time.Now()
-	_, err = Connect(context.Background(), cfg, nil)
+	_, err = Connect(context.Background(), cfg, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "connection-timeout") {
 		t.Fatalf("error %v: want one naming %s and the key", err, addr)
 	}

@@ -17,12 +17,20 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/savepoint"
+)
+
+// Values of high-availability.zookeeper.client.acl (Flink's: creator is
+// ZooKeeper's CREATOR_ALL_ACL, open its OPEN_ACL_UNSAFE).
+const (
+	ACLCreator = "creator"
+	ACLOpen    = "open"
 )
 
 // Types of high-availability.type.
@@ -63,6 +71,11 @@ var (
 	MaxRetryAttempts = config.Int("high-availability.zookeeper.client.max-retry-attempts").WithDefault(3).
 				WithCheck(config.NonNegative).
 				WithDescription("How often a ZooKeeper read or write that failed on a lost connection is retried.")
+	ACL = config.Enum("high-availability.zookeeper.client.acl", "ACL", ACLCreator, ACLOpen).WithDefault(ACLCreator).
+		WithDescription("Who may change the cluster's znodes. creator (the default): only the cluster's own processes, which authenticate with ZooKeeper digest credentials derived from the cluster's secret in high-availability.storageDir (or those of high-availability.zookeeper.client.digest-credentials); nobody else can read or write them. open: anyone who can reach ZooKeeper (Flink's default); the job graph and checkpoint pointers are still sealed with the cluster's secret, so a forged one is refused, but anyone can delete them.")
+	DigestCredentials = config.String("high-availability.zookeeper.client.digest-credentials").
+				WithCheck(checkDigest).WithAccepted("user:password").
+				WithDescription("ZooKeeper digest credentials the cluster's processes and its CLI authenticate with (addauth digest user:password in zkCli), instead of those derived from the cluster's secret: for administrators who inspect the znodes. Secret: masked wherever gflink prints configuration.")
 	// JobID fixes the job's id; Flink's application mode reads
 	// $internal.pipeline.job-id.
 	JobID = config.String("pipeline.job-id").WithDeprecatedKeys("$internal.pipeline.job-id").
@@ -72,7 +85,7 @@ var (
 
 // Options lists the high-availability options.
 func Options() []config.AnyOption {
-	return []config.AnyOption{Type, Quorum, RootPath, ClusterID, StorageDir, SessionTimeout, ConnectionTimeout, RetryWait, MaxRetryAttempts, JobID}
+	return []config.AnyOption{Type, Quorum, RootPath, ClusterID, StorageDir, SessionTimeout, ConnectionTimeout, RetryWait, MaxRetryAttempts, ACL, DigestCredentials, JobID}
 }
 
 func positiveDuration(d time.Duration) error {
@@ -116,6 +129,14 @@ func checkStorageDir(s string) error {
 	return err
 }
 
+func checkDigest(s string) error {
+	user, pw, ok := strings.Cut(s, ":")
+	if !ok || user == "" || pw == "" {
+		return errors.New("is not user:password")
+	}
+	return nil
+}
+
 func checkJobID(s string) error {
 	if len(s) != 32 {
 		return fmt.Errorf("%q is not 32 hexadecimal digits", s)
@@ -138,6 +159,17 @@ type Config struct {
 	RetryWait         time.Duration
 	MaxRetries        int
 	JobID             string
+	// ACL is ACLCreator or ACLOpen; Digest the explicit digest
+	// credentials ("user:password"), if any.
+	ACL    string
+	Digest string
+}
+
+func (c *Config) clusterStorage() string { return filepath.Join(c.StorageDir, c.ClusterID) }
+
+// jobResultDir is Flink's job-result-store.storage-path default.
+func (c *Config) jobResultDir() string {
+	return filepath.Join(c.StorageDir, "job-result-store", c.ClusterID)
 }
 
 // ConfigFrom reads high availability from the configuration: nil when
@@ -183,6 +215,15 @@ func ConfigFrom(c *config.Configuration) (*Config, error) {
 	cfg.ConnectionTimeout, _ = ConnectionTimeout.Get(c)
 	cfg.RetryWait, _ = RetryWait.Get(c)
 	cfg.MaxRetries, _ = MaxRetryAttempts.Get(c)
+	if cfg.ACL, err = ACL.Get(c); err != nil {
+		return nil, err
+	}
+	if cfg.Digest, err = DigestCredentials.Get(c); err != nil {
+		return nil, err
+	}
+	if err := checkSASL(c); err != nil {
+		return nil, err
+	}
 	if cfg.JobID, err = JobID.Get(c); err != nil {
 		return nil, err
 	}
@@ -191,6 +232,30 @@ func ConfigFrom(c *config.Configuration) (*Config, error) {
 	}
 	cfg.JobID = strings.ToLower(cfg.JobID)
 	return cfg, nil
+}
+
+// checkSASL refuses a configuration that asks for SASL (Kerberos)
+// authentication with ZooKeeper, as Flink does when its JAAS login
+// contexts name ZooKeeper's: gflink's client cannot do it, and quietly
+// connecting unauthenticated would be worse than saying so.
+func checkSASL(c *config.Configuration) error {
+	if v, ok := c.Get("zookeeper.sasl.disable"); ok && strings.EqualFold(strings.TrimSpace(v.Raw), "true") {
+		return nil
+	}
+	ctxs, ok := c.Get("security.kerberos.login.contexts")
+	if !ok {
+		return nil
+	}
+	name := "Client"
+	if v, ok := c.Get("zookeeper.sasl.login-context-name"); ok {
+		name = strings.TrimSpace(v.Raw)
+	}
+	for _, ctx := range strings.Split(ctxs.Raw, ",") {
+		if strings.TrimSpace(ctx) == name {
+			return fmt.Errorf("security.kerberos.login.contexts names %s, ZooKeeper's login context: SASL (Kerberos) authentication with ZooKeeper is not available in gflink. Use high-availability.zookeeper.client.acl: creator, with the credentials derived from the cluster's secret or with high-availability.zookeeper.client.digest-credentials: user:password, or set zookeeper.sasl.disable: true", name)
+		}
+	}
+	return nil
 }
 
 // DerivedJobID is the job id of a cluster whose job id is not given: the

@@ -1,8 +1,6 @@
 package ha
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -40,40 +39,29 @@ type JobResult struct {
 	Time  int64 `json:"time"`
 }
 
-func (s *Services) clusterStorage() string { return filepath.Join(s.cfg.StorageDir, s.cfg.ClusterID) }
+func (s *Services) clusterStorage() string { return s.cfg.clusterStorage() }
+func (s *Services) jobResultDir() string   { return s.cfg.jobResultDir() }
 
-// jobResultDir is Flink's job-result-store.storage-path default.
-func (s *Services) jobResultDir() string {
-	return filepath.Join(s.cfg.StorageDir, "job-result-store", s.cfg.ClusterID)
+// jobGraphFile is where the job graph of jobID lies: always here, in the
+// cluster's private storage, whatever a znode says.
+func (s *Services) jobGraphFile(jobID string) string {
+	return filepath.Join(s.clusterStorage(), "submittedJobGraph-"+jobID+".json")
 }
 
-// writeFileAtomic writes data under name through a temporary file and a
-// rename, so a reader sees all of it or nothing.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return err
+// writeFileAtomic writes data under name, owner-only, through a temporary
+// file and a rename, so a reader sees all of it or nothing. The directory
+// is one PrepareStorage made and checked.
+func writeFileAtomic(name string, data []byte) error {
+	return vfs.WriteFileAtomicPerm(vfs.Default, name, data, vfs.PrivateFileMode)
+}
+
+// needSecret fails when the session has no cluster secret to seal or
+// open pointers with.
+func (s *Services) needSecret(what string) error {
+	if s.secret == nil {
+		return fmt.Errorf("%s: the cluster's secret in high-availability.storageDir is needed to authenticate it", what)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
+	return nil
 }
 
 // JobResult reads the job result store: nil when the job has not ended.
@@ -93,11 +81,18 @@ func (s *Services) JobResult(jobID string) (*JobResult, error) {
 }
 
 // SubmittedJob reads the job graph store: nil when no job was submitted.
+// The znode must hold a pointer sealed with the cluster's secret, and the
+// file in the cluster's storage must have the digest it seals: a job graph
+// that another ZooKeeper user or local user wrote is refused, not run.
 func (s *Services) SubmittedJob(jobID string) (*SubmittedJob, error) {
-	var ptr []byte
+	if err := s.needSecret("read the job graph store"); err != nil {
+		return nil, err
+	}
+	var data []byte
+	node := s.jobGraphNode(jobID)
 	err := s.retry("read the job graph store", func() error {
 		var err error
-		ptr, _, err = s.conn.Get(s.jobGraphNode(jobID))
+		data, _, err = s.conn.Get(node)
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
@@ -106,13 +101,24 @@ func (s *Services) SubmittedJob(jobID string) (*SubmittedJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(string(ptr))
+	ptr, err := s.openPointer(node, data, "jobgraph", s.cfg.ClusterID, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("read the job graph %s that %s points to: %w", ptr, s.jobGraphNode(jobID), err)
+		return nil, err
+	}
+	name := s.jobGraphFile(jobID)
+	content, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read the job graph %s that %s points to: %w", name, node, err)
+	}
+	if got := fileSHA256(content); got != ptr.SHA256 {
+		return nil, &ForgedPointerError{Node: node, Reason: fmt.Sprintf("the job graph %s is not the one it was stored with (SHA-256 %s, sealed %s)", name, got, ptr.SHA256)}
 	}
 	var j SubmittedJob
-	if err := json.Unmarshal(data, &j); err != nil {
-		return nil, fmt.Errorf("the job graph %s is not JSON: %w", ptr, err)
+	if err := json.Unmarshal(content, &j); err != nil {
+		return nil, fmt.Errorf("the job graph %s is not JSON: %w", name, err)
+	}
+	if j.JobID != jobID {
+		return nil, fmt.Errorf("the job graph %s is of job %s, not %s", name, j.JobID, jobID)
 	}
 	return &j, nil
 }
@@ -124,6 +130,19 @@ type RegisteredCheckpoint struct {
 	Metadata  string // its _metadata file, which the znode points to
 	Dir       string // the directory of Metadata
 	Savepoint bool
+	// SHA256 is the digest of Metadata when it was registered.
+	SHA256 string
+	node   string
+}
+
+// CheckMetadata checks that data, read from Metadata, is the _metadata
+// that was registered: one replaced since (by anyone who could write the
+// checkpoint directory) is refused.
+func (c RegisteredCheckpoint) CheckMetadata(data []byte) error {
+	if got := fileSHA256(data); got != c.SHA256 {
+		return &ForgedPointerError{Node: c.node, Reason: fmt.Sprintf("%s is not the _metadata registered (SHA-256 %s, sealed %s)", c.Metadata, got, c.SHA256)}
+	}
+	return nil
 }
 
 // checkpointName is a checkpoint's znode name: the id zero-padded, so the
@@ -142,8 +161,14 @@ func parseCheckpointName(n string) (int64, bool, bool) {
 	return id, sp, err == nil
 }
 
-// Checkpoints lists the job's registered checkpoints, oldest first.
+// Checkpoints lists the job's registered checkpoints, oldest first. A
+// znode that is not sealed with the cluster's secret was not registered by
+// a leader of this cluster: it is left out, with an error in the log, so
+// that a forged "latest checkpoint" is never restored.
 func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
+	if err := s.needSecret("read the completed-checkpoint store"); err != nil {
+		return nil, err
+	}
 	var names []string
 	err := s.retry("read the completed-checkpoint store", func() error {
 		var err error
@@ -162,14 +187,20 @@ func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
 		if !ok {
 			continue
 		}
-		data, _, err := s.conn.Get(s.checkpointsDir(jobID) + "/" + n)
+		node := s.checkpointsDir(jobID) + "/" + n
+		data, _, err := s.conn.Get(node)
 		if err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
 			return nil, fmt.Errorf("read the completed-checkpoint store: %w", err)
 		}
-		out = append(out, RegisteredCheckpoint{ID: id, Metadata: string(data), Dir: filepath.Dir(string(data)), Savepoint: sp})
+		ptr, err := s.openPointer(node, data, "checkpoint", s.cfg.ClusterID, jobID, n)
+		if err != nil {
+			s.log.Error(err.Error())
+			continue
+		}
+		out = append(out, RegisteredCheckpoint{ID: id, Metadata: ptr.Value, Dir: filepath.Dir(ptr.Value), Savepoint: sp, SHA256: ptr.SHA256, node: node})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -178,6 +209,9 @@ func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
 // CheckpointIDCounter reads the job's checkpoint id counter: the least id
 // its next checkpoint may take (1 if none was ever taken).
 func (s *Services) CheckpointIDCounter(jobID string) (int64, error) {
+	if err := s.needSecret("read the checkpoint id counter"); err != nil {
+		return 0, err
+	}
 	var data []byte
 	err := s.retry("read the checkpoint id counter", func() error {
 		var err error
@@ -190,54 +224,24 @@ func (s *Services) CheckpointIDCounter(jobID string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := strconv.ParseInt(string(data), 10, 64)
+	ptr, err := s.openPointer(s.counterNode(jobID), data, "counter", s.cfg.ClusterID, jobID)
 	if err != nil {
-		return 0, fmt.Errorf("the checkpoint id counter %s holds %q, not a number", s.counterNode(jobID), data)
+		return 0, err
+	}
+	n, err := strconv.ParseInt(ptr.Value, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("the checkpoint id counter %s holds %q, not a checkpoint id", s.counterNode(jobID), ptr.Value)
 	}
 	return n, nil
 }
 
-// ReadClusterToken reads the cluster's REST token without creating it
-// (the CLI's side).
-func (s *Services) ReadClusterToken() (string, error) {
-	data, err := os.ReadFile(filepath.Join(s.clusterStorage(), "rest-token"))
-	if err != nil {
-		return "", fmt.Errorf("read the cluster's REST token in high-availability.storageDir: %w", err)
+// RESTToken is the token the cluster's REST endpoints require ("" when
+// the session has no secret).
+func (s *Services) RESTToken() string {
+	if s.secret == nil {
+		return ""
 	}
-	return strings.TrimSpace(string(data)), nil
-}
-
-// ClusterToken is the cluster's REST token: every leader's endpoint
-// requires it, and the CLI reads it here, beside the job graph, owner-only.
-// The first process of the cluster creates it.
-func (s *Services) ClusterToken() (string, error) {
-	name := filepath.Join(s.clusterStorage(), "rest-token")
-	if data, err := os.ReadFile(name); err == nil {
-		return strings.TrimSpace(string(data)), nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read the cluster's REST token: %w", err)
-	}
-	if err := os.MkdirAll(s.clusterStorage(), 0o700); err != nil {
-		return "", fmt.Errorf("high-availability.storageDir: %w", err)
-	}
-	b := make([]byte, 32)
-	rand.Read(b)
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return s.ClusterToken() // another process made it first
-	}
-	if err != nil {
-		return "", fmt.Errorf("create the cluster's REST token: %w", err)
-	}
-	tok := hex.EncodeToString(b)
-	_, err = f.WriteString(tok + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("write the cluster's REST token: %w", err)
-	}
-	return tok, nil
+	return s.secret.RESTToken()
 }
 
 // ForJob scopes the leadership's stores to one job.
@@ -266,12 +270,18 @@ func (j *JobStores) Describe(name string, submitted int64) { j.name, j.start = n
 // ZooKeeper) unless one is stored already.
 func (j *JobStores) PutSubmittedJob(sj SubmittedJob) error {
 	s := j.l.s
-	name := filepath.Join(s.clusterStorage(), "submittedJobGraph-"+j.jobID+".json")
+	if err := s.needSecret("register the job graph"); err != nil {
+		return err
+	}
+	name := s.jobGraphFile(j.jobID)
 	data, _ := json.MarshalIndent(sj, "", "  ")
-	if err := writeFileAtomic(name, append(data, '\n'), 0o644); err != nil {
+	data = append(data, '\n')
+	if err := writeFileAtomic(name, data); err != nil {
 		return fmt.Errorf("store the job graph in high-availability.storageDir: %w", err)
 	}
-	return j.l.fenced("register the job graph", &zk.CreateRequest{Path: s.jobGraphNode(j.jobID), Data: []byte(name), Acl: zk.WorldACL(zk.PermAll)})
+	node := s.jobGraphNode(j.jobID)
+	ptr := s.sealPointer(name, fileSHA256(data), "jobgraph", s.cfg.ClusterID, j.jobID)
+	return j.l.fenced("register the job graph", &zk.CreateRequest{Path: node, Data: ptr, Acl: s.acl(node)})
 }
 
 // ReserveCheckpointID implements engine.HighAvailability: the counter
@@ -281,13 +291,16 @@ func (j *JobStores) ReserveCheckpointID(id int64) error {
 		return err
 	}
 	s := j.l.s
-	next := []byte(strconv.FormatInt(id+1, 10))
+	if err := s.needSecret("reserve checkpoint id"); err != nil {
+		return err
+	}
+	next := s.sealPointer(strconv.FormatInt(id+1, 10), "", "counter", s.cfg.ClusterID, j.jobID)
 	ok, _, err := s.conn.Exists(s.counterNode(j.jobID))
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return j.l.fenced("reserve checkpoint id "+strconv.FormatInt(id, 10), &zk.CreateRequest{Path: s.counterNode(j.jobID), Data: next, Acl: zk.WorldACL(zk.PermAll)})
+		return j.l.fenced("reserve checkpoint id "+strconv.FormatInt(id, 10), &zk.CreateRequest{Path: s.counterNode(j.jobID), Data: next, Acl: s.acl(s.counterNode(j.jobID))})
 	}
 	return j.l.fenced("reserve checkpoint id "+strconv.FormatInt(id, 10), &zk.SetDataRequest{Path: s.counterNode(j.jobID), Data: next, Version: -1})
 }
@@ -300,9 +313,21 @@ func (j *JobStores) AddCheckpoint(id int64, dir string, isSavepoint bool) error 
 		return err
 	}
 	s := j.l.s
-	// Flink's completed-checkpoint store: the znode points to _metadata.
-	meta := []byte(filepath.Join(dir, savepoint.MetadataFileName))
-	ops := []any{&zk.CreateRequest{Path: s.checkpointsDir(j.jobID) + "/" + checkpointName(id, isSavepoint), Data: meta, Acl: zk.WorldACL(zk.PermAll)}}
+	if err := s.needSecret("register checkpoint"); err != nil {
+		return err
+	}
+	// Flink's completed-checkpoint store: the znode points to _metadata,
+	// sealed with its digest so that neither the pointer nor the file can
+	// be swapped.
+	meta := filepath.Join(dir, savepoint.MetadataFileName)
+	content, err := os.ReadFile(meta)
+	if err != nil {
+		return fmt.Errorf("register checkpoint %d: %w", id, err)
+	}
+	name := checkpointName(id, isSavepoint)
+	node := s.checkpointsDir(j.jobID) + "/" + name
+	ptr := s.sealPointer(meta, fileSHA256(content), "checkpoint", s.cfg.ClusterID, j.jobID, name)
+	ops := []any{&zk.CreateRequest{Path: node, Data: ptr, Acl: s.acl(node)}}
 	if names, _, err := s.conn.Children(s.checkpointsDir(j.jobID)); err == nil {
 		for _, n := range names {
 			if old, sp, ok := parseCheckpointName(n); ok && sp && old < id {
@@ -340,7 +365,7 @@ func (j *JobStores) MarkTerminal(status string) error {
 		return err
 	}
 	data, _ := json.Marshal(JobResult{JobID: j.jobID, Name: j.name, Status: status, Start: j.start, Time: time.Now().UnixMilli()})
-	if err := writeFileAtomic(filepath.Join(j.l.s.jobResultDir(), j.jobID+".json"), append(data, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(j.l.s.jobResultDir(), j.jobID+".json"), append(data, '\n')); err != nil {
 		return fmt.Errorf("write the job result store: %w", err)
 	}
 	return nil
@@ -371,6 +396,6 @@ func (j *JobStores) CleanUp() error {
 	if err := j.l.fenced("clean up the job's high-availability data", ops...); err != nil {
 		return err
 	}
-	os.Remove(filepath.Join(s.clusterStorage(), "submittedJobGraph-"+j.jobID+".json"))
+	os.Remove(s.jobGraphFile(j.jobID))
 	return nil
 }

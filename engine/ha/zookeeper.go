@@ -18,9 +18,10 @@ import (
 // process closes it or ZooKeeper ends it; a process that lost its session
 // opens a new one to contend again.
 type Services struct {
-	cfg  *Config
-	conn *zk.Conn
-	log  *slog.Logger
+	cfg    *Config
+	conn   *zk.Conn
+	log    *slog.Logger
+	secret *Secret // nil: a CLI that could not read it (acl open)
 
 	lost     chan struct{} // closed when the session is disconnected or expired
 	lostOnce sync.Once
@@ -37,10 +38,20 @@ func (l zkLogger) Printf(format string, args ...any) {
 
 // Connect opens a session with the quorum, waiting at most the connection
 // timeout: an unreachable quorum is an error naming its address and the
-// key to raise, not a hang.
-func Connect(ctx context.Context, cfg *Config, log *slog.Logger) (*Services, error) {
+// key to raise, not a hang. The session authenticates with the cluster's
+// digest credentials (from secret, or configured), which the creator ACL
+// requires; secret may be nil only with the open ACL and configured
+// credentials or none, and then pointers cannot be sealed or opened.
+func Connect(ctx context.Context, cfg *Config, secret *Secret, log *slog.Logger) (*Services, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	auth := cfg.Digest
+	if auth == "" && secret != nil {
+		auth = secret.digest()
+	}
+	if auth == "" && cfg.ACL == ACLCreator {
+		return nil, errors.New("high-availability.zookeeper.client.acl is creator, but there are no credentials to authenticate with ZooKeeper: the cluster's secret in high-availability.storageDir, or high-availability.zookeeper.client.digest-credentials")
 	}
 	established := make(chan struct{})
 	var once sync.Once
@@ -53,7 +64,7 @@ func Connect(ctx context.Context, cfg *Config, log *slog.Logger) (*Services, err
 	if err != nil {
 		return nil, fmt.Errorf("high-availability.zookeeper.quorum %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
-	s := &Services{cfg: cfg, conn: conn, log: log, lost: make(chan struct{}), done: make(chan struct{})}
+	s := &Services{cfg: cfg, conn: conn, log: log, secret: secret, lost: make(chan struct{}), done: make(chan struct{})}
 	go s.watchSession(events, established)
 	timer := time.NewTimer(cfg.ConnectionTimeout)
 	defer timer.Stop()
@@ -67,7 +78,31 @@ func Connect(ctx context.Context, cfg *Config, log *slog.Logger) (*Services, err
 		s.Close()
 		return nil, ctx.Err()
 	}
+	if auth != "" {
+		// Sent before any other request, and again by the client on
+		// every reconnection.
+		if err := conn.AddAuth("digest", []byte(auth)); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("authenticate with ZooKeeper at %s (digest): %w", strings.Join(cfg.Servers, ","), err)
+		}
+	}
 	return s, nil
+}
+
+// acl is the ACL of a znode at p. Under the cluster's root it is the
+// configured one: creator gives every permission to the identities the
+// session authenticated with (the cluster's digest) and none to anyone
+// else. The ancestors above the root (path.root) are shared with other
+// clusters: anyone may read them and create a cluster's root under them,
+// nobody may delete or change them.
+func (s *Services) acl(p string) []zk.ACL {
+	if s.cfg.ACL != ACLCreator {
+		return zk.WorldACL(zk.PermAll)
+	}
+	if p == s.cfg.Root || strings.HasPrefix(p, s.cfg.Root+"/") {
+		return zk.AuthACL(zk.PermAll)
+	}
+	return zk.WorldACL(zk.PermRead | zk.PermCreate)
 }
 
 func fmtDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
@@ -177,7 +212,7 @@ func (s *Services) ensurePath(p string) error {
 	if err := s.ensurePath(path.Dir(p)); err != nil {
 		return err
 	}
-	_, err = s.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	_, err = s.conn.Create(p, nil, 0, s.acl(p))
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
 	}

@@ -80,7 +80,14 @@ func main() {
 	for range 3 {
 		start()
 	}
-	svc, err := ha.Connect(context.Background(), cfg, nil)
+	// The first process makes the cluster's secret, which this client
+	// authenticates with.
+	secret, err := ha.ReadSecret(cfg)
+	for wait := time.Now().Add(time.Minute); err != nil && time.Now().Before(wait); secret, err = ha.ReadSecret(cfg) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(err)
+	svc, err := ha.Connect(context.Background(), cfg, secret, nil)
 	check(err)
 	defer svc.Close()
 	var times []float64
@@ -104,15 +111,17 @@ func main() {
 // waitRunning waits until a process other than not leads and its job is
 // RUNNING, and returns its pid.
 func waitRunning(svc *ha.Services, jobID string, not int, within time.Duration) int {
+	token := svc.RESTToken()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		info, err := svc.Leader()
 		if err == nil && info.PID != not {
 			c := rest.NewClient(info.Address)
-			c.Token, _ = svc.ReadClusterToken()
+			c.Token, c.Prove = token, true
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			st, err := c.JobStatus(ctx, jobID)
 			cancel()
+			c.CloseIdleConnections()
 			if err == nil && st == "RUNNING" {
 				return info.PID
 			}
