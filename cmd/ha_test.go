@@ -39,7 +39,6 @@ type haProc struct {
 	err            error
 }
 
-
 func newHACluster(t *testing.T, sessionTimeout string, args ...string) *haCluster {
 	t.Helper()
 	zk := zktest.Start(t)
