@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"fmt"
+	"github.com/gflink/gflink/engine/jobregistry"
+	"slices"
 	"strings"
 
 	"github.com/gflink/gflink/engine"
@@ -84,5 +86,5 @@ func writeOption(b *strings.Builder, o config.AnyOption) {
 
 // allOptions lists every option the command line validates.
 func allOptions() []config.AnyOption {
-	return append(append(engine.Options(), rest.Options()...), ha.Options()...)
+	return slices.Concat(engine.Options(), rest.Options(), ha.Options(), jobregistry.Options())
 }

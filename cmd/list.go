@@ -20,6 +20,8 @@ import (
 type ListOptions struct {
 	clientOptions
 	Running, Scheduled, All bool
+	// Clear removes the registry entries of jobs that are not running.
+	Clear bool
 }
 
 func newListCmd(f *Factory, g *globalOptions, runF func(*ListOptions) error) *cobra.Command {
@@ -42,6 +44,7 @@ func newListCmd(f *Factory, g *globalOptions, runF func(*ListOptions) error) *co
 	c.Flags().BoolVarP(&o.All, "all", "a", false, "Show all programs and their JobIDs")
 	c.Flags().BoolVarP(&o.Running, "running", "r", false, "Show only running programs and their JobIDs")
 	c.Flags().BoolVarP(&o.Scheduled, "scheduled", "s", false, "Show only scheduled programs and their JobIDs")
+	c.Flags().BoolVar(&o.Clear, "clear", false, "Remove the entries of ended jobs (and of jobs whose process died) from $GFLINK_HOME/jobs, then list")
 	addTimeoutFlag(c, &o.clientOptions)
 	return c
 }
@@ -118,7 +121,20 @@ func runList(f *Factory, o *ListOptions) error {
 			jobs = append(jobs, listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base})
 		}
 	} else {
-		entries, err := jobregistry.NewRegistry(jobregistry.Home(f.Getenv)).List()
+		reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
+		if err := reg.Configure(conf); err != nil {
+			return err
+		}
+		log := newLogger(f.IO.ErrOut, logLevel(f))
+		reg.Warn = func(msg string) { log.Warn(msg) }
+		if o.Clear {
+			cleared, err := reg.Clear()
+			if err != nil {
+				return fmt.Errorf("Failed to clear the ended jobs: %w", err)
+			}
+			log.Info(fmt.Sprintf("Removed the registry entries of %d jobs that are not running from %s.", len(cleared), reg.Dir))
+		}
+		entries, err := reg.List()
 		if err != nil {
 			return fmt.Errorf("Failed to retrieve job list: %w", err)
 		}
@@ -126,6 +142,16 @@ func runList(f *Factory, o *ListOptions) error {
 			jobs = append(jobs, listedJob{JobID: e.JobID, Name: e.Name, State: e.State, StartTime: e.StartTime, EndTime: e.EndTime, Endpoint: e.Address})
 		}
 	}
+	// A job id is printed only if it is one: an endpoint (or the job
+	// result store) could answer with anything, and scripts build paths
+	// from what list prints.
+	jobs = slices.DeleteFunc(jobs, func(j listedJob) bool {
+		if jobIDPattern.MatchString(j.JobID) {
+			return false
+		}
+		newLogger(f.IO.ErrOut, logLevel(f)).Warn(fmt.Sprintf("Ignoring a job whose id %q is not a job id (32 hexadecimal digits).", j.JobID))
+		return true
+	})
 	showRunning, showScheduled, showTerminated := true, true, false
 	if o.All {
 		showTerminated = true

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -44,15 +45,23 @@ func Main() int {
 // MainWith runs gflink with the given jobs — the entry point for programs
 // that compile their own jobs into a gflink binary.
 func MainWith(reg *jobs.Registry, args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// A reader that goes away (gflink run … | head) would otherwise kill
 	// the process at the next write to stdout, mid-job: no end state, its
 	// registry entry left behind. With SIGPIPE ignored the write fails
 	// instead, and stdoutPipe ends the job as Ctrl-C does.
 	signal.Ignore(syscall.SIGPIPE)
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	grace := signalGrace
+	if len(args) > 0 && args[0] == "run" {
+		grace = 0 // a job ends in order, however long that takes
+	}
+	go watchSignals(sigs, cancel, done, grace, os.Exit)
 	streams := System()
 	streams.Out = &stdoutPipe{w: streams.Out, closed: func() { cancel(errStdoutClosed) }}
 	wd, _ := os.Getwd()
@@ -63,6 +72,35 @@ func MainWith(reg *jobs.Registry, args []string) int {
 	f := &Factory{IO: streams, Registry: reg, Getenv: os.Getenv, WorkingDir: wd, ExecutableDir: exeDir,
 		FS: vfs.Default, Context: ctx, Executable: exe}
 	return Run(f, args)
+}
+
+// signalGrace is how long a command other than run has, after SIGINT or
+// SIGTERM cancelled it, to return before the process exits anyway: one
+// stuck in I/O that cannot see the cancellation must not outlive the
+// signal.
+const signalGrace = 3 * time.Second
+
+// watchSignals cancels the command at the first SIGINT or SIGTERM, and
+// ends the process (exit) at a second one, or once grace (if not 0) has
+// passed since the first, with the code of a cancelled command.
+func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, done <-chan struct{}, grace time.Duration, exit func(int)) {
+	select {
+	case <-sigs:
+		cancel(context.Canceled)
+	case <-done:
+		return
+	}
+	var expired <-chan time.Time
+	if grace > 0 {
+		expired = time.After(grace)
+	}
+	select {
+	case <-sigs:
+	case <-expired:
+	case <-done:
+		return
+	}
+	exit(ExitCanceled)
 }
 
 // errStdoutClosed is the cause of the context's cancellation when stdout's

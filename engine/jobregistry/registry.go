@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,14 @@ func (e *Entry) Terminal() bool {
 type Registry struct {
 	Dir string // $GFLINK_HOME/jobs
 	FS  vfs.FS
+	// Expiration is how long List keeps the entry of a job that has ended
+	// (or whose process died) after its end (jobstore.expiration-time);
+	// 0 keeps them for good, up to MaxEnded.
+	Expiration time.Duration
+	// MaxEnded is how many ended jobs List keeps (jobstore.max-capacity).
+	MaxEnded int
+	// Warn, when set, is told of entries List skips.
+	Warn func(string)
 	// Alive reports whether a process exists (overridable in tests).
 	Alive func(pid int) bool
 	// Executable returns the executable a process runs, or an error when
@@ -83,12 +92,45 @@ type Registry struct {
 // is taken as left over by a killed process.
 const staleWrite = time.Minute
 
-// maxTerminal is how many ended jobs are kept for `list -a`.
-const maxTerminal = 200
+// DefaultMaxEnded is how many ended jobs are kept for `list -a` unless
+// configured (jobstore.max-capacity).
+const DefaultMaxEnded = 200
 
 // NewRegistry opens the registry of a gflink home directory.
 func NewRegistry(home string) *Registry {
-	return &Registry{Dir: filepath.Join(home, "jobs"), FS: vfs.Default, Alive: processAlive, Executable: processExecutable}
+	return &Registry{Dir: filepath.Join(home, "jobs"), FS: vfs.Default, Alive: processAlive, Executable: processExecutable, MaxEnded: DefaultMaxEnded}
+}
+
+// validJobID is what a registered job id looks like: the file name of
+// its entry is built from it.
+var validJobID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// ValidJobID reports whether id is a job id as gflink writes them (32
+// lower-case hexadecimal digits).
+func ValidJobID(id string) bool { return validJobID.MatchString(id) }
+
+// Trusted checks that nobody but this user can change the registry:
+// GFLINK_HOME and its jobs directory (where they exist) must be the user's
+// and writable by nobody else. The entries decide where commands send the
+// job's token and what they delete.
+func (r *Registry) Trusted() error {
+	home := filepath.Dir(r.Dir)
+	if err := vfs.CheckOwned(r.FS, home, "GFLINK_HOME"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r.untrusted(err)
+	}
+	if err := vfs.CheckPrivate(r.FS, r.Dir, "the job registry directory"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r.untrusted(err)
+	}
+	return nil
+}
+
+func (r *Registry) untrusted(err error) error {
+	var np *vfs.NotPrivateError
+	if errors.As(err, &np) {
+		np.Fix += " Or set GFLINK_HOME to a directory of your own (default ~/.gflink)."
+		return np
+	}
+	return err
 }
 
 // processExecutable reads /proc/<pid>/exe. The kernel lets only the
@@ -165,6 +207,12 @@ func (r *Registry) path(jobID string) string { return filepath.Join(r.Dir, jobID
 
 // Put writes an entry atomically, owner-only: it holds the job's token.
 func (r *Registry) Put(e Entry) error {
+	if !ValidJobID(e.JobID) {
+		return fmt.Errorf("register job: %q is not a job id (32 lower-case hexadecimal digits)", e.JobID)
+	}
+	if err := r.Trusted(); err != nil {
+		return fmt.Errorf("register job: %w", err)
+	}
 	if err := r.FS.MkdirAll(r.Dir, vfs.PrivateDirMode); err != nil {
 		return fmt.Errorf("register job: %w", err)
 	}
@@ -182,29 +230,35 @@ func (r *Registry) Put(e Entry) error {
 // pid gone, a zombie, or reused by another program) is retired to lostDir
 // and reported as not found.
 func (r *Registry) Get(jobID string) (*Entry, error) {
-	b, err := vfs.ReadFile(r.FS, r.path(jobID))
+	if !ValidJobID(jobID) {
+		return nil, fmt.Errorf("%q is not a job id: %w", jobID, fs.ErrNotExist)
+	}
+	if err := r.Trusted(); err != nil {
+		return nil, err
+	}
+	b, err := vfs.ReadRegularFile(r.FS, r.path(jobID))
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		var e Entry
-		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("job registry entry %s: %w", r.path(jobID), err)
+		e, err := r.decode(jobID, b)
+		if err != nil {
+			return nil, err
 		}
-		if e.Terminal() || r.runs(&e) {
-			return &e, nil
+		if e.Terminal() || r.runs(e) {
+			return e, nil
 		}
 		// The process was found dead after its entry was read: it may
 		// have written its final status in between (a job that finished
 		// and exited). A dead process writes no more, so a second read
 		// tells; retiring what the first read said would throw away a
 		// FINISHED entry and report the job lost.
-		again, err := vfs.ReadFile(r.FS, r.path(jobID))
+		again, err := vfs.ReadRegularFile(r.FS, r.path(jobID))
 		if err != nil {
 			return nil, err
 		}
 		if bytes.Equal(again, b) {
-			r.retire(e)
+			r.retire(jobID, *e)
 			return nil, fs.ErrNotExist
 		}
 		if attempt == 2 {
@@ -216,22 +270,35 @@ func (r *Registry) Get(jobID string) (*Entry, error) {
 	}
 }
 
+// decode parses the entry of jobID's file: its jid must be the file's, as
+// every path built from an entry is built from the file name.
+func (r *Registry) decode(jobID string, b []byte) (*Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("job registry entry %s: %w", r.path(jobID), err)
+	}
+	if e.JobID != jobID {
+		return nil, &ForgedEntryError{JobID: jobID, File: r.path(jobID), Reason: fmt.Sprintf("its jid %q is not the job id of its file name", e.JobID)}
+	}
+	return &e, nil
+}
+
 // lostDir keeps the entries of processes that died without ending their
 // job: out of every listing, but their checkpoint directory stays known,
 // so that `checkpoints <jobId>` finds what a killed job left.
 func (r *Registry) lostDir() string { return filepath.Join(r.Dir, "lost") }
 
-// retire moves a dead process's entry out of the registry into lostDir,
-// keeping the newest maxTerminal there.
-func (r *Registry) retire(e Entry) {
+// retire moves a dead process's entry (of jobID's file) out of the
+// registry into lostDir, keeping the newest MaxEnded there.
+func (r *Registry) retire(jobID string, e Entry) {
 	if err := r.FS.MkdirAll(r.lostDir(), vfs.PrivateDirMode); err == nil {
 		if b, err := json.MarshalIndent(e, "", "  "); err == nil {
-			vfs.WriteFileAtomicPerm(r.FS, filepath.Join(r.lostDir(), e.JobID+".json"), b, vfs.PrivateFileMode)
+			vfs.WriteFileAtomicPerm(r.FS, filepath.Join(r.lostDir(), jobID+".json"), b, vfs.PrivateFileMode)
 		}
 	}
-	r.FS.Remove(r.path(e.JobID))
+	r.FS.Remove(r.path(jobID))
 	des, err := r.FS.ReadDir(r.lostDir())
-	if err != nil || len(des) <= maxTerminal {
+	if err != nil || len(des) <= r.maxEnded() {
 		return
 	}
 	type aged struct {
@@ -245,7 +312,7 @@ func (r *Registry) retire(e Entry) {
 		}
 	}
 	slices.SortStableFunc(all, func(a, b aged) int { return cmp.Compare(a.mod, b.mod) })
-	for _, a := range all[:max(len(all)-maxTerminal, 0)] {
+	for _, a := range all[:max(len(all)-r.maxEnded(), 0)] {
 		r.FS.Remove(filepath.Join(r.lostDir(), a.name))
 	}
 }
@@ -253,7 +320,13 @@ func (r *Registry) retire(e Entry) {
 // Lost returns the entry of a job whose process died without ending it
 // (see lostDir), or an error wrapping fs.ErrNotExist.
 func (r *Registry) Lost(jobID string) (*Entry, error) {
-	b, err := vfs.ReadFile(r.FS, filepath.Join(r.lostDir(), jobID+".json"))
+	if !ValidJobID(jobID) {
+		return nil, fmt.Errorf("%q is not a job id: %w", jobID, fs.ErrNotExist)
+	}
+	if err := r.Trusted(); err != nil {
+		return nil, err
+	}
+	b, err := vfs.ReadRegularFile(r.FS, filepath.Join(r.lostDir(), jobID+".json"))
 	if err != nil {
 		return nil, err
 	}
@@ -261,13 +334,29 @@ func (r *Registry) Lost(jobID string) (*Entry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("lost job entry %s: %w", jobID, err)
 	}
+	if e.JobID != jobID {
+		return nil, fmt.Errorf("lost job entry %s: its jid %q is not the job id of its file name: %w", jobID, e.JobID, fs.ErrNotExist)
+	}
 	return &e, nil
 }
 
+func (r *Registry) maxEnded() int {
+	if r.MaxEnded <= 0 {
+		return DefaultMaxEnded
+	}
+	return r.MaxEnded
+}
+
 // List returns every entry, oldest first. Entries of processes that died
-// without ending their job are removed; so are the oldest ended jobs beyond
-// the last 200.
+// without ending their job are retired (see lostDir); ended jobs are kept
+// for Expiration after their end and at most MaxEnded of them. A file
+// that is not a regular file named <job id>.json, or whose jid is not its
+// name's, is skipped (and reported to Warn): nothing path-like is ever
+// listed or built into a path.
 func (r *Registry) List() ([]Entry, error) {
+	if err := r.Trusted(); err != nil {
+		return nil, err
+	}
 	des, err := r.FS.ReadDir(r.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -282,36 +371,116 @@ func (r *Registry) List() ([]Entry, error) {
 			// An atomic write's temporary file: one a process was killed in
 			// the middle of writing stays, holding the job's token. A
 			// write takes milliseconds, so one a minute old is left over.
-			if info, err := de.Info(); err == nil && time.Since(info.ModTime()) > staleWrite {
+			if info, err := de.Info(); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > staleWrite {
 				r.FS.Remove(filepath.Join(r.Dir, name))
 			}
 			continue
 		}
-		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || de.IsDir() {
 			continue
 		}
-		e, err := r.Get(strings.TrimSuffix(name, ".json"))
+		if !ValidJobID(id) {
+			r.warn(fmt.Sprintf("Ignoring %s in the job registry: %q is not a job id.", filepath.Join(r.Dir, name), id))
+			continue
+		}
+		e, err := r.Get(id)
 		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				r.warn(fmt.Sprintf("Ignoring the job registry entry %s: %v", filepath.Join(r.Dir, name), err))
+			}
 			continue
 		}
 		out = append(out, *e)
 	}
-	slices.SortStableFunc(out, func(a, b Entry) int { return int(a.StartTime - b.StartTime) })
+	slices.SortStableFunc(out, func(a, b Entry) int { return cmp.Compare(a.StartTime, b.StartTime) })
+	drop := r.expired(out)
+	for id := range drop {
+		r.FS.Remove(r.path(id))
+	}
+	out = slices.DeleteFunc(out, func(e Entry) bool { return drop[e.JobID] })
+	r.expireLost()
+	return out, nil
+}
+
+func (r *Registry) warn(msg string) {
+	if r.Warn != nil {
+		r.Warn(msg)
+	}
+}
+
+// ended is when an entry's job ended: its end time, else its last
+// status change; false when the entry says neither.
+func (e *Entry) ended() (time.Time, bool) {
+	switch {
+	case e.EndTime > 0:
+		return time.UnixMilli(e.EndTime), true
+	case e.LastModification > 0:
+		return time.UnixMilli(e.LastModification), true
+	}
+	return time.Time{}, false
+}
+
+// expired picks the ended jobs beyond MaxEnded (the oldest) and those that
+// ended more than Expiration ago.
+func (r *Registry) expired(entries []Entry) map[string]bool {
+	drop := map[string]bool{}
 	var ended []Entry
-	for _, e := range out {
+	for _, e := range entries {
 		if e.Terminal() {
 			ended = append(ended, e)
 		}
 	}
-	if n := len(ended) - maxTerminal; n > 0 {
-		drop := map[string]bool{}
-		for _, e := range ended[:n] {
+	for i, e := range ended {
+		at, known := e.ended()
+		if i < len(ended)-r.maxEnded() || r.Expiration > 0 && known && time.Since(at) > r.Expiration {
 			drop[e.JobID] = true
-			r.FS.Remove(r.path(e.JobID))
 		}
-		out = slices.DeleteFunc(out, func(e Entry) bool { return drop[e.JobID] })
 	}
-	return out, nil
+	return drop
+}
+
+// expireLost removes the entries of lost jobs older than Expiration.
+func (r *Registry) expireLost() {
+	if r.Expiration <= 0 {
+		return
+	}
+	des, err := r.FS.ReadDir(r.lostDir())
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		if info, err := de.Info(); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > r.Expiration {
+			r.FS.Remove(filepath.Join(r.lostDir(), de.Name()))
+		}
+	}
+}
+
+// Clear removes the entries of every job that is not running — ended
+// ones, and those of processes that died (lost) — and returns their ids.
+func (r *Registry) Clear() ([]string, error) {
+	entries, err := r.List()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.Terminal() {
+			if err := r.FS.Remove(r.path(e.JobID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return ids, err
+			}
+			ids = append(ids, e.JobID)
+		}
+	}
+	des, _ := r.FS.ReadDir(r.lostDir())
+	for _, de := range des {
+		if id, ok := strings.CutSuffix(de.Name(), ".json"); ok && ValidJobID(id) {
+			if err := r.FS.Remove(filepath.Join(r.lostDir(), de.Name())); err == nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // Home returns $GFLINK_HOME, default ~/.gflink.

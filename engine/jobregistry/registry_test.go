@@ -1,6 +1,7 @@
 package jobregistry
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,15 +14,21 @@ import (
 	"time"
 )
 
+// jid makes a job id of a short name, for readable tests.
+func jid(name string) string {
+	h := hex.EncodeToString([]byte(name))
+	return strings.Repeat("0", 32-len(h)) + h
+}
+
 func TestRegistry(t *testing.T) {
 	dir := t.TempDir()
 	r := NewRegistry(dir)
 	alive := map[int]bool{1: true, 2: false, 3: false}
 	r.Alive = func(pid int) bool { return alive[pid] }
 	for _, e := range []Entry{
-		{JobID: "a", PID: 1, State: "RUNNING", StartTime: 3},
-		{JobID: "b", PID: 2, State: "RUNNING", StartTime: 2}, // died without ending its job
-		{JobID: "c", PID: 3, State: "FINISHED", StartTime: 1},
+		{JobID: jid("a"), PID: 1, State: "RUNNING", StartTime: 3},
+		{JobID: jid("b"), PID: 2, State: "RUNNING", StartTime: 2}, // died without ending its job
+		{JobID: jid("c"), PID: 3, State: "FINISHED", StartTime: 1},
 	} {
 		if err := r.Put(e); err != nil {
 			t.Fatal(err)
@@ -35,23 +42,23 @@ func TestRegistry(t *testing.T) {
 	for _, e := range got {
 		ids = append(ids, e.JobID)
 	}
-	if !slices.Equal(ids, []string{"c", "a"}) {
+	if !slices.Equal(ids, []string{jid("c"), jid("a")}) {
 		t.Errorf("List = %v; want the ended job and the live one, oldest first", ids)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "jobs", "b.json")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "jobs", jid("b")+".json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Error("the dead process's entry must be cleaned")
 	}
-	if _, err := r.Get("b"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := r.Get(jid("b")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Get of a cleaned entry: %v", err)
 	}
 	// ... but kept aside, so that its checkpoints can still be found.
-	if e, err := r.Lost("b"); err != nil || e.JobID != "b" || e.State != "RUNNING" {
+	if e, err := r.Lost(jid("b")); err != nil || e.JobID != jid("b") || e.State != "RUNNING" {
 		t.Errorf("Lost(b) = %+v, %v", e, err)
 	}
-	if _, err := r.Lost("a"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := r.Lost(jid("a")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Lost of a live job: %v", err)
 	}
-	if e, err := r.Get("c"); err != nil || !e.Terminal() {
+	if e, err := r.Get(jid("c")); err != nil || !e.Terminal() {
 		t.Errorf("an ended job stays listed: %v %v", e, err)
 	}
 }
@@ -59,8 +66,8 @@ func TestRegistry(t *testing.T) {
 func TestRegistryKeepsTheLastLostJobs(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(int) bool { return false }
-	for i := 0; i < maxTerminal+3; i++ {
-		id := fmt.Sprintf("j%03d", i)
+	for i := 0; i < DefaultMaxEnded+3; i++ {
+		id := fmt.Sprintf("%032x", i)
 		r.Put(Entry{JobID: id, State: "RUNNING"})
 		r.Get(id) // found dead: retired
 	}
@@ -68,10 +75,10 @@ func TestRegistryKeepsTheLastLostJobs(t *testing.T) {
 		t.Errorf("List = %v; want no entry", got)
 	}
 	des, _ := os.ReadDir(r.lostDir())
-	if len(des) != maxTerminal {
-		t.Errorf("%d lost entries kept; want %d", len(des), maxTerminal)
+	if len(des) != DefaultMaxEnded {
+		t.Errorf("%d lost entries kept; want %d", len(des), DefaultMaxEnded)
 	}
-	if _, err := r.Lost(fmt.Sprintf("j%03d", maxTerminal+2)); err != nil {
+	if _, err := r.Lost(fmt.Sprintf("%032x", DefaultMaxEnded+2)); err != nil {
 		t.Errorf("the newest lost entry is gone: %v", err)
 	}
 }
@@ -79,12 +86,12 @@ func TestRegistryKeepsTheLastLostJobs(t *testing.T) {
 func TestRegistryKeepsTheLastEndedJobs(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(int) bool { return false }
-	for i := 0; i < maxTerminal+5; i++ {
-		r.Put(Entry{JobID: string(rune('a'+i/26)) + string(rune('a'+i%26)), State: "CANCELED", StartTime: int64(i)})
+	for i := 0; i < DefaultMaxEnded+5; i++ {
+		r.Put(Entry{JobID: fmt.Sprintf("%032x", i), State: "CANCELED", StartTime: int64(i)})
 	}
 	got, _ := r.List()
-	if len(got) != maxTerminal || got[0].StartTime != 5 {
-		t.Errorf("kept %d ended jobs starting at %d; want %d starting at 5", len(got), got[0].StartTime, maxTerminal)
+	if len(got) != DefaultMaxEnded || got[0].StartTime != 5 {
+		t.Errorf("kept %d ended jobs starting at %d; want %d starting at 5", len(got), got[0].StartTime, DefaultMaxEnded)
 	}
 }
 
@@ -93,13 +100,13 @@ func TestRegistryKeepsTheLastEndedJobs(t *testing.T) {
 func TestRegistryIsOwnerOnly(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(int) bool { return false }
-	if err := r.Put(Entry{JobID: "a", State: "RUNNING", Token: "secret"}); err != nil {
+	if err := r.Put(Entry{JobID: jid("a"), State: "RUNNING", Token: "secret"}); err != nil {
 		t.Fatal(err)
 	}
-	r.Get("a") // found dead: moved to lost/
-	r.Put(Entry{JobID: "b", State: "RUNNING", Token: "secret"})
-	for p, want := range map[string]os.FileMode{r.Dir: 0o700, r.path("b"): 0o600, r.lostDir(): 0o700,
-		filepath.Join(r.lostDir(), "a.json"): 0o600} {
+	r.Get(jid("a")) // found dead: moved to lost/
+	r.Put(Entry{JobID: jid("b"), State: "RUNNING", Token: "secret"})
+	for p, want := range map[string]os.FileMode{r.Dir: 0o700, r.path(jid("b")): 0o600, r.lostDir(): 0o700,
+		filepath.Join(r.lostDir(), jid("a")+".json"): 0o600} {
 		info, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +135,7 @@ func TestCheckRefusesForgedEntries(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(pid int) bool { return pid != 99 }
 	r.Executable = fakeExecutables
-	good := Entry{JobID: "j", PID: 1, Executable: "/opt/gflink", Address: "http://127.0.0.1:8081", State: "RUNNING"}
+	good := Entry{JobID: jid("j"), PID: 1, Executable: "/opt/gflink", Address: "http://127.0.0.1:8081", State: "RUNNING"}
 	if err := r.Check(&good); err != nil {
 		t.Fatalf("a genuine entry: %v", err)
 	}
@@ -154,7 +161,7 @@ func TestCheckRefusesForgedEntries(t *testing.T) {
 		tc.edit(&e)
 		err := r.Check(&e)
 		var fe *ForgedEntryError
-		if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Refusing the registry entry of job j") {
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Refusing the registry entry of job "+jid("j")) {
 			t.Errorf("Check(%+v) = %v; want a refusal with %q", e, err, tc.want)
 		}
 	}
@@ -164,7 +171,7 @@ func TestCheckRefusesForgedEntries(t *testing.T) {
 // back for its process.
 func TestSelfExecutableMatchesProc(t *testing.T) {
 	r := NewRegistry(t.TempDir())
-	e := Entry{JobID: "j", PID: os.Getpid(), Executable: SelfExecutable(), Address: "http://127.0.0.1:1"}
+	e := Entry{JobID: jid("j"), PID: os.Getpid(), Executable: SelfExecutable(), Address: "http://127.0.0.1:1"}
 	if err := r.Check(&e); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +185,7 @@ func TestReusedPIDIsALostJob(t *testing.T) {
 	r := NewRegistry(t.TempDir())
 	r.Alive = func(int) bool { return true }
 	r.Executable = fakeExecutables
-	for pid, id := range map[int]string{1: "live", 2: "reused", 3: "other-user"} {
+	for pid, id := range map[int]string{1: jid("live"), 2: jid("reused"), 3: jid("other-user")} {
 		if err := r.Put(Entry{JobID: id, PID: pid, Executable: "/opt/gflink", State: "RUNNING"}); err != nil {
 			t.Fatal(err)
 		}
@@ -187,10 +194,10 @@ func TestReusedPIDIsALostJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].JobID != "live" {
+	if len(got) != 1 || got[0].JobID != jid("live") {
 		t.Fatalf("List = %+v; want only the job whose process runs gflink", got)
 	}
-	for _, id := range []string{"reused", "other-user"} {
+	for _, id := range []string{jid("reused"), jid("other-user")} {
 		if _, err := r.Get(id); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("Get(%s) = %v; want not found", id, err)
 		}
@@ -236,7 +243,7 @@ func TestZombieIsNotAlive(t *testing.T) {
 // once it is old; one being written now is left alone.
 func TestListRemovesLeftoverTemporaryFiles(t *testing.T) {
 	r := NewRegistry(t.TempDir())
-	if err := r.Put(Entry{JobID: "a", State: "FINISHED"}); err != nil {
+	if err := r.Put(Entry{JobID: jid("a"), State: "FINISHED"}); err != nil {
 		t.Fatal(err)
 	}
 	old, fresh := filepath.Join(r.Dir, ".b.json.inprogress"), filepath.Join(r.Dir, ".c.json.inprogress")
@@ -266,7 +273,7 @@ func TestListRemovesLeftoverTemporaryFiles(t *testing.T) {
 // FINISHED` fail that way: the FINISHED entry deleted, the job lost.
 func TestFinishedJustBeforeExitIsNotLost(t *testing.T) {
 	r := NewRegistry(t.TempDir())
-	e := Entry{JobID: "a", PID: 7, State: "RUNNING", StartTime: 1}
+	e := Entry{JobID: jid("a"), PID: 7, State: "RUNNING", StartTime: 1}
 	if err := r.Put(e); err != nil {
 		t.Fatal(err)
 	}
@@ -279,14 +286,14 @@ func TestFinishedJustBeforeExitIsNotLost(t *testing.T) {
 		}
 		return false
 	}
-	got, err := r.Get("a")
+	got, err := r.Get(jid("a"))
 	if err != nil || got.State != "FINISHED" {
 		t.Fatalf("Get = %+v, %v; want the FINISHED entry", got, err)
 	}
-	if _, err := r.Lost("a"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := r.Lost(jid("a")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the finished job was recorded as lost: %v", err)
 	}
-	if again, err := r.Get("a"); err != nil || again.State != "FINISHED" {
+	if again, err := r.Get(jid("a")); err != nil || again.State != "FINISHED" {
 		t.Errorf("a second Get = %+v, %v", again, err)
 	}
 }

@@ -2,9 +2,9 @@ package vfs
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"syscall"
 )
 
 // NotPrivateError says why a directory or file that decides what gflink
@@ -16,16 +16,6 @@ type NotPrivateError struct {
 
 func (e *NotPrivateError) Error() string {
 	return fmt.Sprintf("Refusing %s %s: %s. %s", e.What, e.Path, e.Reason, e.Fix)
-}
-
-// owner returns the uid that owns info, and false where the platform does
-// not say (then ownership is not checked).
-func owner(info fs.FileInfo) (uint32, bool) {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return st.Uid, true
 }
 
 // CheckPrivate checks that name — a directory or file gflink made for this
@@ -89,4 +79,43 @@ func checkOwnedAndClosed(info fs.FileInfo, name, what string, parent bool) error
 	return &NotPrivateError{What: what, Path: name,
 		Reason: fmt.Sprintf("it is writable by group or others (%s), so another local user could replace what gflink reads there", mode),
 		Fix:    fmt.Sprintf("Run chmod go-w %s.", name)}
+}
+
+// ReadRegularFile reads name only if it is a regular file: a FIFO, a
+// device or a symbolic link in its place is refused rather than opened,
+// since opening a FIFO blocks until someone writes to it (a command that
+// read one would hang). On the operating system's filesystem the file is
+// also opened without blocking and checked again once open, in case it was
+// replaced in between.
+func ReadRegularFile(fsys FS, name string) ([]byte, error) {
+	info, err := fsys.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("not a regular file (%s)", info.Mode().Type())}
+	}
+	if _, ok := fsys.(osFS); !ok {
+		return ReadFile(fsys, name)
+	}
+	f, err := openNonBlocking(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("not a regular file")}
+	}
+	return io.ReadAll(f)
+}
+
+// CheckOwned checks that a directory the user chose for gflink's private
+// files (GFLINK_HOME) is theirs and writable by nobody else. A symbolic
+// link is followed: the user may point the setting at one.
+func CheckOwned(fsys FS, name, what string) error {
+	info, err := fsys.Stat(name)
+	if err != nil {
+		return err
+	}
+	return checkOwnedAndClosed(info, name, what, false)
 }
