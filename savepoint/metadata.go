@@ -198,6 +198,10 @@ type ChangelogFile struct {
 	Size int64 `json:"size"`
 	// Added: written since the previous checkpoint.
 	Added bool `json:"added,omitempty"`
+	// CRC32C is the checksum of the file's first Size bytes (FormatCRC32C),
+	// recorded as it was written; "" in snapshots written before files
+	// had checksums, which are checked by size and chunk checksums only.
+	CRC32C string `json:"crc32c,omitempty"`
 }
 
 // NativeStateHandle lists the files of one subtask's LSM (Pebble)
@@ -222,6 +226,11 @@ type NativeFile struct {
 	// written by an earlier checkpoint (incremental: "checkpointed size"
 	// counts only the added files).
 	Added bool `json:"added,omitempty"`
+	// CRC32C is the file's checksum (FormatCRC32C), computed as it was
+	// uploaded (for a shared file an earlier checkpoint uploaded, the
+	// checksum recorded then); "" in snapshots written before files had
+	// checksums, which are checked by size only.
+	CRC32C string `json:"crc32c,omitempty"`
 }
 
 // KeyGroupOffset is one key group's block inside a stream: only key groups

@@ -22,7 +22,9 @@ func NativeFilePath(dir string, f NativeFile) (string, error) {
 	return filepath.Join(dir, rel), nil
 }
 
-// VerifyNativeFile checks that a native file is there with its size.
+// VerifyNativeFile checks that a native file is there with the size and
+// checksum _metadata records (a file recorded without a checksum, by a
+// build before checksums, is checked by size only).
 func VerifyNativeFile(fsys vfs.FS, dir string, f NativeFile) error {
 	p, err := NativeFilePath(dir, f)
 	if err != nil {
@@ -33,13 +35,32 @@ func VerifyNativeFile(fsys vfs.FS, dir string, f NativeFile) error {
 		return fmt.Errorf("native state file %s: %w", p, err)
 	}
 	if info.Size() != f.Size {
-		return fmt.Errorf("native state file %s has %d bytes, _metadata says %d: %w", p, info.Size(), f.Size, ErrCorrupt)
+		return fmt.Errorf("native state file %s has %d bytes, _metadata records %d: %w", p, info.Size(), f.Size, ErrCorrupt)
 	}
-	return nil
+	if f.CRC32C == "" {
+		return nil
+	}
+	in, err := fsys.Open(p)
+	if err != nil {
+		return fmt.Errorf("open native state file: %w", err)
+	}
+	defer in.Close()
+	cr, err := newCheckedReader(in, p, f.Size, f.CRC32C)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		return fmt.Errorf("read native state file %s: %w", p, err)
+	}
+	return cr.check()
 }
 
 // CopyNativeFile copies a native file of the snapshot in dir to dst on the
-// local disk (where an LSM opens it), checking its size.
+// local disk (where an LSM opens it), checking its size and checksum as
+// it copies: the file may have changed since the snapshot was verified.
 func CopyNativeFile(fsys vfs.FS, dir string, f NativeFile, dst string) error {
 	p, err := NativeFilePath(dir, f)
 	if err != nil {
@@ -50,21 +71,25 @@ func CopyNativeFile(fsys vfs.FS, dir string, f NativeFile, dst string) error {
 		return fmt.Errorf("open native state file: %w", err)
 	}
 	defer in.Close()
+	cr, err := newCheckedReader(in, p, f.Size, f.CRC32C)
+	if err != nil {
+		return err
+	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(out, in)
+	_, err = io.Copy(out, cr)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return err
+		}
 		return fmt.Errorf("copy native state file %s: %w", p, err)
 	}
-	if n != f.Size {
-		return fmt.Errorf("native state file %s has %d bytes, _metadata says %d: %w", p, n, f.Size, ErrCorrupt)
-	}
-	return nil
+	return cr.check()
 }
 
 // RemoveSharedFile deletes a file of a job's shared/ directory that no

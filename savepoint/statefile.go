@@ -168,6 +168,16 @@ func (r *BlockReader) Read(h *StreamStateHandle, offset, length int64) ([]byte, 
 	return payload, nil
 }
 
+// FileSize returns the size of a state file of the snapshot, after
+// checking its header.
+func (r *BlockReader) FileSize(rel string) (int64, error) {
+	sf, err := r.open(rel)
+	if err != nil {
+		return 0, err
+	}
+	return sf.size, nil
+}
+
 func (r *BlockReader) open(rel string) (*stateFile, error) {
 	if sf, ok := r.files[rel]; ok {
 		return sf, nil

@@ -34,7 +34,9 @@
 //	         that are not in the cache.
 //
 // Every file starts with a declaration of each state it refers to (ids are
-// per writer), so a file can be read on its own.
+// per writer), so a file can be read on its own. A checkpoint records the
+// CRC-32C of each file it refers to (File.CRC32C, computed as the file is
+// written), which a restore checks (CheckCRC) before the chunks' own.
 package changelog
 
 import (
@@ -232,6 +234,20 @@ type Record struct {
 // gets every change record in order (slices alias data).
 func Parse(data []byte, size int64, name string, yield func(Record) error) error {
 	return parse(data, size, name, func(r *Record, _ []byte) error { return yield(*r) }, new(declTable))
+}
+
+// CheckCRC checks a log file's bytes against the checksum its checkpoint
+// recorded of the first size bytes: a damaged file, or another file put in
+// its place, is ErrCorrupt (the chunks' own checksums leave the header and
+// the chunk framing unchecked).
+func CheckCRC(data []byte, size int64, name string, sum uint32) error {
+	if size < 0 || int64(len(data)) < size {
+		return fmt.Errorf("changelog file %s has %d bytes, its checkpoint recorded %d: %w", name, len(data), size, ErrCorrupt)
+	}
+	if got := crc32.Checksum(data[:size], crcTab); got != sum {
+		return fmt.Errorf("changelog file %s is damaged: the CRC-32C of its first %d bytes is %08x, its checkpoint recorded %08x: %w", name, size, got, sum, ErrCorrupt)
+	}
+	return nil
 }
 
 // parse is Parse, yielding each record's bytes too, and keeping the file's

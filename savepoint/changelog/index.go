@@ -47,6 +47,11 @@ type Contents struct {
 	Data []byte
 	Read func(buf *[]byte) ([]byte, error)
 	Size int64
+	// CRC32C is the checksum the checkpoint recorded of the first Size
+	// bytes; HasCRC is false for a checkpoint written before log files had
+	// checksums (its chunks are still checked).
+	CRC32C uint32
+	HasCRC bool
 }
 
 // NewIndex returns an empty index keeping the key groups start..end.
@@ -143,6 +148,11 @@ func (x *Index) index(f Contents, buf *[]byte) fileIndex {
 	p := fileIndex{kgs: make([][]byte, len(x.kgs)), kinds: map[string]byte{}}
 	if f.Data == nil && f.Read != nil {
 		if f.Data, p.err = f.Read(buf); p.err != nil {
+			return p
+		}
+	}
+	if f.HasCRC {
+		if p.err = CheckCRC(f.Data, f.Size, f.Name, f.CRC32C); p.err != nil {
 			return p
 		}
 	}

@@ -3,6 +3,8 @@ package changelog_test
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,5 +193,40 @@ func TestParseRejectsARedeclaredID(t *testing.T) {
 	_, err := parseAll(data, int64(len(data)), "redeclared.log")
 	if !errors.Is(err, changelog.ErrCorrupt) || !strings.Contains(err.Error(), `"another"`) {
 		t.Fatalf("Parse = %v, want ErrCorrupt naming the second declaration", err)
+	}
+}
+
+// TestIndexChecksFileChecksums: a log file whose checkpoint recorded its
+// checksum is refused, naming it, when its bytes differ — even when every
+// chunk of it is intact (another log file put in its place, the header's
+// version changed) — and the index is left unchanged; a file recorded
+// without a checksum is read by its chunks' alone.
+func TestIndexChecksFileChecksums(t *testing.T) {
+	a := setString(dValue, 3, "apple", 1)
+	b := setString(dValue, 3, "grape", 9)
+	written, other := logFile([]decl{dValue}, []rec{a}), logFile([]decl{dValue}, []rec{b})
+	if len(written) != len(other) {
+		t.Fatal("the two logs must have the same size")
+	}
+	sum := crc32.Checksum(written, crc32.MakeTable(crc32.Castagnoli))
+	v1 := slices.Clone(written)
+	v1[11] = 1 // version 1: the same bytes read as records without short sets
+	for name, data := range map[string][]byte{"another log file": other, "version changed": v1} {
+		x := changelog.NewIndex(0, 127)
+		err := x.Add([]changelog.Contents{{Name: "/dstl/a-1.log", Data: data, Size: int64(len(data)), CRC32C: sum, HasCRC: true}}, 1)
+		if !errors.Is(err, changelog.ErrCorrupt) || !strings.Contains(err.Error(), "changelog file /dstl/a-1.log is damaged") {
+			t.Errorf("%s: Add = %v; want a refusal naming the file", name, err)
+		}
+		if x.Len() != 0 {
+			t.Errorf("%s: the index holds %d records after a refusal", name, x.Len())
+		}
+	}
+	x := changelog.NewIndex(0, 127)
+	if err := x.Add([]changelog.Contents{{Name: "/dstl/a-1.log", Data: written, Size: int64(len(written)), CRC32C: sum, HasCRC: true}}, 1); err != nil || x.Len() != 1 {
+		t.Fatalf("the file as written: %v, %d records", err, x.Len())
+	}
+	x = changelog.NewIndex(0, 127)
+	if err := x.Add([]changelog.Contents{{Name: "/dstl/a-1.log", Data: other, Size: int64(len(other))}}, 1); err != nil || x.Len() != 1 {
+		t.Fatalf("without a recorded checksum: %v, %d records", err, x.Len())
 	}
 }

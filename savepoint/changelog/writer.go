@@ -14,6 +14,9 @@ type File struct {
 	Seq  int64
 	Path string
 	Size int64
+	// CRC32C is the checksum of the whole file, computed as it was
+	// written; a checkpoint records it.
+	CRC32C uint32
 }
 
 // WriterOptions shape one subtask's log.
@@ -266,6 +269,8 @@ type logFile struct {
 	err     error // the first write error; the file is rewritten at the roll
 	// unsynced counts the bytes written since the last fsync.
 	unsynced int64
+	// crc is the CRC-32C of what was written to sink so far.
+	crc uint32
 }
 
 // persist writes handed-over batches, in order.
@@ -330,8 +335,9 @@ func (w *Writer) write(f *logFile, data []byte) error {
 			f.path = name
 			return err
 		}
-		f.sink, f.path, f.size = s, path, HeaderLen
-		if _, err := s.Write(AppendHeader(nil)); err != nil {
+		hdr := AppendHeader(nil)
+		f.sink, f.path, f.size, f.crc = s, path, HeaderLen, crc32.Checksum(hdr, crcTab)
+		if _, err := s.Write(hdr); err != nil {
 			return err
 		}
 	}
@@ -341,6 +347,9 @@ func (w *Writer) write(f *logFile, data []byte) error {
 	if _, err := f.sink.Write(hdr[:]); err != nil {
 		return err
 	}
+	// The file's checksum, for the checkpoints that record the file (the
+	// chunks' own checksums leave the header and the framing unchecked).
+	f.crc = crc32.Update(crc32.Update(f.crc, crcTab, hdr[:]), crcTab, data)
 	_, err := f.sink.Write(data)
 	f.size += chunkHeaderLen + int64(len(data))
 	f.unsynced += chunkHeaderLen + int64(len(data))
@@ -390,7 +399,7 @@ func (w *Writer) finish(f *logFile) (File, error) {
 		}
 		return File{}, fmt.Errorf("write state changelog %s (%d attempts): %w", f.path, max(1, w.o.MaxAttempts), err)
 	}
-	return File{Seq: f.seq, Path: f.path, Size: f.size}, nil
+	return File{Seq: f.seq, Path: f.path, Size: f.size, CRC32C: f.crc}, nil
 }
 
 // Failed returns the last file that could not be written, 0 if none:

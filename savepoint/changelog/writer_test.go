@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -75,6 +76,14 @@ func checkFile(t tb, fsys vfs.FS, f changelog.File, decls []byte, want []rec) []
 	}
 	if int64(len(data)) != f.Size {
 		t.Fatalf("%s has %d bytes, Files says %d", f.Path, len(data), f.Size)
+	}
+	// The checksum a checkpoint records is the file's, as written (also
+	// when it was rewritten after a failed write).
+	if sum := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)); sum != f.CRC32C {
+		t.Fatalf("%s has the CRC-32C %08x, Files says %08x", f.Path, sum, f.CRC32C)
+	}
+	if err := changelog.CheckCRC(data, f.Size, f.Path, f.CRC32C); err != nil {
+		t.Fatalf("CheckCRC(%s): %v", f.Path, err)
 	}
 	chunks := chunkPayloads(t, data)
 	if len(chunks) == 0 || !bytes.HasPrefix(chunks[0], decls) {
