@@ -277,8 +277,12 @@ func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, logs []res
 	out := make([]state.RestoredLog, len(logs))
 	for i, l := range logs {
 		for _, f := range l.Log {
+			sum, has, err := savepoint.ParseCRC32C(f.CRC32C)
+			if err != nil {
+				return fmt.Errorf("changelog file %s: %w: %w", f.Path, err, savepoint.ErrCorrupt)
+			}
 			read := func(buf *[]byte) ([]byte, error) { return changelog.ReadFileInto(fsys, f.Path, buf) }
-			out[i].Files = append(out[i].Files, state.RestoredFile{Name: f.Path, Read: read, Size: f.Size})
+			out[i].Files = append(out[i].Files, state.RestoredFile{Name: f.Path, Read: read, Size: f.Size, CRC32C: sum, HasCRC: has})
 		}
 	}
 	return cb.RestoreChangelog(out)

@@ -181,7 +181,9 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 		return state.NewKeyedBackend(keySer, maxPar, kgr), nil
 	}
 	dir := b.dir.SubtaskDir(uid, subtask, attempt)
-	open := func(dir string) (*lsm.Store, error) {
+	// restored names the files of a restored snapshot where they came
+	// from, for errors about a corrupt one.
+	open := func(dir string, restored map[string]string) (*lsm.Store, error) {
 		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer})
 		if err != nil {
 			return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
@@ -193,7 +195,7 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("restore operator %s (subtask %d): %w", uid, subtask, err)
 		}
-		store, err := open(dir)
+		store, err := open(dir, origins(snapDir, native[0].Handle))
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +209,7 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 		}
 		return be, nil
 	}
-	store, err := open(dir)
+	store, err := open(dir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -227,8 +229,8 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 // cannot be referred to that way (another base directory, or private to
 // the restored checkpoint, which CLAIM deletes once subsumed) are left
 // out: the first checkpoint uploads them again.
-func claimedShared(snapDir string, h *savepoint.NativeStateHandle, jobDir string) map[string]string {
-	out := map[string]string{}
+func claimedShared(snapDir string, h *savepoint.NativeStateHandle, jobDir string) map[string]savepoint.NativeFile {
+	out := map[string]savepoint.NativeFile{}
 	for _, f := range h.Files {
 		if !strings.HasPrefix(filepath.ToSlash(f.Path), "../") {
 			continue // in the restored checkpoint's own directory
@@ -241,7 +243,19 @@ func claimedShared(snapDir string, h *savepoint.NativeStateHandle, jobDir string
 		if _, err := savepoint.NativeFilePath(chk, savepoint.NativeFile{Path: rel}); err != nil {
 			continue // not a shared/ directory beside this job's
 		}
-		out[f.Name] = rel
+		out[f.Name] = savepoint.NativeFile{Name: f.Name, Path: rel, Size: f.Size, CRC32C: f.CRC32C}
+	}
+	return out
+}
+
+// origins names where each native file of a snapshot lies, by its name in
+// the working directory it is downloaded to.
+func origins(snapDir string, h *savepoint.NativeStateHandle) map[string]string {
+	out := make(map[string]string, len(h.Files))
+	for _, f := range h.Files {
+		if p, err := savepoint.NativeFilePath(snapDir, f); err == nil {
+			out[f.Name] = p
+		}
 	}
 	return out
 }
@@ -264,12 +278,12 @@ func download(fsys vfs.FS, snapDir string, h *savepoint.NativeStateHandle, dir s
 
 // copyKeyGroups opens an old subtask's files in tmp and copies this
 // backend's key groups out of them.
-func copyKeyGroups[K comparable](be *state.LSMBackend[K], fsys vfs.FS, snapDir string, h *savepoint.NativeStateHandle, tmp string, open func(string) (*lsm.Store, error)) error {
+func copyKeyGroups[K comparable](be *state.LSMBackend[K], fsys vfs.FS, snapDir string, h *savepoint.NativeStateHandle, tmp string, open func(string, map[string]string) (*lsm.Store, error)) error {
 	if err := download(fsys, snapDir, h, tmp); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
-	src, err := open(tmp)
+	src, err := open(tmp, origins(snapDir, h))
 	if err != nil {
 		os.RemoveAll(tmp)
 		return err

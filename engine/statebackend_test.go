@@ -10,20 +10,21 @@ import (
 
 // A CLAIM restore lets incremental checkpoints refer to the restored
 // checkpoint's shared SST files, by paths relative to the new job's
-// checkpoint directories; its private files, and shared files in another
-// base directory, are uploaded again instead.
+// checkpoint directories, with the checksums recorded at their upload; its
+// private files, and shared files in another base directory, are uploaded
+// again instead.
 func TestClaimedShared(t *testing.T) {
 	base := "/ck"
 	old := filepath.Join(base, "0123456789abcdef0123456789abcdef", "chk-7")
 	h := &savepoint.NativeStateHandle{BackendID: "b1", Files: []savepoint.NativeFile{
-		{Name: "000004.sst", Path: "../shared/b0-000004.sst"},
-		{Name: "000009.sst", Path: "../shared/b1-000009.sst"},
+		{Name: "000004.sst", Path: "../shared/b0-000004.sst", Size: 4, CRC32C: "0000abcd"},
+		{Name: "000009.sst", Path: "../shared/b1-000009.sst", Size: 9},
 		{Name: "MANIFEST-000001", Path: "b1-MANIFEST-000001"},
 	}}
 	got := claimedShared(old, h, filepath.Join(base, "fedcba9876543210fedcba9876543210"))
-	want := map[string]string{
-		"000004.sst": "../../0123456789abcdef0123456789abcdef/shared/b0-000004.sst",
-		"000009.sst": "../../0123456789abcdef0123456789abcdef/shared/b1-000009.sst",
+	want := map[string]savepoint.NativeFile{
+		"000004.sst": {Name: "000004.sst", Path: "../../0123456789abcdef0123456789abcdef/shared/b0-000004.sst", Size: 4, CRC32C: "0000abcd"},
+		"000009.sst": {Name: "000009.sst", Path: "../../0123456789abcdef0123456789abcdef/shared/b1-000009.sst", Size: 9},
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("claimed %v; want %v", got, want)

@@ -70,9 +70,12 @@ type NativeFiles struct {
 	// Incremental: SST files go to the job's shared/ directory, and those
 	// that Shared says are there already are referred to, not uploaded.
 	Incremental bool
-	Shared      func(name string) (path string, ok bool)
-	// Uploaded is told, after the upload, where each SST file is shared.
-	Uploaded func(shared map[string]string)
+	// Shared says where an SST file is shared already, with the checksum
+	// recorded when it was uploaded (Path and CRC32C are set).
+	Shared func(name string) (savepoint.NativeFile, bool)
+	// Uploaded is told, after the upload, where each SST file is shared
+	// and its checksum.
+	Uploaded func(shared map[string]savepoint.NativeFile)
 }
 
 // shareable: SST (and blob) files are immutable and may be shared by
@@ -348,7 +351,7 @@ func (s *Storage) UploadMaterialized(id int64, n *NativeFiles) (*savepoint.Keyed
 	}
 	dir := filepath.Join(s.JobDir, savepoint.SharedDirName)
 	h := &savepoint.NativeStateHandle{BackendID: n.BackendID}
-	shared := map[string]string{}
+	shared := map[string]savepoint.NativeFile{}
 	var size int64
 	for _, e := range ents {
 		info, err := e.Info()
@@ -359,22 +362,26 @@ func (s *Storage) UploadMaterialized(id int64, n *NativeFiles) (*savepoint.Keyed
 			continue
 		}
 		name := e.Name()
+		src := filepath.Join(n.Dir, name)
 		f := savepoint.NativeFile{Name: name, Size: info.Size()}
 		size += f.Size
-		if p, ok := n.Shared(name); ok && shareable(name) {
-			f.Path = p
+		if sf, ok := n.Shared(name); ok && shareable(name) {
+			f.Path, f.CRC32C = sf.Path, sf.CRC32C
+			if err := checksumMissing(&f, src); err != nil {
+				return nil, 0, err
+			}
 		} else {
 			file := fmt.Sprintf("%s-m%d-%s", n.BackendID, id, name)
 			if shareable(name) {
 				file = n.BackendID + "-" + name
 			}
 			f.Path, f.Added = filepath.Join("..", savepoint.SharedDirName, file), true
-			if err := s.copyIn(filepath.Join(n.Dir, name), dir, file); err != nil {
+			if f.CRC32C, err = s.copyIn(src, dir, file); err != nil {
 				return nil, 0, err
 			}
 		}
 		if shareable(name) {
-			shared[name] = f.Path
+			shared[name] = f
 		}
 		h.Files = append(h.Files, f)
 	}
@@ -401,7 +408,7 @@ func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedS
 	}
 	incremental := n.Incremental && s.JobDir != "" && loc.Type.Kind == savepoint.KindCheckpoint
 	h := &savepoint.NativeStateHandle{BackendID: n.BackendID}
-	shared := map[string]string{}
+	shared := map[string]savepoint.NativeFile{}
 	var size int64
 	for _, e := range ents {
 		name := e.Name()
@@ -417,19 +424,22 @@ func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedS
 		src := filepath.Join(n.Dir, name)
 		switch {
 		case incremental && shareable(name):
-			if p, ok := n.Shared(name); ok {
-				f.Path = p
+			if sf, ok := n.Shared(name); ok {
+				f.Path, f.CRC32C = sf.Path, sf.CRC32C
+				if err := checksumMissing(&f, src); err != nil {
+					return nil, 0, err
+				}
 			} else {
 				file := n.BackendID + "-" + name
 				f.Path, f.Added = filepath.Join("..", savepoint.SharedDirName, file), true
-				if err := s.copyIn(src, filepath.Join(s.JobDir, savepoint.SharedDirName), file); err != nil {
+				if f.CRC32C, err = s.copyIn(src, filepath.Join(s.JobDir, savepoint.SharedDirName), file); err != nil {
 					return nil, 0, err
 				}
 			}
-			shared[name] = f.Path
+			shared[name] = f
 		default:
 			f.Path, f.Added = n.BackendID+"-"+name, true
-			if err := s.copyIn(src, loc.Dir, f.Path); err != nil {
+			if f.CRC32C, err = s.copyIn(src, loc.Dir, f.Path); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -446,19 +456,22 @@ func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedS
 }
 
 // copyIn copies a local file into dir as name: written under a temporary
-// name, fsynced, then renamed, so that a file under its name is whole.
-func (s *Storage) copyIn(src, dir, name string) error {
+// name, fsynced, then renamed, so that a file under its name is whole. It
+// returns the checksum of what it wrote (savepoint.FormatCRC32C), computed
+// as it copies.
+func (s *Storage) copyIn(src, dir, name string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer in.Close()
 	tmp := filepath.Join(dir, "."+name+".inprogress")
 	out, err := s.FS.CreatePerm(tmp, vfs.PrivateFileMode)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = io.Copy(out, in)
+	sum := savepoint.NewCRC32C()
+	_, err = io.Copy(io.MultiWriter(out, sum), in)
 	if err == nil {
 		err = out.Sync()
 	}
@@ -470,8 +483,29 @@ func (s *Storage) copyIn(src, dir, name string) error {
 	}
 	if err != nil {
 		s.FS.Remove(tmp)
-		return fmt.Errorf("upload %s: %w", name, err)
+		return "", fmt.Errorf("upload %s: %w", name, err)
 	}
+	return savepoint.FormatCRC32C(sum.Sum32()), nil
+}
+
+// checksumMissing gives a shared file that was recorded without a
+// checksum (by a snapshot written before files had checksums, restored in
+// CLAIM mode) the checksum of src, the local copy of the same immutable
+// file: a snapshot this build writes records one for every file.
+func checksumMissing(f *savepoint.NativeFile, src string) error {
+	if f.CRC32C != "" {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	sum := savepoint.NewCRC32C()
+	if _, err := io.Copy(sum, in); err != nil {
+		return fmt.Errorf("checksum %s: %w", src, err)
+	}
+	f.CRC32C = savepoint.FormatCRC32C(sum.Sum32())
 	return nil
 }
 

@@ -157,7 +157,9 @@ func TestWriteSubtaskEncoderPanicLeavesNoFile(t *testing.T) {
 // shared/ unless an earlier checkpoint did, everything else into its own
 // directory; every checkpoint — a full one too, with nothing — says what it
 // shares (so that the next incremental one refers only to its files), and
-// a savepoint says nothing and shares nothing.
+// a savepoint says nothing and shares nothing. Every file is recorded with
+// its checksum: computed as it is uploaded, or, for a file an earlier
+// checkpoint uploaded, the one recorded then.
 func TestUploadNative(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "ck")
 	s := &Storage{FS: vfs.Default, JobDir: savepoint.JobCheckpointDir(base, "job"), JobID: "job"}
@@ -170,17 +172,19 @@ func TestUploadNative(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write := func(id int64, kind string, incremental bool) (savepoint.SubtaskState, map[string]string, bool) {
+	write := func(id int64, kind string, incremental bool) (savepoint.SubtaskState, map[string]savepoint.NativeFile, bool) {
 		t.Helper()
 		loc, err := s.Location(id, SnapshotType{Kind: kind, Format: savepoint.FormatNative}, filepath.Join(base, "sp"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got map[string]string
+		var got map[string]savepoint.NativeFile
 		called := false
 		n := &NativeFiles{Wait: func() error { return nil }, Dir: local, BackendID: "b1", Incremental: incremental,
-			Shared:   func(name string) (string, bool) { return "../shared/b0-000004.sst", name == "000004.sst" },
-			Uploaded: func(m map[string]string) { got, called = m, true }}
+			Shared: func(name string) (savepoint.NativeFile, bool) {
+				return savepoint.NativeFile{Path: "../shared/b0-000004.sst", CRC32C: "0badf00d"}, name == "000004.sst"
+			},
+			Uploaded: func(m map[string]savepoint.NativeFile) { got, called = m, true }}
 		h, err := s.WriteSubtask(loc, []OperatorSnapshot{{UID: "counter", Keyed: true, Start: 0, End: 127, Native: n}})
 		if err != nil {
 			t.Fatal(err)
@@ -192,23 +196,48 @@ func TestUploadNative(t *testing.T) {
 	for _, f := range st.Keyed.Native.Files {
 		files[f.Name] = f
 	}
-	if f := files["000004.sst"]; f.Path != "../shared/b0-000004.sst" || f.Added {
-		t.Errorf("an SST an earlier checkpoint uploaded: %+v; want referred to, not added", f)
+	if f := files["000004.sst"]; f.Path != "../shared/b0-000004.sst" || f.Added || f.CRC32C != "0badf00d" {
+		t.Errorf("an SST an earlier checkpoint uploaded: %+v; want referred to, not added, with the checksum recorded at its upload", f)
 	}
-	if f := files["000009.sst"]; f.Path != "../shared/b1-000009.sst" || !f.Added {
-		t.Errorf("a new SST: %+v; want uploaded to shared/", f)
+	if f := files["000009.sst"]; f.Path != "../shared/b1-000009.sst" || !f.Added || f.CRC32C != crcOf("new sst") {
+		t.Errorf("a new SST: %+v; want uploaded to shared/ with its checksum %s", f, crcOf("new sst"))
+	}
+	if shared["000004.sst"].CRC32C != "0badf00d" || shared["000009.sst"].CRC32C != crcOf("new sst") {
+		t.Errorf("uploaded %+v; want each shared file with its checksum", shared)
 	}
 	if _, err := os.Stat(filepath.Join(s.JobDir, "shared", "b1-000009.sst")); err != nil {
 		t.Errorf("the new SST is not in shared/: %v", err)
 	}
-	if f := files["MANIFEST-000001"]; f.Path != "b1-MANIFEST-000001" || !f.Added {
-		t.Errorf("the manifest: %+v; want in the checkpoint's own directory", f)
+	if f := files["MANIFEST-000001"]; f.Path != "b1-MANIFEST-000001" || !f.Added || f.CRC32C != crcOf("manifest") {
+		t.Errorf("the manifest: %+v; want in the checkpoint's own directory, with its checksum", f)
 	}
 	if !called || len(shared) != 2 {
 		t.Errorf("uploaded %v (called %v); want both SSTs", shared, called)
 	}
 	if st.Bytes != int64(len("old sst")+len("new sst")+len("manifest")) {
 		t.Errorf("state size %d; want every file's", st.Bytes)
+	}
+	// A shared file recorded without a checksum (claimed from a snapshot
+	// written before checksums) gets its local copy's: every file of a
+	// snapshot this build writes has one.
+	loc, err := s.Location(4, SnapshotType{Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &NativeFiles{Wait: func() error { return nil }, Dir: local, BackendID: "b1", Incremental: true,
+		Shared: func(name string) (savepoint.NativeFile, bool) {
+			return savepoint.NativeFile{Path: "../shared/b0-" + name}, true
+		},
+		Uploaded: func(map[string]savepoint.NativeFile) {}}
+	h, err := s.WriteSubtask(loc, []OperatorSnapshot{{UID: "counter", Keyed: true, Start: 0, End: 127, Native: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range h["counter"].Keyed.Native.Files {
+		body, _ := os.ReadFile(filepath.Join(local, f.Name))
+		if f.CRC32C != crcOf(string(body)) {
+			t.Errorf("%+v: want the checksum %s of the local copy", f, crcOf(string(body)))
+		}
 	}
 	// A full checkpoint shares nothing, and says so.
 	st, shared, called = write(2, savepoint.KindCheckpoint, false)
@@ -218,6 +247,9 @@ func TestUploadNative(t *testing.T) {
 	for _, f := range st.Keyed.Native.Files {
 		if strings.HasPrefix(f.Path, "..") || !f.Added {
 			t.Errorf("a full checkpoint's file %+v is not its own", f)
+		}
+		if f.CRC32C == "" {
+			t.Errorf("a full checkpoint's file %+v has no checksum", f)
 		}
 	}
 	// A savepoint is self-contained and tells nothing.
@@ -230,4 +262,11 @@ func TestUploadNative(t *testing.T) {
 			t.Errorf("a savepoint refers to %s", f.Path)
 		}
 	}
+}
+
+// crcOf is the checksum _metadata records of a file holding body.
+func crcOf(body string) string {
+	h := savepoint.NewCRC32C()
+	h.Write([]byte(body))
+	return savepoint.FormatCRC32C(h.Sum32())
 }

@@ -126,6 +126,10 @@ type RestoredFile struct {
 	Data []byte
 	Read func(buf *[]byte) ([]byte, error) // instead of Data: read while indexing, on every core, into a worker's buffer (changelog.ReadFileInto)
 	Size int64
+	// CRC32C is the checksum the checkpoint recorded of the first Size
+	// bytes, if HasCRC (changelog.Contents).
+	CRC32C uint32
+	HasCRC bool
 }
 
 type clDecl struct {
@@ -314,7 +318,7 @@ func (b *ChangelogBackend[K]) RestoreChangelog(logs []RestoredLog) error {
 	var files []changelog.Contents
 	for _, l := range logs {
 		for _, f := range l.Files {
-			files = append(files, changelog.Contents{Name: f.Name, Data: f.Data, Read: f.Read, Size: f.Size})
+			files = append(files, changelog.Contents{Name: f.Name, Data: f.Data, Read: f.Read, Size: f.Size, CRC32C: f.CRC32C, HasCRC: f.HasCRC})
 		}
 	}
 	if err := b.index.Add(files, runtime.GOMAXPROCS(0)); err != nil {
@@ -526,7 +530,7 @@ func (s *ChangelogSnapshot) Wait() (*ChangelogState, error) {
 	}
 	out := &ChangelogState{MaterializationID: m.id, Materialized: m.handle, MaterializedSize: m.size, MaterializedAdded: m.id != 0 && m.id != s.prevMat}
 	for _, f := range files {
-		out.Log = append(out.Log, savepoint.ChangelogFile{Path: f.Path, Size: f.Size, Added: f.Seq > s.prevCkpt})
+		out.Log = append(out.Log, savepoint.ChangelogFile{Path: f.Path, Size: f.Size, Added: f.Seq > s.prevCkpt, CRC32C: savepoint.FormatCRC32C(f.CRC32C)})
 	}
 	return out, nil
 }

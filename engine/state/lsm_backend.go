@@ -43,6 +43,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/gflink/gflink/savepoint"
 )
 
 // rawID is the id prefix under which restored, undeclared state is kept.
@@ -78,10 +80,11 @@ type LSMBackend[K comparable] struct {
 
 	mu sync.Mutex
 	// confirmed: where the SST files of the last completed incremental
-	// checkpoint are shared (file name -> path); uploads: the same for
-	// checkpoints not completed yet, by id.
-	confirmed map[string]string
-	uploads   map[int64]map[string]string
+	// checkpoint are shared, with their checksums (file name -> its Path
+	// and CRC32C); uploads: the same for checkpoints not completed yet, by
+	// id.
+	confirmed map[string]savepoint.NativeFile
+	uploads   map[int64]map[string]savepoint.NativeFile
 	open      int  // snapshots not released
 	disposing bool // Dispose was called; the store closes with the last snapshot
 	disposed  bool

@@ -16,6 +16,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/gflink/gflink/savepoint"
 )
 
 // metaID is the id prefix of the state meta records.
@@ -164,18 +166,19 @@ type NativeSnapshot struct {
 	// Incremental: SST files the backend's last completed checkpoint
 	// uploaded may be referenced rather than uploaded again (Shared).
 	Incremental bool
-	shared      map[string]string // file name -> where it is shared
+	shared      map[string]savepoint.NativeFile // file name -> where it is shared, and its checksum
 	res         <-chan error
 	err         error
 	waited      bool
 	done        func()
-	uploaded    func(shared map[string]string)
+	uploaded    func(shared map[string]savepoint.NativeFile)
 	once        sync.Once
 }
 
 // Uploaded tells the backend where the snapshot's SST files are shared,
-// once uploaded: they become referable when its checkpoint completes.
-func (n *NativeSnapshot) Uploaded(shared map[string]string) { n.uploaded(shared) }
+// with their checksums, once uploaded: they become referable when its
+// checkpoint completes.
+func (n *NativeSnapshot) Uploaded(shared map[string]savepoint.NativeFile) { n.uploaded(shared) }
 
 // KeyGroupRange is the range of the snapshot.
 func (n *NativeSnapshot) KeyGroupRange() KeyGroupRange { return n.kgRange }
@@ -192,12 +195,13 @@ func (n *NativeSnapshot) Wait() error {
 	return n.err
 }
 
-// Shared returns where an SST file of the snapshot is shared already (a
-// path relative to a checkpoint directory, "../shared/<file>"), if the
-// backend's last completed incremental checkpoint uploaded it.
-func (n *NativeSnapshot) Shared(name string) (string, bool) {
-	p, ok := n.shared[name]
-	return p, ok
+// Shared returns where an SST file of the snapshot is shared already (its
+// Path, relative to a checkpoint directory, "../shared/<file>") and the
+// checksum recorded when it was uploaded (CRC32C), if the backend's last
+// completed incremental checkpoint uploaded it.
+func (n *NativeSnapshot) Shared(name string) (savepoint.NativeFile, bool) {
+	f, ok := n.shared[name]
+	return f, ok
 }
 
 // EncodeKeyGroup is not available: a native snapshot is files.
@@ -237,7 +241,7 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 		}
 		b.released()
 	}
-	n.uploaded = func(shared map[string]string) { b.Uploaded(id, shared) }
+	n.uploaded = func(shared map[string]savepoint.NativeFile) { b.Uploaded(id, shared) }
 	if incremental {
 		b.mu.Lock()
 		n.shared = maps.Clone(b.confirmed)
@@ -247,10 +251,11 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 }
 
 // SeedShared makes the files of a restored incremental checkpoint (file name
-// -> where it is shared, relative to a checkpoint directory of this job)
-// what the next incremental checkpoint may refer to: a CLAIM restore, in
-// which the restored checkpoint's files become the job's own.
-func (b *LSMBackend[K]) SeedShared(shared map[string]string) {
+// -> where it is shared, relative to a checkpoint directory of this job,
+// and its checksum) what the next incremental checkpoint may refer to: a
+// CLAIM restore, in which the restored checkpoint's files become the
+// job's own.
+func (b *LSMBackend[K]) SeedShared(shared map[string]savepoint.NativeFile) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.confirmed = shared
@@ -258,11 +263,11 @@ func (b *LSMBackend[K]) SeedShared(shared map[string]string) {
 
 // Uploaded records where the SST files of checkpoint id are shared, once
 // its upload is done; they become referable when the checkpoint completes.
-func (b *LSMBackend[K]) Uploaded(id int64, shared map[string]string) {
+func (b *LSMBackend[K]) Uploaded(id int64, shared map[string]savepoint.NativeFile) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.uploads == nil {
-		b.uploads = map[int64]map[string]string{}
+		b.uploads = map[int64]map[string]savepoint.NativeFile{}
 	}
 	b.uploads[id] = shared
 }

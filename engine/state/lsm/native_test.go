@@ -18,6 +18,7 @@ import (
 
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"
+	"github.com/gflink/gflink/savepoint"
 )
 
 // takeNative starts a native snapshot of b into dir (which must not exist).
@@ -502,11 +503,12 @@ func incrementalRun(t *testing.T, base string) bool {
 		waitNative(t, n)
 		return n
 	}
-	// upload records where every SST file of n is "uploaded".
-	upload := func(n *state.NativeSnapshot, prefix string) map[string]string {
-		m := map[string]string{}
-		for _, f := range sstFiles(t, n.Dir) {
-			m[f] = "../shared/" + prefix + f
+	// upload records where every SST file of n is "uploaded", and a
+	// checksum of the prefix and the name (carried, not recomputed).
+	upload := func(n *state.NativeSnapshot, prefix string) map[string]savepoint.NativeFile {
+		m := map[string]savepoint.NativeFile{}
+		for i, f := range sstFiles(t, n.Dir) {
+			m[f] = savepoint.NativeFile{Name: f, Path: "../shared/" + prefix + f, CRC32C: fmt.Sprintf("%02x%06x", prefix[0], i)}
 		}
 		n.Uploaded(m)
 		return m
@@ -514,13 +516,13 @@ func incrementalRun(t *testing.T, base string) bool {
 	// checkShared: the files of n that the last completed checkpoint
 	// uploaded (conf) are shared where it put them, the others are not;
 	// it returns how many of each.
-	checkShared := func(what string, n *state.NativeSnapshot, conf map[string]string) (shared, added int) {
+	checkShared := func(what string, n *state.NativeSnapshot, conf map[string]savepoint.NativeFile) (shared, added int) {
 		t.Helper()
 		for _, f := range sstFiles(t, n.Dir) {
 			p, ok := n.Shared(f)
 			want, wantOK := conf[f]
 			if ok != wantOK || p != want {
-				t.Fatalf("%s: Shared(%s) = %q, %v; want %q, %v", what, f, p, ok, want, wantOK)
+				t.Fatalf("%s: Shared(%s) = %+v, %v; want %+v, %v", what, f, p, ok, want, wantOK)
 			}
 			if ok {
 				shared++
