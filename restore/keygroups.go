@@ -18,18 +18,18 @@ func KeyGroupRange(maxParallelism, parallelism, index int) (start, end int) {
 // proves the file is the one written; a snapshot edited or assembled by
 // hand can still hand one key group to two subtasks (its state counted
 // twice, or the wrong copy kept) or to none, and a restore from it would
-// silently give wrong results.
+// silently give wrong results. Validate calls it for every operator.
 //
 // Each subtask with a keyed handle must hold exactly the range Flink's
 // formula gives its index at the snapshot's parallelism, so that together
 // they cover the key groups once; a subtask without a handle had no keyed
 // state (the writer leaves empty handles out). Every key group listed must
 // lie in its subtask's range and be listed once.
-func CheckKeyGroups(pointer string, op *savepoint.OperatorState) error {
+func CheckKeyGroups(op *savepoint.OperatorState) error {
 	maxPar := op.MaxParallelism
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The key groups of operator %s do not cover [0, %d) exactly once: %s: %w",
-			pointer, op.UID, maxPar, fmt.Sprintf(format, args...), savepoint.ErrCorrupt)
+		return fmt.Errorf("the key groups of operator %s do not cover [0, %d) exactly once: %s: %w",
+			op.UID, maxPar, fmt.Sprintf(format, args...), savepoint.ErrCorrupt)
 	}
 	keyed := false
 	for _, st := range op.Subtasks {

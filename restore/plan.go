@@ -109,6 +109,9 @@ type KeyGroupBlock struct {
 func NewPlan(fsys vfs.FS, r *Resolved, job Job, opts Options) (*Plan, error) {
 	m := r.Metadata
 	p := &Plan{Pointer: savepoint.URI(r.Dir), Dir: r.Dir, Meta: m, Operators: map[string]*OperatorPlan{}}
+	if err := Validate(m); err != nil {
+		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. Its %s describes state that cannot be restored: %w", p.Pointer, savepoint.MetadataFileName, err)
+	}
 	// The format decides where a snapshot may go: canonical state restores
 	// into any backend, native state only into the one that wrote it.
 	if m.Format != savepoint.FormatCanonical && opts.StateBackend != "" && m.Backend != "" && m.Backend != opts.StateBackend {
@@ -177,9 +180,6 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 	}
 	if op.Parallelism > maxPar {
 		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The new parallelism %d of operator %s is higher than its max parallelism %d, which the snapshot fixes. Lower the parallelism.", pointer, op.Parallelism, old.UID, maxPar)
-	}
-	if err := CheckKeyGroups(pointer, old); err != nil {
-		return nil, err
 	}
 	plan := &OperatorPlan{UID: op.UID, MaxParallelism: maxPar, Finished: old.Finished,
 		Subtasks: make([]SubtaskRestore, op.Parallelism), States: old.States}

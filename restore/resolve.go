@@ -131,12 +131,23 @@ func CheckpointIDs(fsys vfs.FS, jobDir string) ([]int64, error) {
 	return ids, nil
 }
 
-// VerifyStateFiles reads every block a snapshot references and checks its
-// checksum, so that a snapshot with a lost or damaged state file is caught
-// before a job is started from it.
+// VerifyStateFiles checks a snapshot before anything is restored from it:
+// that its _metadata describes state gflink could have written (Validate),
+// and that every file it references is there and intact — every block of
+// its state files read and checked, native files and changelog files
+// checked against the size and checksum _metadata records (files recorded
+// without a checksum, by a build before checksums, by size, and changelog
+// files by their chunks' checksums too), and each subtask's size against
+// its state file's. A damaged or swapped file is refused naming it. It is
+// the one check run -s, run --check, inspect, HA recovery and the choice
+// of the newest complete chk-N all use.
 func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
+	if err := Validate(m); err != nil {
+		return errInconsistent(filepath.Join(dir, savepoint.MetadataFileName), err)
+	}
 	br := &savepoint.BlockReader{FS: fsys, Dir: dir}
 	defer br.Close()
+	logs := map[string]bool{}
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
 			if st.Keyed != nil && st.Keyed.Native != nil {
@@ -153,7 +164,22 @@ func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
 					}
 				}
 				if c := st.Keyed.Changelog; c != nil {
+					if s := st.Keyed.Stream; s != nil && s.Path != "" && len(st.Keyed.KeyGroups) > 0 {
+						// A canonical materialization: one file of its own.
+						size, err := br.FileSize(s.Path)
+						if err != nil {
+							return err
+						}
+						if size != c.MaterializedSize {
+							return fmt.Errorf("materialization %s has %d bytes, _metadata records %d (operator %s, subtask %d): %w",
+								filepath.Join(dir, s.Path), size, c.MaterializedSize, op.UID, st.Index, savepoint.ErrCorrupt)
+						}
+					}
 					for _, f := range c.Log {
+						if logs[f.Path] {
+							continue
+						}
+						logs[f.Path] = true
 						if err := verifyLogFile(fsys, f); err != nil {
 							return err
 						}
@@ -165,17 +191,44 @@ func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
 					return err
 				}
 			}
+			for _, hs := range [][]savepoint.ChannelStateHandle{st.InputChannels, st.OutputChannels} {
+				for _, h := range hs {
+					if _, err := br.Read(&h.Stream, h.Stream.Offset, h.Stream.Length); err != nil {
+						return err
+					}
+				}
+			}
+			if path, sized, ok := OwnStream(&st); ok {
+				size, err := br.FileSize(path)
+				if err != nil {
+					return err
+				}
+				if st.Bytes != sized+size {
+					return fmt.Errorf("state file %s has %d bytes, but _metadata records %d for operator %s, subtask %d (of which %d in native, materialized or log files): %w",
+						filepath.Join(dir, path), size, st.Bytes-sized, op.UID, st.Index, sized, savepoint.ErrCorrupt)
+				}
+			}
 		}
 	}
 	return nil
 }
 
 // verifyLogFile reads a state changelog file as far as its checkpoint
-// recorded and checks every chunk and record.
+// recorded and checks it: its checksum, when recorded, then every chunk
+// and record.
 func verifyLogFile(fsys vfs.FS, f savepoint.ChangelogFile) error {
 	data, err := changelog.ReadFile(fsys, f.Path)
 	if err != nil {
 		return err
+	}
+	sum, has, err := savepoint.ParseCRC32C(f.CRC32C)
+	if err != nil {
+		return fmt.Errorf("changelog file %s: %w: %w", f.Path, err, savepoint.ErrCorrupt)
+	}
+	if has {
+		if err := changelog.CheckCRC(data, f.Size, f.Path, sum); err != nil {
+			return fmt.Errorf("%w: %w", err, savepoint.ErrCorrupt)
+		}
 	}
 	if err := changelog.Parse(data, f.Size, f.Path, func(changelog.Record) error { return nil }); err != nil {
 		return fmt.Errorf("%w: %w", err, savepoint.ErrCorrupt)

@@ -950,7 +950,8 @@ func TestNativeSnapshotOnlyIntoItsBackend(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		md := &savepoint.Metadata{JobID: "j", CheckpointID: 1, Kind: savepoint.KindSavepoint, Format: tc.format, Backend: tc.backend}
+		md := &savepoint.Metadata{JobID: "j", CheckpointID: 1, Kind: savepoint.KindSavepoint, Format: tc.format, Backend: tc.backend,
+			Operators: []savepoint.OperatorState{{UID: "source", Parallelism: 1, MaxParallelism: 128}}}
 		if err := savepoint.WriteMetadata(vfs.Default, dir, md); err != nil {
 			t.Fatal(err)
 		}
@@ -985,15 +986,15 @@ func TestPlanRefusesKeyGroupsNotCoveredOnce(t *testing.T) {
 		want string
 	}{
 		"overlap": {[]subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 1, kgs: kgs(4, 7), rng: &[2]int{3, 7}}},
-			"subtask 1 has the range [3, 7]; at parallelism 2 it owns [4, 7]"},
+			"the key groups of operator counter do not cover [0, 8) exactly once: subtask 1 has the range [3, 7]; at parallelism 2 it owns [4, 7]"},
 		"gap": {[]subSpec{{index: 0, kgs: kgs(0, 2), rng: &[2]int{0, 2}}, {index: 1, kgs: kgs(4, 7)}},
-			"subtask 0 has the range [0, 2]; at parallelism 2 it owns [0, 3]"},
+			"the key groups of operator counter do not cover [0, 8) exactly once: subtask 0 has the range [0, 2]; at parallelism 2 it owns [0, 3]"},
 		"outside max parallelism": {[]subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 1, kgs: kgs(4, 7), rng: &[2]int{4, 8}}},
-			"subtask 1 has the range [4, 8]"},
+			"the key groups of operator counter do not cover [0, 8) exactly once: subtask 1 has the range [4, 8]"},
 		"key group outside its range": {[]subSpec{{index: 0, kgs: kgs(0, 4)}, {index: 1, kgs: kgs(5, 7)}},
-			"subtask 0 with the range [0, 3] lists key group 4"},
+			"the key groups of operator counter do not cover [0, 8) exactly once: subtask 0 with the range [0, 3] lists key group 4"},
 		"subtask twice": {[]subSpec{{index: 0, kgs: kgs(0, 3)}, {index: 0, kgs: kgs(0, 3)}},
-			"subtask 0 is listed twice"},
+			"operator counter: subtask 0 is listed twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "sp")
@@ -1001,7 +1002,7 @@ func TestPlanRefusesKeyGroupsNotCoveredOnce(t *testing.T) {
 			job := restore.Job{Operators: []restore.Operator{{UID: "counter", Parallelism: 2, MaxParallelism: 8}}}
 			_, err := restore.NewPlan(vfs.Default, resolve(t, dir), job, restore.Options{})
 			if err == nil || !errors.Is(err, savepoint.ErrCorrupt) ||
-				!strings.Contains(err.Error(), "The key groups of operator counter do not cover [0, 8) exactly once") ||
+				!strings.Contains(err.Error(), "Its _metadata describes state that cannot be restored") ||
 				!strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v; want a refusal with %q", err, c.want)
 			}

@@ -142,7 +142,7 @@ func TestFindSnapshotsNamesOrphanedSharedFiles(t *testing.T) {
 	md := &savepoint.Metadata{JobID: filepath.Base(job), CheckpointID: 3, Kind: savepoint.KindCheckpoint, Format: savepoint.FormatNative,
 		Operators: []savepoint.OperatorState{{UID: "counter", Parallelism: 1, MaxParallelism: 128, Subtasks: []savepoint.SubtaskState{{
 			Keyed: &savepoint.KeyedStateHandle{Start: 0, End: 127, Native: &savepoint.NativeStateHandle{BackendID: "s1",
-				Files: []savepoint.NativeFile{{Name: "000004.sst", Path: "../shared/s1-000004.sst", Size: 3}}}}}}}}}
+				Files: []savepoint.NativeFile{{Name: "000004.sst", Path: "../shared/s1-000004.sst", Size: 3}}}}, Bytes: 3}}}}}
 	if err := savepoint.WriteMetadata(vfs.Default, chk, md); err != nil {
 		t.Fatal(err)
 	}
