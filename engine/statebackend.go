@@ -184,7 +184,7 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 	// restored names the files of a restored snapshot where they came
 	// from, for errors about a corrupt one.
 	open := func(dir string, restored map[string]string) (*lsm.Store, error) {
-		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer})
+		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer, Restored: restored})
 		if err != nil {
 			return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
 		}

@@ -368,6 +368,10 @@ func protect(f func() error) (err error) {
 					err = errTaskCanceled
 					return
 				}
+				if sf := (*state.Failure)(nil); errors.As(e, &sf) {
+					err = e // storage failed under a state accessor: the message says what
+					return
+				}
 				err = fmt.Errorf("panic: %w\n%s", e, debug.Stack())
 			default:
 				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())

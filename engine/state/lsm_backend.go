@@ -224,9 +224,19 @@ func lsmBackendOf[K comparable](be Backend[K]) (*LSMBackend[K], error) {
 // job then restarts from its last checkpoint).
 func must(err error) {
 	if err != nil {
-		panic(fmt.Errorf("state backend: %w", err))
+		panic(&Failure{Err: err})
 	}
 }
+
+// Failure is the storage under a state failing (a corrupt or unreadable
+// file) inside a state accessor, which has no error result: it is raised
+// as a panic, which the task turns into a failure of the attempt with this
+// message and no stack trace — the message says what failed, and nothing
+// in the code is wrong.
+type Failure struct{ Err error }
+
+func (f *Failure) Error() string { return "state backend: " + f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
 
 func lsmRegister[K comparable, S lsmState](b *LSMBackend[K], name string, kind Kind, create func(id uint16) S) (S, error) {
 	var zero S

@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -44,6 +47,10 @@ type Options struct {
 	// WriteBufferSize is state.backend.rocksdb.writebuffer.size: the size
 	// of one memtable (Pebble keeps at most two, one being flushed).
 	WriteBufferSize int64
+	// Restored names, by file name in Dir, where the files of a restored
+	// snapshot came from, so that an error about a corrupt file names the
+	// snapshot's file rather than the working copy.
+	Restored map[string]string
 }
 
 // Defaults as Flink's RocksDB backend: an 8 MB block cache and 64 MB write
@@ -122,6 +129,8 @@ type Store struct {
 	// prev is the last map applied to Pebble, kept for reads; nil after a
 	// range deletion or a failed flush.
 	prev *state.StringMap[op]
+	// h is what Pebble reported without returning it as an error.
+	h *health
 }
 
 var (
@@ -154,6 +163,7 @@ func Open(o Options) (*Store, error) {
 		cache = pebble.NewCache(o.BlockCacheSize)
 		own = cache
 	}
+	h := newHealth(o.Dir, o.Restored)
 	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: uint64(o.WriteBufferSize),
@@ -166,7 +176,10 @@ func Open(o Options) (*Store, error) {
 		DisableWAL: true,
 		// List state appends with Merge; the operands concatenate.
 		Merger: pebble.DefaultMerger,
-		Logger: quietLogger{},
+		// Corruption and Pebble's fatal conditions fail the store, not the
+		// process (see health).
+		Logger:        storeLogger{h},
+		EventListener: &pebble.EventListener{DataCorruption: h.corruption, BackgroundError: h.background},
 	}
 	// Bloom filters on every level: a key seen for the first time (most
 	// keys of a large keyed state, at first) is then looked up without
@@ -176,17 +189,37 @@ func Open(o Options) (*Store, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	db, err := pebble.Open(o.Dir, opts)
+	db, err := openDB(o.Dir, opts, h)
 	if err != nil {
 		own.Unref()
 		os.RemoveAll(o.Dir)
-		return nil, fmt.Errorf("lsm: open %s: %w", o.Dir, err)
+		return nil, err
 	}
 	// The write buffer takes what a memtable would: the bound of the
 	// store's memory stays about what the options say.
 	var id [8]byte
 	rand.Read(id[:])
-	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: state.NewStringMap[op](0), limit: int(o.WriteBufferSize)}, nil
+	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: state.NewStringMap[op](0), limit: int(o.WriteBufferSize), h: h}, nil
+}
+
+// openDB opens Pebble on dir; a panic or a fatal condition while it reads
+// the files (a damaged manifest, a missing table) is an error.
+func openDB(dir string, opts *pebble.Options, h *health) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = h.panicked(r)
+		}
+		if err == nil {
+			if err = h.get(); err != nil {
+				db.Close()
+				db = nil
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("lsm: open %s: %w", dir, err)
+		}
+	}()
+	return pebble.Open(dir, opts)
 }
 
 // Compacting says whether Pebble is flushing or compacting now: files a
@@ -220,6 +253,9 @@ func (s *Store) Prefetch(key []byte) {
 
 // Get appends the value of key to dst.
 func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
+	if s.h.failed.Load() {
+		return dst, false, s.h.get() // the store's state is damaged: no read may look successful
+	}
 	// Merge operands found on the way down, newest first.
 	var pending [][]byte
 	h := state.HashKey(key) // once for every map
@@ -254,7 +290,7 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 			}
 		}
 	}
-	v, closer, err := s.db.Get(key)
+	v, closer, err := s.dbGet(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		out, found, _ := settled(dst, op{kind: opDelete}, pending)
 		return out, found, nil
@@ -263,7 +299,31 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 		return dst, false, err
 	}
 	dst = appendOperands(append(dst, v...), pending)
-	return dst, true, closer.Close()
+	if err := closer.Close(); err != nil {
+		return dst, false, s.h.wrap(err)
+	}
+	return dst, true, nil
+}
+
+// dbGet reads key from Pebble; what Pebble reports on the way (a corrupt
+// file, a panic) is an error naming the file.
+func (s *Store) dbGet(key []byte) (v []byte, closer io.Closer, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = s.h.panicked(r)
+		}
+	}()
+	v, closer, err = s.db.Get(key)
+	if herr := s.h.get(); herr != nil {
+		if err == nil {
+			closer.Close()
+		}
+		return nil, nil, herr
+	}
+	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
+		err = s.h.wrap(err)
+	}
+	return v, closer, err
 }
 
 // settled answers a read that met a set or a delete of the key, with the
@@ -290,6 +350,9 @@ func appendOperands(dst []byte, newestFirst [][]byte) []byte {
 }
 
 func (s *Store) put(key []byte, kind opKind, value []byte) error {
+	if s.h.failed.Load() {
+		return s.h.get() // the store's state is damaged: no write may look successful
+	}
 	o, ok := s.buf.Get(key)
 	if !ok {
 		s.bufBytes += len(key) + entryOverhead
@@ -326,7 +389,10 @@ func (s *Store) DeleteRange(start, end []byte) error {
 		return err
 	}
 	s.prev = nil // it may hold keys of the range
-	return s.db.DeleteRange(start, end, pebble.NoSync)
+	if err := s.db.DeleteRange(start, end, pebble.NoSync); err != nil {
+		return s.h.wrap(err)
+	}
+	return s.h.get()
 }
 
 // wait waits for the flush in flight, if any.
@@ -391,7 +457,7 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 	s.done = done
 	go func() {
 		defer close(done)
-		err := s.db.Apply(b, pebble.NoSync)
+		err := s.h.protect(func() error { return s.db.Apply(b, pebble.NoSync) })
 		b.Close()
 		if err != nil {
 			err = fmt.Errorf("lsm: apply writes: %w", err)
@@ -426,15 +492,17 @@ func (s *Store) Checkpoint(dir string) (<-chan error, error) {
 			res <- applyErr
 			return
 		}
-		if err := s.db.Flush(); err != nil {
+		if err := s.h.protect(s.db.Flush); err != nil {
 			res <- fmt.Errorf("lsm: flush: %w", err)
 			return
 		}
-		if err := s.db.Checkpoint(dir); err != nil {
+		if err := s.h.protect(func() error { return s.db.Checkpoint(dir) }); err != nil {
 			res <- fmt.Errorf("lsm: checkpoint: %w", err)
 			return
 		}
-		res <- nil
+		// A file found corrupt meanwhile (by a compaction) may be among
+		// the checkpoint's: it must not complete.
+		res <- s.h.get()
 	})
 	return res, err
 }
@@ -455,9 +523,9 @@ func (s *Store) NewIter(lower, upper []byte) (state.KVIter, error) {
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, err
+		return nil, s.h.wrap(err)
 	}
-	return it, nil
+	return &iter{it, s.h}, nil
 }
 
 // NewSnapshot returns a consistent, read-only view of the store as it is
@@ -469,10 +537,11 @@ func (s *Store) NewSnapshot() (state.KVSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{ch: ch}, nil
+	return &snapshot{ch: ch, h: s.h}, nil
 }
 
 type snapshot struct {
+	h   *health
 	ch  <-chan *pebble.Snapshot
 	s   *pebble.Snapshot
 	err error
@@ -497,9 +566,9 @@ func (v *snapshot) NewIter(lower, upper []byte) (state.KVIter, error) {
 	}
 	it, err := s.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, err
+		return nil, v.h.wrap(err)
 	}
-	return it, nil
+	return &iter{it, v.h}, nil
 }
 
 func (v *snapshot) Close() error {
@@ -510,10 +579,13 @@ func (v *snapshot) Close() error {
 	return s.Close()
 }
 
-// Close closes the LSM and removes its working directory.
+// Close closes the LSM and removes its working directory. A failure the
+// store has reported already (see health) is not reported again.
 func (s *Store) Close() error {
 	var errs []error
-	errs = append(errs, s.wait())
+	if err := s.wait(); err != nil && !errors.Is(err, s.h.get()) {
+		errs = append(errs, err)
+	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 		s.db = nil
@@ -529,14 +601,164 @@ type noUnref struct{}
 
 func (noUnref) Unref() {}
 
-// quietLogger drops Pebble's informational messages (flushes, compactions)
-// and reports its errors on stderr.
-type quietLogger struct{}
+// # Corruption and Pebble's fatal conditions
+//
+// Pebble reports a damaged file it finds (a block failing its checksum) to
+// its event listener, and conditions it cannot go on from (an invariant
+// violated, a manifest it cannot write) to its logger's Fatalf; the
+// defaults of both end the process — a panic on whatever goroutine found
+// it, often one of Pebble's own compactions, which nothing can recover.
+// The store records the first such report instead, and every operation
+// from then on fails with it: the task fails, the restart strategy
+// decides, and the store's working directory is removed when the task
+// closes it. The error names the file, as the snapshot it was restored
+// from calls it.
 
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
+// health is what Pebble reported of one store without returning it as
+// an error.
+type health struct {
+	dir      string
+	restored map[string]string
+	failed   atomic.Bool
+	mu       sync.Mutex
+	err      error
+	done     chan struct{} // closed at the first report
+}
+
+// CorruptionError is a file of the store that Pebble found damaged.
+type CorruptionError struct {
+	// File is the file's name in the working directory; Origin, where it
+	// was restored from ("" for a file the store wrote).
+	File, Origin string
+	Err          error
+}
+
+func (e *CorruptionError) Error() string {
+	if e.Origin != "" {
+		return fmt.Sprintf("lsm: state file %s (restored from %s) is corrupt: %v", e.File, e.Origin, e.Err)
+	}
+	return fmt.Sprintf("lsm: state file %s is corrupt: %v", e.File, e.Err)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+func newHealth(dir string, restored map[string]string) *health {
+	return &health{dir: dir, restored: restored, done: make(chan struct{})}
+}
+
+// fail records err, if it is the first report.
+func (h *health) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = err
+		h.failed.Store(true)
+		close(h.done)
+	}
+}
+
+// get returns the first report, nil if none.
+func (h *health) get() error {
+	if !h.failed.Load() {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// corruption is Pebble's DataCorruption event.
+func (h *health) corruption(info pebble.DataCorruptionInfo) {
+	name := filepath.Base(info.Path)
+	h.fail(&CorruptionError{File: name, Origin: h.restored[name], Err: info.Details})
+}
+
+// background is Pebble's BackgroundError event (a compaction or flush that
+// failed): reported once, on stderr, as the default does; a corrupt file
+// among its inputs has failed the store already (corruption), and the
+// store's next operation says so.
+func (h *health) background(err error) {
+	if h.failed.Load() {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "lsm: %s: background error: %v\n", h.dir, err)
+}
+
+// wrap returns the store's recorded failure, which says more, if there is
+// one, else err.
+func (h *health) wrap(err error) error {
+	if herr := h.get(); herr != nil {
+		return herr
+	}
+	return fmt.Errorf("lsm: %w", err)
+}
+
+// panicked turns a panic of Pebble's into the store's failure.
+func (h *health) panicked(r any) error {
+	if herr := h.get(); herr != nil {
+		return herr
+	}
+	err := fmt.Errorf("lsm: %s: pebble panicked: %v", h.dir, r)
+	if e, ok := r.(error); ok {
+		err = fmt.Errorf("lsm: %s: pebble panicked: %w", h.dir, e)
+	}
+	h.fail(err)
+	return err
+}
+
+// protect runs f, a call into Pebble on a goroutine of the store's own,
+// turning a panic and a failure Pebble reported meanwhile into its error.
+func (h *health) protect(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = h.panicked(r)
+		}
+	}()
+	err = f()
+	if herr := h.get(); herr != nil {
+		return herr
+	}
+	return err
+}
+
+// iter is a Pebble iterator whose Error reports the store's failure.
+type iter struct {
+	*pebble.Iterator
+	h *health
+}
+
+func (i *iter) Error() error {
+	if herr := i.h.get(); herr != nil {
+		return herr
+	}
+	if err := i.Iterator.Error(); err != nil {
+		return fmt.Errorf("lsm: %w", err)
+	}
+	return nil
+}
+
+func (i *iter) Close() error {
+	err := i.Iterator.Close()
+	if herr := i.h.get(); herr != nil {
+		return herr
+	}
+	if err != nil {
+		return fmt.Errorf("lsm: %w", err)
+	}
+	return nil
+}
+
+// storeLogger drops Pebble's informational messages (flushes,
+// compactions), reports its errors on stderr, and records its fatal
+// conditions as the store's failure instead of ending the process.
+type storeLogger struct{ h *health }
+
+func (storeLogger) Infof(string, ...any) {}
+func (storeLogger) Errorf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "lsm: "+format+"\n", args...)
 }
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("lsm: "+format, args...))
+func (l storeLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(os.Stderr, "lsm: %s: %s\n", l.h.dir, msg)
+	l.h.fail(fmt.Errorf("lsm: %s: %s", l.h.dir, msg))
 }
