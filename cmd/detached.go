@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gflink/gflink/savepoint/vfs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,8 @@ type childMessage struct {
 	Error string   `json:"error,omitempty"`
 	Code  int      `json:"code,omitempty"`
 	Usage bool     `json:"usage,omitempty"`
+	// Endpoint is the job's REST address.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 func openChildReport() *childReport {
@@ -59,8 +62,8 @@ func (r *childReport) send(m childMessage) {
 	})
 }
 
-func (r *childReport) running(jobID string, st engine.JobStatus, notes []string) {
-	r.send(childMessage{JobID: jobID, State: string(st), Notes: notes})
+func (r *childReport) running(jobID string, st engine.JobStatus, notes []string, endpoint string) {
+	r.send(childMessage{JobID: jobID, State: string(st), Notes: notes, Endpoint: endpoint})
 }
 
 // standingBy answers the parent of a high-availability process that does
@@ -93,11 +96,16 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 	}
 	home := jobregistry.Home(f.Getenv)
 	logDir := filepath.Join(home, "log")
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	// Owner-only: a job's log may name its inputs, outputs and errors.
+	if err := os.MkdirAll(logDir, vfs.PrivateDirMode); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
+	os.Chmod(logDir, vfs.PrivateDirMode) // made 0755 by an older gflink
+	if err := vfs.CheckPrivate(vfs.Default, logDir, "the job log directory"); err != nil {
+		return err
+	}
 	logPath := filepath.Join(logDir, logName)
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, vfs.PrivateFileMode)
 	if err != nil {
 		return fmt.Errorf("open job log: %w", err)
 	}
@@ -187,11 +195,13 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		return nil
 	}
 	out.println("Job has been submitted with JobID %s", jobID)
-	e, _ := jobregistry.NewRegistry(home).Get(jobID)
 	res := map[string]any{"jobId": jobID, "state": m.State, "log": logPath}
-	if e != nil {
-		res["endpoint"] = e.Address
+	if m.Endpoint != "" {
+		// Where Flink prints its web interface's address.
+		out.println("REST endpoint: %s", m.Endpoint)
+		res["endpoint"] = m.Endpoint
 	}
+	out.println("Log: %s", logPath)
 	out.result(res)
 	return nil
 }

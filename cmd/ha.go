@@ -249,7 +249,7 @@ func (r *haRun) jobGraph(svc *ha.Services, stores *ha.JobStores) error {
 		return nil
 	}
 	r.log.Warn(fmt.Sprintf("Running the job stored for cluster %s (%s %s), not this command line's (%s %s).",
-		r.cfg.ClusterID, stored.Job, strings.Join(stored.Args, " "), o.Job, strings.Join(o.Args, " ")))
+		r.cfg.ClusterID, stored.Job, strings.Join(config.MaskArgs(stored.Args), " "), o.Job, strings.Join(config.MaskArgs(o.Args), " ")))
 	so := *o
 	so.Job, so.Args, so.Parallelism = stored.Job, stored.Args, stored.Parallelism
 	if stored.Parallelism != "" {
@@ -259,7 +259,7 @@ func (r *haRun) jobGraph(svc *ha.Services, stores *ha.JobStores) error {
 	if err != nil {
 		return fmt.Errorf("rebuild the stored job graph: %w", err)
 	}
-	sub.graph = g
+	sub.graph, sub.args = g, stored.Args
 	return nil
 }
 

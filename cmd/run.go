@@ -193,7 +193,7 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if haCfg != nil {
 		jobID = haCfg.JobID // the cluster's, in every process of it
 	}
-	sub := &submission{f: f, out: out, report: report, graph: graph, srvOpts: srvOpts,
+	sub := &submission{f: f, out: out, report: report, graph: graph, srvOpts: srvOpts, args: o.Args,
 		opts: engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}}
 	if src != nil {
 		sub.opts.Restore, sub.opts.AllowNonRestoredState, sub.opts.ClaimMode = src.Resolved, src.AllowNonRestoredState, src.ClaimMode
@@ -341,12 +341,15 @@ func droppedNotices(p *restore.Plan) []string {
 // submission is a run that has been decided: what remains binds, registers,
 // submits and waits, in that order.
 type submission struct {
-	f       *Factory
-	out     output
-	report  *childReport // a detached child's pipe to its parent, or nil
-	graph   *engine.JobGraph
-	opts    engine.JobOptions
-	srvOpts rest.ServerOptions
+	f      *Factory
+	out    output
+	report *childReport // a detached child's pipe to its parent, or nil
+	graph  *engine.JobGraph
+	args   []string // the job's arguments
+	// endpoint is the REST address, once bound.
+	endpoint string
+	opts     engine.JobOptions
+	srvOpts  rest.ServerOptions
 	// notices are the lines about the restore, printed when the job is
 	// accepted and sent to a detached parent.
 	notices []string
@@ -391,8 +394,10 @@ func (s *submission) start(ctx context.Context) (*started, error) {
 		return nil, err
 	}
 	s.srvOpts.Version, s.srvOpts.Revision, s.srvOpts.FS = "gflink "+Version, revision(), s.f.FS
+	s.srvOpts.Config, s.srvOpts.Arguments = s.opts.Config, s.args
 	srv := rest.NewServer(j, s.srvOpts)
 	srv.Serve(listener)
+	s.endpoint = srv.Address()
 	return &started{job: j, srv: srv, running: running}, nil
 }
 
@@ -400,7 +405,7 @@ func (s *submission) start(ctx context.Context) (*started, error) {
 // prints the submission line for the user.
 func (s *submission) reportRunning() {
 	if s.report != nil {
-		s.report.running(s.opts.JobID, s.reached, s.notices)
+		s.report.running(s.opts.JobID, s.reached, s.notices, s.endpoint)
 		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
 	}
 }

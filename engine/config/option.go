@@ -21,8 +21,12 @@ type ValueError struct {
 
 func (e *ValueError) Error() string {
 	reason := strings.TrimSuffix(e.Err.Error(), ".")
+	if IsSensitive(e.Key) {
+		// The reason may quote the value too.
+		reason = strings.ReplaceAll(reason, e.Value, HiddenContent)
+	}
 	return fmt.Sprintf("Invalid value '%s' for configuration key '%s' (from %s): %s. Accepted: %s.",
-		e.Value, e.Key, e.Origin, reason, strings.TrimSuffix(e.Accepted, "."))
+		Masked(e.Key, e.Value), e.Key, e.Origin, reason, strings.TrimSuffix(e.Accepted, "."))
 }
 
 func (e *ValueError) Unwrap() error { return e.Err }

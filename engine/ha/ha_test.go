@@ -329,6 +329,10 @@ func TestStoresRoundTrip(t *testing.T) {
 	if err != nil || got.Job != want.Job || len(got.Args) != 2 {
 		t.Fatalf("submitted job %+v, %v", got, err)
 	}
+	// The job graph holds the job's arguments (a Kafka password, say).
+	if fi, err := os.Stat(s.jobGraphFile("job")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the job graph file: %v, %v; want mode 0600", fi.Mode(), err)
+	}
 	c, sp := snapshotDir(t, "c"), snapshotDir(t, "s")
 	for id := int64(1); id <= 3; id++ {
 		if err := j.AddCheckpoint(id, c, id == 2); err != nil {

@@ -220,7 +220,8 @@ func TestRESTContract(t *testing.T) {
 	for _, p := range []string{"/overview", "/config", "/jobs", "/jobs/overview", "/jobs/" + id, "/jobs/" + id + "/status",
 		"/jobs/" + id + "/checkpoints", "/jobs/" + id + "/checkpoints/config", "/jobs/" + id + "/exceptions",
 		"/jobs/" + id + "/execution-result", "/jobs/" + id + "/checkpoints/details/1",
-		"/jobs/" + id + "/checkpoints/details/1/subtasks/" + j.Info().Vertices[1].ID} {
+		"/jobs/" + id + "/checkpoints/details/1/subtasks/" + j.Info().Vertices[1].ID,
+		"/jobmanager/config", "/jobs/" + id + "/jobmanager/config", "/jobs/" + id + "/config"} {
 		if code, body := get(t, base, p); code != http.StatusOK {
 			t.Errorf("GET %s: %d %s", p, code, body)
 		}
@@ -309,7 +310,8 @@ func TestRESTContract(t *testing.T) {
 		"GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}",
 		"POST /jobs/{jobid}/savepoints", "GET /jobs/{jobid}/savepoints/{triggerid}", "POST /jobs/{jobid}/stop",
 		"POST /savepoint-disposal", "GET /savepoint-disposal/{triggerid}", "GET /jobs/{jobid}/status",
-		"GET /jobs/{jobid}/execution-result"}
+		"GET /jobs/{jobid}/execution-result", "GET /jobmanager/config", "GET /jobs/{jobid}/jobmanager/config",
+		"GET /jobs/{jobid}/config"}
 	var missing []string
 	for _, w := range want {
 		if v.seen[w] == 0 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -528,5 +529,35 @@ func waitRunning(t *testing.T, j *engine.Job) {
 			t.Fatalf("the job ended %s before it ran", j.Status())
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// TestConfigurationIsServedMasked: the job's configuration and arguments
+// are served as Flink serves them, with every secret masked.
+func TestConfigurationIsServedMasked(t *testing.T) {
+	j := startJob(t, t.TempDir())
+	defer func() {
+		j.Cancel()
+		j.Wait()
+	}()
+	conf := configWith(map[string]string{"s3.secret-key": "hunter2", "high-availability.zookeeper.client.digest-credentials": "u:hunter2",
+		"parallelism.default": "2"})
+	args := []string{"--input", "kafka://b:9092/lines?group=wc&sasl.password=hunter2", "--properties.sasl.jaas.config",
+		`ScramLoginModule required username="wc" password="hunter2";`, "--bounded", "--group", "wc"}
+	srv := serve(t, j, ServerOptions{Token: testToken, Config: conf, Arguments: args})
+	code, body := get(t, srv.Address(), "/jobmanager/config")
+	if code != 200 || bytes.Contains(body, []byte("hunter2")) || !bytes.Contains(body, []byte(`{"key":"s3.secret-key","value":"******"}`)) ||
+		!bytes.Contains(body, []byte(`{"key":"parallelism.default","value":"2"}`)) {
+		t.Errorf("GET /jobmanager/config: %d %s", code, body)
+	}
+	code, body = get(t, srv.Address(), "/jobs/"+j.ID()+"/config")
+	var jc JobConfigInfo
+	if code != 200 || json.Unmarshal(body, &jc) != nil || bytes.Contains(body, []byte("hunter2")) {
+		t.Fatalf("GET /jobs/:jobid/config: %d %s", code, body)
+	}
+	want := map[string]string{"input": "kafka://b:9092/lines?group=wc&sasl.password=******", "properties.sasl.jaas.config": "******",
+		"bounded": "__NO_VALUE_KEY", "group": "wc"}
+	if jc.JobID != j.ID() || !maps.Equal(jc.ExecutionConfig.UserConfig, want) {
+		t.Errorf("job config %+v; want user-config %v", jc, want)
 	}
 }

@@ -48,6 +48,8 @@ type Server struct {
 	serveErr  chan error
 	closeMu   sync.Once
 	tokenHash [sha256.Size]byte
+	conf      *config.Configuration
+	args      []string
 }
 
 // ServerOptions configure a Server. Zero values take the defaults of the
@@ -69,6 +71,10 @@ type ServerOptions struct {
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxConnections is rest.server.max-connections.
 	MaxConnections int
+	// Config is the job's configuration and Arguments its arguments, as
+	// served (secrets masked) by /jobmanager/config and /jobs/:jobid/config.
+	Config    *config.Configuration
+	Arguments []string
 }
 
 // ServerOptionsFrom reads the rest.* options of the server from conf; a bad
@@ -125,6 +131,11 @@ func NewServer(job *engine.Job, o ServerOptions) *Server {
 		token:    o.Token,
 		maxBody:  orDefault(o.MaxContentLength, int64(MaxContentLength.Default())),
 		maxConns: orDefault(o.MaxConnections, MaxConnections.Default()),
+		conf:     o.Config,
+		args:     config.MaskArgs(o.Arguments),
+	}
+	if s.conf == nil {
+		s.conf = config.New()
 	}
 	s.tokenHash = sha256.Sum256([]byte(s.token))
 	readTimeout := orDefault(o.ReadTimeout, ServerReadTimeout.Default())
@@ -219,6 +230,9 @@ func (s *Server) routes() {
 	}
 	s.handle("GET /overview", ok(func() any { return s.overview() }))
 	s.handle("GET /config", ok(func() any { return s.dashboardConfig() }))
+	s.handle("GET /jobmanager/config", ok(func() any { return s.configEntries() }))
+	s.handleJob("GET /jobs/{jobid}/jobmanager/config", ok(func() any { return s.configEntries() }))
+	s.handleJob("GET /jobs/{jobid}/config", ok(func() any { return s.jobConfig() }))
 	s.handle("GET /jobs", ok(func() any {
 		info := s.job.Info()
 		return JobIDsWithStatus{Jobs: []JobIDWithStatus{{ID: info.ID, Status: string(info.Status)}}}
