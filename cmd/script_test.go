@@ -466,13 +466,20 @@ func cmdWaitGone(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// corrupt file flips one byte in the middle of a file.
+// corrupt file flips one byte in the middle of a file; a pattern
+// (filepath.Glob) flips one in each file it matches, and must match one.
 func cmdCorrupt(ts *testscript.TestScript, neg bool, args []string) {
-	p := ts.MkAbs(args[0])
-	b, err := os.ReadFile(p)
+	files, err := filepath.Glob(ts.MkAbs(args[0]))
 	ts.Check(err)
-	b[len(b)/2] ^= 0xff
-	ts.Check(os.WriteFile(p, b, 0o644))
+	if len(files) == 0 {
+		ts.Fatalf("no file matches %s", args[0])
+	}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		ts.Check(err)
+		b[len(b)/2] ^= 0xff
+		ts.Check(os.WriteFile(p, b, 0o644))
+	}
 }
 
 // killjob JOB kills the process running a job with SIGKILL and waits for
