@@ -3,6 +3,7 @@ package engine
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -325,5 +326,32 @@ func TestAbortedSnapshotStopsEncoding(t *testing.T) {
 	tk.forgetAborted(7)
 	if tk.isAborted(7) || !tk.isAborted(9) {
 		t.Fatalf("forgetAborted(7) left %v", tk.aborted)
+	}
+}
+
+// TestAbortWhileTheAttemptIsCancelled: the task's goroutine aborts an
+// unaligned checkpoint's capture while the attempt is cancelled and the
+// asynchronous writer, waiting for that capture, stops: the two must not
+// race (go test -race), and the writer drops the snapshot.
+func TestAbortWhileTheAttemptIsCancelled(t *testing.T) {
+	for range 200 {
+		done := make(chan struct{})
+		tk := &task{async: make(chan asyncJob, 1), asyncDone: make(chan struct{}), done: done,
+			exec: &execution{clock: time.Now}}
+		c := newChannelCapture(7, 2)
+		tk.captures = []*channelCapture{c}
+		tk.async <- asyncJob{b: barrier{id: 7}, channels: c}
+		close(tk.async)
+		go tk.asyncLoop()
+		close(done) // the attempt is cancelled...
+		// ...while the task's goroutine handles the checkpoint's abort.
+		tk.abortMu.Lock()
+		tk.aborted = map[int64]bool{7: true}
+		tk.abortMu.Unlock()
+		tk.abortCapture(7)
+		<-tk.asyncDone
+		if len(tk.captures) != 0 {
+			t.Fatalf("the aborted capture is still open: %d", len(tk.captures))
+		}
 	}
 }

@@ -169,7 +169,12 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 	case <-time.After(60 * time.Second):
 		j.Cancel()
 		<-done
-		t.Fatalf("job did not finish within 60 s")
+		tail := ""
+		if r.log != nil {
+			lines := strings.Split(r.log.String(), "\n")
+			tail = strings.Join(lines[max(len(lines)-40, 0):], "\n")
+		}
+		t.Fatalf("job did not finish within 60 s; %d lines printed; the log ends:\n%s", strings.Count(out.String(), "\n"), tail)
 		return engine.JobResult{}, ""
 	}
 }

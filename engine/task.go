@@ -694,12 +694,15 @@ func (t *task) asyncLoop() {
 		aborted := func() bool { return !j.keep && t.isAborted(j.b.id) }
 		if j.channels != nil {
 			// The input channel state completes on the task's goroutine
-			// as the channels' barriers come in.
+			// as the channels' barriers come in. Whether the checkpoint was
+			// aborted is asked of the abort set (under its lock), not of
+			// the capture: after a cancellation the task's goroutine may
+			// still be aborting it.
 			select {
 			case <-j.channels.done:
 			case <-t.done:
 			}
-			if j.channels.aborted || t.canceled() {
+			if t.canceled() || t.isAborted(j.b.id) {
 				releaseCaptures(j.caps)
 				t.forgetAborted(j.b.id)
 				continue

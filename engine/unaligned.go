@@ -71,7 +71,6 @@ type channelCapture struct {
 	seqAt    []uint32 // after the channel's batch number seqAt
 	input    map[int]*channelData
 	output   [][]channelData // per writer
-	aborted  bool
 	done     chan struct{}
 	// started is when the first barrier came; alignment, set when the
 	// capture completes, how long until the last.
@@ -286,7 +285,6 @@ func (t *task) completeCaptures() {
 func (t *task) abortCapture(id int64) {
 	for _, c := range t.captures {
 		if c.id == id {
-			c.aborted = true
 			c.numOpen, c.outputWait = 0, nil
 		}
 	}

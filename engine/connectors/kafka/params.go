@@ -362,5 +362,14 @@ func compressionOpt(v string) (kgo.Opt, error) {
 	if !ok {
 		return nil, fmt.Errorf("accepted: none, gzip, snappy, lz4, zstd")
 	}
-	return kgo.ProducerBatchCompression(c), nil
+	// A compressor built here, not ProducerBatchCompression: that option
+	// holds its codecs in a slice every client it is given to rewrites in
+	// place (kgo.DefaultCompressor), and one sink's subtasks each make a
+	// client with the same options, at once. A compressor is safe to
+	// share.
+	comp, err := kgo.DefaultCompressor(c)
+	if err != nil {
+		return nil, err
+	}
+	return kgo.WithCompressor(comp), nil
 }

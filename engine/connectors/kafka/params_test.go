@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +191,28 @@ func TestCheckCheckpointTiming(t *testing.T) {
 	if w := (&Sink[string]{Guarantee: AtLeastOnce}).CheckCheckpointTiming(engine.CheckpointTiming{}); w != nil {
 		t.Errorf("at-least-once warned: %q", w)
 	}
+}
+
+// TestCompressionOptionIsSharedSafely: the sink's subtasks make their
+// clients with the same options, concurrently; compression.type's must
+// not be rewritten by each of them (go test -race).
+func TestCompressionOptionIsSharedSafely(t *testing.T) {
+	opt, err := compressionOpt("lz4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), opt)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cl.Close()
+		}()
+	}
+	wg.Wait()
 }
