@@ -207,8 +207,8 @@ func (r *haRun) lead(svc *ha.Services, lead *ha.Leadership) (engine.JobResult, e
 	}
 	go func() {
 		select {
-		case <-svc.Lost():
-			st.job.Suspend(svc.LostCause())
+		case <-lead.Lost():
+			st.job.Suspend(lead.LostCause())
 		case <-sub.f.Context.Done():
 			st.job.Suspend(errors.New("this process was asked to stop"))
 		case <-st.job.Done():

@@ -28,6 +28,7 @@ type Leadership struct {
 	s     *Services
 	latch string
 	jobID string
+	watch *leadershipWatch
 }
 
 // Contend enters the election and blocks until this process leads, ctx
@@ -52,9 +53,20 @@ func (s *Services) Contend(ctx context.Context, me Candidate, standby func(ahead
 	}
 	told := false
 	for {
-		children, _, err := s.conn.Children(s.latchDir())
+		// Watched from before the check that makes this process the
+		// leader: a disconnection in between ends the leadership at once.
+		watch := s.watchLeadership()
+		var children []string
+		err := s.retry("read the leader election", func() error {
+			var err error
+			children, _, err = s.conn.Children(s.latchDir())
+			return err
+		})
 		if err != nil {
-			return nil, fmt.Errorf("read the leader election: %w", err)
+			if cause := s.EndCause(); cause != nil {
+				return nil, cause
+			}
+			return nil, err
 		}
 		sortLatches(children)
 		mine := path.Base(node)
@@ -63,26 +75,40 @@ func (s *Services) Contend(ctx context.Context, me Candidate, standby func(ahead
 			return nil, errors.New("this process's latch znode disappeared: its ZooKeeper session ended")
 		}
 		if i == 0 {
-			return &Leadership{s: s, latch: node}, nil
+			if watch.cause() != nil {
+				continue // disconnected meanwhile: look again
+			}
+			return &Leadership{s: s, latch: node, watch: watch}, nil
 		}
 		if !told && standby != nil {
 			standby(i)
 			told = true
 		}
-		exists, _, watch, err := s.conn.ExistsW(s.latchDir() + "/" + children[i-1])
+		var exists bool
+		var ahead <-chan zk.Event
+		err = s.retry("watch the leader election", func() error {
+			var err error
+			exists, _, ahead, err = s.conn.ExistsW(s.latchDir() + "/" + children[i-1])
+			return err
+		})
 		if err != nil {
-			return nil, fmt.Errorf("watch the leader election: %w", err)
+			if cause := s.EndCause(); cause != nil {
+				return nil, cause
+			}
+			return nil, err
 		}
 		if !exists {
 			continue
 		}
+		// A disconnection does not end the wait: the client reconnects
+		// within the session and sets the watch again.
 		select {
-		case <-watch:
+		case <-ahead:
 		case <-ctx.Done():
 			s.conn.Delete(node, -1)
 			return nil, ctx.Err()
-		case <-s.lost:
-			return nil, s.LostCause()
+		case <-s.ended:
+			return nil, s.EndCause()
 		}
 	}
 }
@@ -214,12 +240,18 @@ func (l *Leadership) Release() {
 // String names the leader's latch znode.
 func (l *Leadership) String() string { return strings.TrimPrefix(l.latch, l.s.cfg.Root+"/") }
 
-// alive fails once the session is known lost: a lost leader does not even
-// read, as its reads would wait for a reconnection that cannot restore
-// its leadership.
+// alive fails once the leadership is known lost (a disconnection, or the
+// session's end): a lost leader does not even read, as its reads would
+// wait for a reconnection that cannot restore its leadership.
 func (l *Leadership) alive(what string) error {
-	if cause := l.s.LostCause(); cause != nil {
+	if cause := l.watch.cause(); cause != nil {
 		return fmt.Errorf("%s: not the leader any more: %w", what, cause)
 	}
 	return nil
 }
+
+// Lost is closed once this process must stop acting as the leader.
+func (l *Leadership) Lost() <-chan struct{} { return l.watch.ch }
+
+// LostCause says why the leadership was lost (nil while it lasts).
+func (l *Leadership) LostCause() error { return l.watch.cause() }

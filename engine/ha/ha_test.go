@@ -14,6 +14,7 @@ import (
 
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 func testConfig(t *testing.T, addr string) *Config {
@@ -273,7 +274,7 @@ func TestFencing(t *testing.T) {
 	if err := j2.AddCheckpoint(2, chk2, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the old leader notices", 5*time.Second, func() bool { return old.LostCause() != nil })
+	waitFor(t, "the old leader notices", 5*time.Second, func() bool { return l1.LostCause() != nil })
 	tryOld := func() {
 		if err := j1.ReserveCheckpointID(3); err == nil {
 			t.Error("the old leader reserved a checkpoint id")
@@ -424,5 +425,71 @@ func TestDerivedJobIDIsStable(t *testing.T) {
 	a, b := DerivedJobID("/default"), DerivedJobID("default")
 	if a != b || len(a) != 32 || DerivedJobID("other") == a {
 		t.Fatalf("derived ids %s %s", a, b)
+	}
+}
+
+// cut drops the proxy's connections (not its listener): a network blip
+// after which the client reconnects, within its session.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestStandbyKeepsItsPlaceThroughABlip: a standby whose connection drops
+// and comes back within the session keeps its session and its latch
+// znode, and takes over as soon as the leader's session ends — it does
+// not start over behind a latch of its own that outlives it by a session
+// timeout.
+func TestStandbyKeepsItsPlaceThroughABlip(t *testing.T) {
+	zkSrv := zktest.Start(t)
+	px := newProxy(t, zkSrv.Addr)
+	cfg := testConfig(t, zkSrv.Addr)
+	leader := connect(t, cfg)
+	if _, err := leader.Contend(context.Background(), Candidate{PID: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	standbyCfg := *cfg
+	standbyCfg.Servers = []string{px.l.Addr().String()}
+	standby := connect(t, &standbyCfg)
+	type won struct {
+		l   *Leadership
+		err error
+	}
+	wins := make(chan won, 1)
+	waiting := make(chan int, 1)
+	go func() {
+		l, err := standby.Contend(context.Background(), Candidate{PID: 2}, func(n int) { waiting <- n })
+		wins <- won{l, err}
+	}()
+	<-waiting
+	session := standby.conn.SessionID()
+	px.cut()
+	// The standby reconnects (through the proxy, which still forwards).
+	waitFor(t, "the standby reconnects", 10*time.Second, func() bool {
+		return standby.conn.State() == zk.StateHasSession
+	})
+	select {
+	case w := <-wins:
+		t.Fatalf("a blip ended the standby's wait: %+v", w)
+	default:
+	}
+	leader.Close()
+	select {
+	case w := <-wins:
+		if w.err != nil {
+			t.Fatalf("the standby did not take over: %v", w.err)
+		}
+		if standby.conn.SessionID() != session || standby.EndCause() != nil {
+			t.Errorf("the standby's session changed or ended: %v", standby.EndCause())
+		}
+		if err := w.l.LostCause(); err != nil {
+			t.Errorf("the new leader is not leading: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not take over within 10 s of the leader closing its session")
 	}
 }

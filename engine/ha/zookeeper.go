@@ -23,10 +23,64 @@ type Services struct {
 	log    *slog.Logger
 	secret *Secret // nil: a CLI that could not read it (acl open)
 
-	lost     chan struct{} // closed when the session is disconnected or expired
-	lostOnce sync.Once
-	lostWhy  error
-	done     chan struct{} // the event loop has ended
+	// ended is closed once the session is gone (expired or closed): its
+	// ephemeral znodes — a standby's latch among them — are gone with it.
+	ended     chan struct{}
+	endedOnce sync.Once
+	endedWhy  error
+	// leaderships end at the next disconnection as well: a disconnected
+	// leader cannot tell whether its session still lives.
+	mu          sync.Mutex
+	leaderships []*leadershipWatch
+	done        chan struct{} // the event loop has ended
+}
+
+// leadershipWatch is closed when a leadership must stop acting.
+type leadershipWatch struct {
+	ch   chan struct{}
+	once sync.Once
+	why  error
+}
+
+func (w *leadershipWatch) end(why error) {
+	w.once.Do(func() {
+		w.why = why
+		close(w.ch)
+	})
+}
+
+// cause is why the leadership ended, nil while it lasts.
+func (w *leadershipWatch) cause() error {
+	select {
+	case <-w.ch:
+		return w.why
+	default:
+		return nil
+	}
+}
+
+// watchLeadership returns a watch that ends at the next disconnection
+// or at the session's end (at once if the session has ended).
+func (s *Services) watchLeadership() *leadershipWatch {
+	w := &leadershipWatch{ch: make(chan struct{})}
+	s.mu.Lock()
+	s.leaderships = append(s.leaderships, w)
+	s.mu.Unlock()
+	if why := s.EndCause(); why != nil {
+		w.end(why)
+	}
+	return w
+}
+
+// endLeaderships ends every leadership watch made so far.
+func (s *Services) endLeaderships(why error) {
+	s.mu.Lock()
+	ws := s.leaderships
+	s.leaderships = nil
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.end(why)
+	}
 }
 
 // zkLogger sends the client's lines to the debug log.
@@ -64,7 +118,7 @@ func Connect(ctx context.Context, cfg *Config, secret *Secret, log *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("high-availability.zookeeper.quorum %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
-	s := &Services{cfg: cfg, conn: conn, log: log, secret: secret, lost: make(chan struct{}), done: make(chan struct{})}
+	s := &Services{cfg: cfg, conn: conn, log: log, secret: secret, ended: make(chan struct{}), done: make(chan struct{})}
 	go s.watchSession(events, established)
 	timer := time.NewTimer(cfg.ConnectionTimeout)
 	defer timer.Stop()
@@ -107,12 +161,16 @@ func (s *Services) acl(p string) []zk.ACL {
 
 func fmtDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }
 
-// watchSession drains the client's events (it drops what nobody reads)
-// and closes lost when the session is gone or cut off. Either ends this
-// process's leadership: a disconnected leader cannot tell whether its
-// session still lives, and ZooKeeper may already have handed the job to
-// another process, so it must stop acting at once (Flink's default: a
-// SUSPENDED connection revokes leadership).
+// watchSession drains the client's events (it drops what nobody reads).
+// A disconnection ends this process's leadership: a disconnected leader
+// cannot tell whether its session still lives, and ZooKeeper may already
+// have handed the job to another process, so it must stop acting at once
+// (Flink's default: a SUSPENDED connection revokes leadership). A standby
+// keeps its place: the client reconnects within the session timeout and
+// its latch znode lives on — dropping the session instead would leave that
+// znode ahead of the others until the session expired, delaying the next
+// failover by a whole session timeout. Only an expired or closed session
+// ends it (ended).
 func (s *Services) watchSession(events <-chan zk.Event, established <-chan struct{}) {
 	defer close(s.done)
 	for ev := range events {
@@ -126,29 +184,30 @@ func (s *Services) watchSession(events <-chan zk.Event, established <-chan struc
 		}
 		switch ev.State {
 		case zk.StateDisconnected:
-			s.markLost(errors.New("the connection to ZooKeeper was lost"))
+			s.endLeaderships(errors.New("the connection to ZooKeeper was lost"))
 		case zk.StateExpired:
-			s.markLost(errors.New("the ZooKeeper session expired"))
+			s.endSession(errors.New("the ZooKeeper session expired"))
 		}
 	}
-	s.markLost(errors.New("the ZooKeeper session was closed"))
+	s.endSession(errors.New("the ZooKeeper session was closed"))
 }
 
-func (s *Services) markLost(why error) {
-	s.lostOnce.Do(func() {
-		s.lostWhy = why
-		close(s.lost)
+func (s *Services) endSession(why error) {
+	s.endedOnce.Do(func() {
+		s.endedWhy = why
+		close(s.ended)
 	})
+	s.endLeaderships(why)
 }
 
-// Lost is closed once the session is disconnected, expired or closed.
-func (s *Services) Lost() <-chan struct{} { return s.lost }
+// Ended is closed once the session has expired or was closed.
+func (s *Services) Ended() <-chan struct{} { return s.ended }
 
-// LostCause says why the session was lost (nil while it lives).
-func (s *Services) LostCause() error {
+// EndCause says why the session ended (nil while it lives).
+func (s *Services) EndCause() error {
 	select {
-	case <-s.lost:
-		return s.lostWhy
+	case <-s.ended:
+		return s.endedWhy
 	default:
 		return nil
 	}
