@@ -86,6 +86,10 @@ func Run(f *Factory, args []string) int {
 		fmt.Fprintln(f.IO.Out, versionLine())
 		return ExitOK
 	}
+	if msg, ok := unsupportedActions[args[0]]; ok {
+		fmt.Fprintln(f.IO.Out, msg)
+		return ExitUsage
+	}
 	act, ok := lookupAction(args[0])
 	if !ok {
 		names := actionNames()

@@ -43,6 +43,11 @@ type RunOptions struct {
 	ShutdownOnExit        bool
 	Detached              bool
 	Check                 bool
+	// Flink's options for what gflink does not run (refused with what it
+	// runs instead): -t/--target (local only), -e/--executor, -c/--class,
+	// -C/--classpath, -py/--python, -pym/--pyModule.
+	Target, Executor, Class, Python, PyModule string
+	Classpath                                 []string
 }
 
 func newRunCmd(f *Factory, g *globalOptions, runF func(*RunOptions) error) *cobra.Command {
@@ -54,6 +59,9 @@ func newRunCmd(f *Factory, g *globalOptions, runF func(*RunOptions) error) *cobr
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
+				if err := checkRunProgram(o); err != nil {
+					return err // a Python program or Java class instead of a job
+				}
 				return usageErrorf("No job specified. Specify the name of a job (built in: %s).", strings.Join(f.Registry.Names(), ", "))
 			}
 			o.Job, o.Args = args[0], args[1:]
@@ -75,6 +83,15 @@ func newRunCmd(f *Factory, g *globalOptions, runF func(*RunOptions) error) *cobr
 	fl.StringVar(&o.RestoreMode, "restoreMode", "", "This option is deprecated, please use 'claimMode' instead.")
 	fl.BoolVar(&o.Check, "check", false, "Check the restore without running: resolve -s against the job and report, per operator uid, whether its state matches, is missing from the job, or the operator is new; exit 0 if the restore would succeed, 1 if not.")
 	fl.BoolVarP(&o.Detached, "detached", "d", false, "If present, runs the job in detached mode: in a background process, with its log in $GFLINK_HOME/log/<jobId>.log; gflink returns once the job is RUNNING.")
+	fl.StringVarP(&o.Target, "target", "t", "", "The deployment target: local (gflink runs the job in this process; Flink's remote, yarn-* and kubernetes-* targets are not available).")
+	fl.StringVarP(&o.Executor, "executor", "e", "", "Deprecated: use -t/--target.")
+	fl.StringVarP(&o.Class, "class", "c", "", "Flink's program entry class: not available (gflink runs Go jobs).")
+	fl.StringArrayVarP(&o.Classpath, "classpath", "C", nil, "Flink's class path: not available (gflink runs Go jobs).")
+	fl.StringVar(&o.Python, "python", "", "Flink's Python program: not available (gflink runs Go jobs).")
+	fl.StringVar(&o.PyModule, "pyModule", "", "Flink's Python module: not available (gflink runs Go jobs).")
+	for _, n := range []string{"executor", "class", "classpath", "python", "pyModule"} {
+		fl.MarkHidden(n)
+	}
 	fl.BoolVar(&o.ShutdownOnExit, "shutdownOnAttachedExit", false, "If the job is submitted in attached mode, perform a best-effort cluster shutdown when the CLI is terminated abruptly, e.g., in response to a user interrupt, such as typing Ctrl + C. (gflink always cancels its in-process job on Ctrl + C.)")
 	return c
 }
@@ -124,6 +141,11 @@ func runRun(f *Factory, o *RunOptions) error {
 	out, err := newOutput(f, o.Global)
 	if err != nil {
 		return err
+	}
+	for _, check := range []func(*RunOptions) error{checkRunTarget, checkRunProgram, checkRunJobManager} {
+		if err := check(o); err != nil {
+			return err
+		}
 	}
 	child := f.Getenv(detachedChildEnv) == "1"
 	var report *childReport
@@ -248,10 +270,17 @@ func buildGraph(f *Factory, o *RunOptions, conf *config.Configuration, out outpu
 			job.Usage(f.IO.Out)
 			return nil, &SilentError{Code: ExitOK}
 		}
-		if errors.As(err, &u) && job.Usage != nil {
+		if errors.As(err, &u) {
+			msg := u.Msg
+			if hint := runOptionHint(o.Job, o.Args); hint != "" {
+				msg += "\n" + hint
+			}
+			if job.Usage == nil {
+				return nil, errors.New(msg)
+			}
 			var b strings.Builder
 			job.Usage(&b)
-			return nil, usageErrorf("%s\n\n%s", u.Msg, strings.TrimRight(b.String(), "\n"))
+			return nil, usageErrorf("%s\n\n%s", msg, strings.TrimRight(b.String(), "\n"))
 		}
 		return nil, err
 	}
