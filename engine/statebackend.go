@@ -126,16 +126,28 @@ func newStateBackends(c *config.Configuration, jobID, jobDir, restored string, c
 
 // lsmLocalDir is state.backend.rocksdb.localdir, else the first of
 // io.tmp.dirs, else $GFLINK_HOME/tmp.
+// A directory may be a path or a file: URI, as everywhere gflink takes one.
 func lsmLocalDir(c *config.Configuration) (string, error) {
 	if d, ok, err := RocksDBLocalDir.Lookup(c); err != nil || ok && d != "" {
-		return d, err
+		if err != nil {
+			return "", err
+		}
+		return savepoint.FilePath(d, RocksDBLocalDir.Key())
 	}
 	if ds, ok, err := IOTmpDirs.Lookup(c); err != nil {
 		return "", err
 	} else if ok {
-		for _, d := range strings.FieldsFunc(ds, func(r rune) bool { return r == ',' || r == os.PathListSeparator }) {
-			if d = strings.TrimSpace(d); d != "" {
-				return d, nil
+		// Flink separates the directories with ',' or the path list
+		// separator (':'), which a file: URI's own ':' must survive.
+		for _, part := range strings.Split(ds, ",") {
+			dirs := []string{part}
+			if !strings.HasPrefix(strings.TrimSpace(part), "file:") {
+				dirs = strings.Split(part, string(os.PathListSeparator))
+			}
+			for _, d := range dirs {
+				if d = strings.TrimSpace(d); d != "" {
+					return savepoint.FilePath(d, IOTmpDirs.Key())
+				}
 			}
 		}
 	}

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"github.com/gflink/gflink/engine/config"
 	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gflink/gflink/savepoint"
@@ -31,5 +33,27 @@ func TestClaimedShared(t *testing.T) {
 	}
 	if got := claimedShared(old, h, "/elsewhere/fedcba9876543210fedcba9876543210"); len(got) != 0 {
 		t.Errorf("from another base directory: claimed %v; want nothing", got)
+	}
+}
+
+// TestLSMLocalDirTakesFileURIs: state.backend.rocksdb.localdir and
+// io.tmp.dirs take paths and file: URIs (file:///x once made ./file:/x).
+func TestLSMLocalDirTakesFileURIs(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{"state.backend.rocksdb.localdir", "file:///var/lsm", "/var/lsm"},
+		{"state.backend.rocksdb.localdir", "/var/lsm", "/var/lsm"},
+		{"io.tmp.dirs", "file:///tmp/a,/tmp/b", "/tmp/a"},
+		{"io.tmp.dirs", "/tmp/a:/tmp/b", "/tmp/a"},
+	} {
+		c := config.New()
+		c.SetString(tc.key, tc.value, "-D")
+		if got, err := lsmLocalDir(c); err != nil || got != tc.want {
+			t.Errorf("%s=%s: %q, %v; want %q", tc.key, tc.value, got, err, tc.want)
+		}
+	}
+	c := config.New()
+	c.SetString("state.backend.rocksdb.localdir", "hdfs:///lsm", "-D")
+	if _, err := lsmLocalDir(c); err == nil || !strings.Contains(err.Error(), "state.backend.rocksdb.localdir") {
+		t.Errorf("hdfs: %v; want an error naming the key", err)
 	}
 }

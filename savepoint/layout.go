@@ -103,8 +103,23 @@ func LocalPath(ptr string) (string, error) {
 	if ptr == "" {
 		return "", fmt.Errorf("empty checkpoint pointer")
 	}
+	return localPath(ptr, "checkpoint/savepoint path", " Either the pointer path is invalid, or the checkpoint was created by a different state backend.")
+}
+
+// FilePath is LocalPath for any path a user gives (a job's --input or
+// --output): a plain path or a file: URI, as an absolute local path. what
+// names the argument in errors.
+func FilePath(p, what string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%s is empty", what)
+	}
+	return localPath(p, what, "")
+}
+
+func localPath(ptr, what, hint string) (string, error) {
+	What := strings.ToUpper(what[:1]) + what[1:]
 	invalid := func() error {
-		return fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI. Either the pointer path is invalid, or the checkpoint was created by a different state backend.", ptr)
+		return fmt.Errorf("%s '%s' is not a valid file URI.%s", What, ptr, hint)
 	}
 	p := ptr
 	if i := strings.Index(ptr, ":"); i > 1 && !strings.ContainsAny(ptr[:i], `/\`) {
@@ -113,13 +128,13 @@ func LocalPath(ptr string) (string, error) {
 			if err != nil {
 				return "", invalid()
 			}
-			return "", fmt.Errorf("Cannot access file system for checkpoint/savepoint path '%s': gflink reads local paths and file: URIs, not the '%s' scheme.", ptr, u.Scheme)
+			return "", fmt.Errorf("Cannot access file system for %s '%s': gflink reads local paths and file: URIs, not the '%s' scheme.", what, ptr, u.Scheme)
 		}
 		p = ptr[i+1:]
 		if rest, ok := strings.CutPrefix(p, "//"); ok {
 			host, path, found := strings.Cut(rest, "/")
 			if host != "" && !strings.EqualFold(host, "localhost") {
-				return "", fmt.Errorf("Checkpoint/savepoint path '%s' is not a valid file URI: it names host '%s'; use file:/path or file:///path.", ptr, host)
+				return "", fmt.Errorf("%s '%s' is not a valid file URI: it names host '%s'; use file:/path or file:///path.", What, ptr, host)
 			}
 			p = ""
 			if found {
@@ -133,7 +148,7 @@ func LocalPath(ptr string) (string, error) {
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return "", fmt.Errorf("Cannot access file system for checkpoint/savepoint path '%s'.", ptr)
+		return "", fmt.Errorf("Cannot access file system for %s '%s'.", what, ptr)
 	}
 	return abs, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gflink/gflink/savepoint"
 	"io"
 	"math"
 	"net/url"
@@ -250,6 +251,29 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 	if o.Generate != 0 && len(o.Inputs) > 0 {
 		return o, &UsageError{Msg: "wordcount: use --input or --generate, not both"}
 	}
+	// Files may be given as paths or file: URIs (file:///x), as everywhere
+	// gflink takes a path; other URIs are inputs and outputs of their own.
+	for i, in := range o.Inputs {
+		if isFileArg(in) {
+			p, err := savepoint.FilePath(in, "--input")
+			if err != nil {
+				return o, &UsageError{Msg: "wordcount: " + err.Error()}
+			}
+			o.Inputs[i] = p
+		}
+	}
+	for _, f := range []struct {
+		name string
+		p    *string
+	}{{"--output", &o.Output}, {"--upsert", &o.Upsert}} {
+		if *f.p != "" && isFileArg(*f.p) {
+			p, err := savepoint.FilePath(*f.p, f.name)
+			if err != nil {
+				return o, &UsageError{Msg: "wordcount: " + err.Error()}
+			}
+			*f.p = p
+		}
+	}
 	if o.Distinct <= 0 {
 		return o, &UsageError{Msg: "wordcount: --distinct must be > 0"}
 	}
@@ -374,6 +398,16 @@ func WordCount() Job {
 // kafkaCheckTimeout bounds the metadata request that checks a Kafka input
 // before the job is submitted.
 const kafkaCheckTimeout = 10 * time.Second
+
+// isFileArg reports whether an --input or --output is a URI to turn into a
+// file's path: a file: URI, or one of a scheme gflink does not read (which
+// FilePath refuses by name) — not a Kafka topic, a socket, or a plain path
+// (kept as given).
+func isFileArg(a string) bool {
+	i := strings.Index(a, ":")
+	uri := i > 1 && !strings.ContainsAny(a[:i], `/\`)
+	return uri && !kafka.IsURI(a) && !strings.HasPrefix(a, "socket://")
+}
 
 // kafkaInput is the Kafka source an --input kafka://... URI names, checked
 // against the brokers: an unreachable broker or a missing topic is an

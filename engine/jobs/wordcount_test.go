@@ -238,3 +238,26 @@ func TestWordCountRateArgs(t *testing.T) {
 		t.Errorf("--rate NaN: %v must name the value", err)
 	}
 }
+
+// TestWordCountFileURIs: files may be given as file: URIs wherever a path
+// is; --output file:///x once wrote into ./file:/x.
+func TestWordCountFileURIs(t *testing.T) {
+	o, err := ParseWordCountArgs([]string{"--input", "file:///data/a.txt", "--input", "file:/data/b%20c.txt", "--input", "rel.txt", "--output", "file:///out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/data/a.txt", "/data/b c.txt", "rel.txt"}; !slices.Equal(o.Inputs, want) || o.Output != "/out" {
+		t.Errorf("inputs %q, output %q; want %q and /out", o.Inputs, o.Output, want)
+	}
+	if o, err := ParseWordCountArgs([]string{"--upsert", "file://localhost/t.tsv"}); err != nil || o.Upsert != "/t.tsv" {
+		t.Errorf("--upsert file://localhost/t.tsv: %q, %v", o.Upsert, err)
+	}
+	for arg, want := range map[string]string{
+		"hdfs:///x":        "not the 'hdfs' scheme",
+		"file://nas/share": "it names host 'nas'",
+	} {
+		if _, err := ParseWordCountArgs([]string{"--output", arg}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--output %s: %v; want an error saying %q", arg, err, want)
+		}
+	}
+}
