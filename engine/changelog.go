@@ -36,7 +36,7 @@ var (
 				WithDefault(ChangelogStorageMemory).WithDeprecatedKeys("state.backend.changelog.storage").
 				WithDescription("Where the changelog goes: filesystem (files under state.changelog.dstl.dfs.base-path) or memory (this process's memory, for tests: checkpoints are lost with the process).")
 	ChangelogBasePath = config.String("state.changelog.dstl.dfs.base-path").WithDeprecatedKeys("dstl.dfs.base-path").
-				WithAccepted("a directory, as a path or a file: URI").
+				WithCheck(checkLocalDir).WithAccepted("a directory, as a path or a file: URI").
 				WithDescription("Where filesystem changelog storage writes its files: <base-path>/<jobId>/dstl/.")
 	ChangelogMaterializeInterval = config.Duration("state.changelog.periodic-materialize.interval").WithDefault(10 * time.Minute).
 					WithDeprecatedKeys("state.backend.changelog.periodic-materialize.interval").
@@ -166,6 +166,10 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		return nil, warnings, nil
 	}
 	if cp.Storage != checkpoint.StorageFilesystem {
+		if _, set, _ := checkpoint.StorageOption.Lookup(c); set {
+			return nil, nil, fmt.Errorf("state.changelog.enabled: true needs checkpoint storage 'filesystem', where materialized state is written, but %s is %s (from %s): set it to filesystem with execution.checkpointing.dir, or turn the changelog off",
+				checkpoint.StorageOption.Key(), cp.Storage, checkpoint.StorageOption.Origin(c))
+		}
 		return nil, nil, fmt.Errorf("state.changelog.enabled: true needs checkpoint storage 'filesystem', where materialized state is written: set execution.checkpointing.dir (or state.checkpoints.dir)")
 	}
 	switch cc.storage {
@@ -173,15 +177,24 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		if base == "" {
 			return nil, nil, fmt.Errorf("state.changelog.storage: filesystem needs a directory for the log: set state.changelog.dstl.dfs.base-path (old key dstl.dfs.base-path), e.g. to a directory beside execution.checkpointing.dir")
 		}
-		p, err := savepoint.LocalPath(base)
+		p, err := savepoint.FilePath(base, "directory") // checked by the option
 		if err != nil {
-			return nil, nil, &config.ValueError{Key: "state.changelog.dstl.dfs.base-path", Value: base, Err: err}
+			return nil, nil, err
 		}
 		cc.dir = filepath.Join(p, jobID, changelog.DirName)
 	case ChangelogStorageMemory:
 		warnings = append(warnings, "state.changelog.storage: memory keeps the changelog in this process's memory, for tests: its checkpoints restore within this process (failover) but are lost with it. Use state.changelog.storage: filesystem and state.changelog.dstl.dfs.base-path for checkpoints that outlive the process.")
 	}
 	return cc, warnings, nil
+}
+
+// checkLocalDir accepts a directory given as a path or a file: URI.
+func checkLocalDir(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, err := savepoint.FilePath(s, "directory")
+	return err
 }
 
 // init creates the log's directory.

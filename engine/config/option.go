@@ -138,10 +138,25 @@ func (o *Option[T]) Origin(c *Configuration) Origin {
 	return Origin{}
 }
 
-// Check implements AnyOption.
+// Check implements AnyOption. Every key the option is set under is
+// checked, deprecated ones too: a bad value under an old key is a mistake
+// even where the current key overrides it (Flink would ignore it quietly).
 func (o *Option[T]) Check(c *Configuration) error {
-	_, _, err := o.Lookup(c)
-	return err
+	var errs []error
+	for _, key := range o.keys() {
+		v, ok := c.Get(key)
+		if !ok {
+			continue
+		}
+		parsed, err := o.parse(strings.TrimSpace(v.Raw))
+		if err == nil && o.check != nil {
+			err = o.check(parsed)
+		}
+		if err != nil {
+			errs = append(errs, &ValueError{Key: key, Value: v.Raw, Origin: v.Origin, Accepted: o.accepted, Err: err})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // UsesDeprecatedKey implements AnyOption.

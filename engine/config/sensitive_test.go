@@ -65,3 +65,19 @@ func TestValueErrorMasksSecrets(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestDeprecatedKeyIsCheckedToo: a bad value under a deprecated key is an
+// error even when the current key is also set (and wins).
+func TestDeprecatedKeyIsCheckedToo(t *testing.T) {
+	opt := Duration("execution.checkpointing.interval").WithDeprecatedKeys("execution.checkpointing.interval-old")
+	c := New()
+	c.SetString("execution.checkpointing.interval", "10 s", "-D")
+	c.SetString("execution.checkpointing.interval-old", "often", "-D")
+	if v, err := opt.Get(c); err != nil || v.Seconds() != 10 {
+		t.Fatalf("Get: %v, %v; want the current key's 10 s", v, err)
+	}
+	err := Validate(c, []AnyOption{opt})
+	if err == nil || !strings.Contains(err.Error(), "'execution.checkpointing.interval-old'") || !strings.Contains(err.Error(), "'often'") {
+		t.Fatalf("Validate: %v; want an error naming the deprecated key and its value", err)
+	}
+}
