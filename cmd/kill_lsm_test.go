@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"syscall"
 	"testing"
@@ -208,9 +209,14 @@ func runRocksDBDetached(t *testing.T, dir string, conf ...string) string {
 	if err != nil {
 		t.Fatalf("run -d: %v", err)
 	}
-	out = bytes.TrimSpace(out)
-	return string(out[bytes.LastIndexByte(out, ' ')+1:])
+	m := submittedJobID.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("run -d printed no job id:\n%s", out)
+	}
+	return string(m[1])
 }
+
+var submittedJobID = regexp.MustCompile(`Job has been submitted with JobID ([0-9a-f]{32})`)
 
 // restoreRetained restores every complete chk-N of jobDir on its own, with
 // `gflink run <args> -s chk-N wordcount --input words.txt` (args says what
