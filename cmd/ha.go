@@ -19,7 +19,12 @@ import (
 )
 
 // haConfig reads high availability for run and checks what it needs of the
-// rest of the configuration: nil when it is off.
+// rest of the configuration: nil when it is off. As in Flink, HA does not
+// need execution.checkpointing.dir: without one, checkpoints go to the
+// cluster's storage in high-availability.storageDir, which every process
+// of the cluster reads (Flink keeps the checkpoints' metadata there). An
+// explicit jobmanager (in-memory) storage is refused: a standby could not
+// read what a dead leader kept in its memory.
 func haConfig(conf *config.Configuration, log *slog.Logger) (*ha.Config, error) {
 	cfg, err := ha.ConfigFrom(conf)
 	if err != nil || cfg == nil {
@@ -32,8 +37,15 @@ func haConfig(conf *config.Configuration, log *slog.Logger) (*ha.Config, error) 
 	switch {
 	case !cp.Enabled():
 		log.Warn("High availability is on but checkpointing is off (execution.checkpointing.interval): a standby that takes the job over starts it from the beginning.")
-	case cp.Storage != checkpoint.StorageFilesystem:
-		return nil, fmt.Errorf("high-availability.type ZOOKEEPER needs checkpoints every process of the cluster can read: set execution.checkpointing.dir (filesystem checkpoint storage) to a directory they share")
+	case cp.Storage == checkpoint.StorageFilesystem:
+	default:
+		if _, set, _ := checkpoint.StorageOption.Lookup(conf); set {
+			return nil, fmt.Errorf("high-availability.type ZOOKEEPER needs checkpoints every process of the cluster can read, but %s is jobmanager (from %s): a standby cannot read what a dead leader kept in memory. Set it to filesystem (with execution.checkpointing.dir on storage they share), or leave both unset to keep checkpoints in high-availability.storageDir",
+				checkpoint.StorageOption.Key(), checkpoint.StorageOption.Origin(conf))
+		}
+		dir := cfg.CheckpointDir()
+		conf.SetString(checkpoint.Dir.Key(), dir, "high-availability.storageDir")
+		log.Info(fmt.Sprintf("Checkpoints go to %s, in high-availability.storageDir, where every process of cluster %s reads them (execution.checkpointing.dir is not set).", dir, cfg.ClusterID))
 	}
 	return cfg, nil
 }

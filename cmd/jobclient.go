@@ -113,7 +113,7 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 	}
 	s := &session{timeout: timeout, conf: conf}
 	reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
-	haCfg, err := ha.ConfigFrom(conf)
+	haCfg, err := ha.ClientConfigFrom(conf)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ type listedJob struct {
 // highAvailabilityOn says whether the configuration has high
 // availability: list then asks the leader found through ZooKeeper.
 func highAvailabilityOn(conf *config.Configuration) (bool, error) {
-	cfg, err := ha.ConfigFrom(conf)
+	cfg, err := ha.ClientConfigFrom(conf)
 	return cfg != nil, err
 }
 

@@ -167,6 +167,10 @@ type Config struct {
 
 func (c *Config) clusterStorage() string { return filepath.Join(c.StorageDir, c.ClusterID) }
 
+// CheckpointDir is where the cluster's checkpoints go when
+// execution.checkpointing.dir is not set: in its private storage.
+func (c *Config) CheckpointDir() string { return filepath.Join(c.clusterStorage(), "checkpoints") }
+
 // jobResultDir is Flink's job-result-store.storage-path default.
 func (c *Config) jobResultDir() string {
 	return filepath.Join(c.StorageDir, "job-result-store", c.ClusterID)
@@ -198,7 +202,7 @@ func ConfigFrom(c *config.Configuration) (*Config, error) {
 		return nil, err
 	}
 	if storage == "" {
-		return nil, fmt.Errorf("high-availability.storageDir is not set: high availability needs a directory every process of the cluster can write (job graph, job results), e.g. -Dhigh-availability.storageDir=/shared/gflink/ha")
+		return nil, errNoStorageDir
 	}
 	local, err := savepoint.LocalPath(storage)
 	if err != nil {
@@ -232,6 +236,23 @@ func ConfigFrom(c *config.Configuration) (*Config, error) {
 	}
 	cfg.JobID = strings.ToLower(cfg.JobID)
 	return cfg, nil
+}
+
+// errNoStorageDir is ConfigFrom's error for a missing storageDir: the
+// cluster's processes and the CLI need it for different reasons, which
+// ClientConfigFrom explains.
+var errNoStorageDir = errors.New("high-availability.storageDir is not set: high availability needs a directory every process of the cluster can write (the cluster's secret, job graph, job results, and checkpoints unless execution.checkpointing.dir is set), e.g. -Dhigh-availability.storageDir=/shared/gflink/ha")
+
+// ClientConfigFrom is ConfigFrom for the CLI (list, savepoint, stop,
+// cancel, checkpoint without -m), whose need of storageDir differs from a
+// cluster process's: Flink's client finds the leader with the quorum
+// alone, gflink's also reads the cluster's secret there.
+func ClientConfigFrom(c *config.Configuration) (*Config, error) {
+	cfg, err := ConfigFrom(c)
+	if errors.Is(err, errNoStorageDir) {
+		return nil, errors.New("high-availability.storageDir is not set. With high availability, the CLI finds the job's leader in ZooKeeper (high-availability.zookeeper.quorum, under high-availability.zookeeper.path.root and high-availability.cluster-id) and authenticates — to ZooKeeper, whose znodes only the cluster's processes can read, and to the leader's REST endpoint — with the cluster's secret, kept in high-availability.storageDir. Give the CLI the same high-availability.storageDir, high-availability.cluster-id and high-availability.zookeeper.path.root as the cluster's processes (in flink-conf.yaml or with -D), and run it as their user.")
+	}
+	return cfg, err
 }
 
 // checkSASL refuses a configuration that asks for SASL (Kerberos)

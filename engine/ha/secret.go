@@ -96,6 +96,9 @@ func loadSecret(cfg *Config, create bool) (*Secret, error) {
 			}
 		}
 		if err := vfs.CheckPrivate(vfs.Default, d.path, d.what); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, notStarted(cfg, d.path)
+			}
 			return nil, storageError(err)
 		}
 	}
@@ -115,7 +118,7 @@ func loadSecret(cfg *Config, create bool) (*Secret, error) {
 			return nil, storageError(err)
 		}
 		if !create {
-			return nil, fmt.Errorf("read the cluster's secret: %s does not exist: no process of cluster %s has started with high-availability.storageDir %s", name, cfg.ClusterID, cfg.StorageDir)
+			return nil, notStarted(cfg, name)
 		}
 		root := make([]byte, 32)
 		rand.Read(root)
@@ -139,6 +142,11 @@ func loadSecret(cfg *Config, create bool) (*Secret, error) {
 		}
 		return &Secret{root: root}, nil
 	}
+}
+
+// notStarted: the cluster's storage lacks what its first process makes.
+func notStarted(cfg *Config, missing string) error {
+	return fmt.Errorf("read the cluster's secret: %s does not exist: no process of cluster %s has started with high-availability.storageDir %s", missing, cfg.ClusterID, cfg.StorageDir)
 }
 
 func storageError(err error) error { return fmt.Errorf("high-availability.storageDir: %w", err) }
