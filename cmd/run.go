@@ -331,7 +331,7 @@ func resolveRestore(fsys vfs.FS, conf *config.Configuration, log *slog.Logger) (
 		return nil, err
 	}
 	if err := restore.VerifyStateFiles(fsys, resolved.Dir, resolved.Metadata); err != nil {
-		return nil, fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w", path, err)
+		return nil, fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w\nNothing was restored. Restore from an earlier checkpoint (-s <the job's checkpoint directory> takes the newest intact one) or a savepoint.", path, err)
 	}
 	src := &restoreSource{Resolved: resolved}
 	src.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"io"
 	"io/fs"
 	"os"
@@ -778,7 +779,7 @@ func incrementalRatio(scratch string) {
 // completed.
 func changelogRatios(scratch string) {
 	durs := map[bool][]float64{}
-	var thr, rec, disk []float64
+	var thr, rec, disk, replay, budget []float64
 	for r := range *rounds {
 		el := map[bool]float64{}
 		for _, on := range []bool{r%2 == 0, r%2 != 0} {
@@ -834,6 +835,18 @@ func changelogRatios(scratch string) {
 		}
 		rec = append(rec, median(times[true])/median(times[false]))
 		disk = append(disk, float64(bytes[true])/float64(bytes[false]))
+		// What the log costs to replay: the restore's time beyond a plain
+		// one, per million records replayed, and from it the
+		// materialization interval that keeps the replay within a second
+		// at this run's rate of changes (one record per word).
+		records := logRecords(chks[true])
+		extraMS := (median(times[true]) - median(times[false])) * 1000
+		perM := extraMS / (float64(records) / 1e6)
+		rate := float64(*words) / el[true]
+		replay = append(replay, perM)
+		budget = append(budget, 1000/(perM*rate/1e6))
+		fmt.Printf("# round %d: %d log records replayed, %.0f ms beyond a plain restore: %.1f ms per million; at %.1f M changes/s, materializing every %.1f s keeps the replay within 1 s\n",
+			r+1, records, extraMS, perM, rate/1e6, budget[len(budget)-1])
 		fmt.Printf("# round %d: recovery until RUNNING %s with the changelog, %s without; on disk %d MB with, %d MB without\n",
 			r+1, ms(times[true]), ms(times[false]), bytes[true]>>20, bytes[false]>>20)
 	}
@@ -849,6 +862,29 @@ func changelogRatios(scratch string) {
 	report("RCL_THROUGHPUT", thr)
 	report("RCL_RECOVERY", rec)
 	report("RCL_DISK", disk)
+	report("RCL_REPLAY_MS_PER_M", replay)
+	report("RCL_INTERVAL_FOR_1S", budget)
+}
+
+// logRecords counts the changelog records a checkpoint's restore replays:
+// those of every log file of every subtask, up to the size it covers.
+func logRecords(chk string) int64 {
+	resolved, err := restore.Resolve(vfs.Default, chk)
+	check(err)
+	var n int64
+	for _, op := range resolved.Metadata.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed == nil || st.Keyed.Changelog == nil {
+				continue
+			}
+			for _, f := range st.Keyed.Changelog.Log {
+				data, err := changelog.ReadFile(vfs.Default, f.Path)
+				check(err)
+				check(changelog.Parse(data, f.Size, f.Path, func(changelog.Record) error { n++; return nil }))
+			}
+		}
+	}
+	return n
 }
 
 // runCollecting runs word count with checkpoints to its end and returns
