@@ -823,6 +823,7 @@ func changelogRatios(scratch string) {
 				}
 			}
 		}
+		records := logRecords(chks[true]) // before the checkpoints go
 		for _, d := range dirs {
 			os.RemoveAll(d)
 		}
@@ -839,7 +840,6 @@ func changelogRatios(scratch string) {
 		// one, per million records replayed, and from it the
 		// materialization interval that keeps the replay within a second
 		// at this run's rate of changes (one record per word).
-		records := logRecords(chks[true])
 		extraMS := (median(times[true]) - median(times[false])) * 1000
 		perM := extraMS / (float64(records) / 1e6)
 		rate := float64(*words) / el[true]
