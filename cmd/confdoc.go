@@ -2,13 +2,13 @@ package cmd
 
 import (
 	"fmt"
-	"github.com/gflink/gflink/engine/jobregistry"
 	"slices"
 	"strings"
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 )
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gflink/gflink/savepoint/vfs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // Environment variables between a detached parent and its child.

@@ -3,13 +3,13 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"github.com/gflink/gflink/engine/config"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/fatih/color"
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/olekukonko/tablewriter"

@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"net"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobregistry"
+	"github.com/gflink/gflink/internal/clitest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
@@ -85,15 +84,15 @@ func TestUIDWarnings(t *testing.T) {
 // SIGPIPE at the next write with the job left without an end state.
 func TestClosedStdoutCancelsTheJob(t *testing.T) {
 	dir := t.TempDir()
-	c := gflinkCmd(dir, "run", "wordcount", "--generate", "unbounded", "--rate", "20000")
-	r, out, stderr := startPiped(t, c)
+	c := clitest.Command(dir, "run", "wordcount", "--generate", "unbounded", "--rate", "20000")
+	r, out, stderr := clitest.StartPiped(t, c)
 	// Read the first line, then go away as head does.
 	line, err := out.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "Job has been submitted with JobID ") {
 		t.Fatalf("first line %q, %v", line, err)
 	}
 	jobID := strings.TrimSpace(strings.TrimPrefix(line, "Job has been submitted with JobID "))
-	closeWantingBrokenPipe(t, c, r, stderr)
+	clitest.CloseWantingExit(t, c, r, stderr, ExitBrokenPipe)
 	if want := "Job " + jobID + " was cancelled: its output (stdout) was closed by the reader."; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr:\n%s\nwant %q", stderr.String(), want)
 	}
@@ -121,7 +120,7 @@ func TestFailedDetachedStartLeavesNoLog(t *testing.T) {
 	}
 	defer l.Close()
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	c := gflinkCmd(dir, "run", "-d", "-Drest.bind-address=127.0.0.1", "-Drest.bind-port="+port, "wordcount")
+	c := clitest.Command(dir, "run", "-d", "-Drest.bind-address=127.0.0.1", "-Drest.bind-port="+port, "wordcount")
 	out, err := c.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != ExitFailure || !strings.Contains(string(out), "address already in use") {
@@ -133,34 +132,5 @@ func TestFailedDetachedStartLeavesNoLog(t *testing.T) {
 	}
 	for _, de := range des {
 		t.Errorf("left behind: log/%s", de.Name())
-	}
-}
-
-// startPiped starts c with its stdout a pipe the test reads, as `| head`
-// would, and its stderr collected.
-func startPiped(t *testing.T, c *exec.Cmd) (*os.File, *bufio.Reader, *bytes.Buffer) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	c.Stdout, c.Stderr = w, &stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	return r, bufio.NewReader(r), &stderr
-}
-
-// closeWantingBrokenPipe closes the reading end of c's stdout, as head does
-// once it has its lines, and wants c to end with exit 141.
-func closeWantingBrokenPipe(t *testing.T, c *exec.Cmd, r *os.File, stderr *bytes.Buffer) {
-	t.Helper()
-	r.Close()
-	err := c.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != ExitBrokenPipe {
-		t.Fatalf("gflink ended with %v; want exit %d\n%s", err, ExitBrokenPipe, stderr.String())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -111,8 +112,8 @@ func TestScriptsChangelog(t *testing.T) {
 // what inspect says of a checkpoint names backend; replace lists further
 // old, new pairs of script text.
 func rerunScripts(t *testing.T, conf, backend, proof string, replace ...string) {
-	if testing.Short() {
-		t.Skip("-short: the scripts run once, with the default backend")
+	if testutil.Quick() {
+		t.Skip("-short or -race: the scripts run once, with the default backend (the plain run repeats them on every backend)")
 	}
 	confDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(confDir, "config.yaml"), []byte(conf), 0o600); err != nil {
@@ -153,6 +154,7 @@ func scriptParams(dir string, setup func(*testscript.Env)) testscript.Params {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"code":          cmdCode,
+			"waitchk":       cmdWaitChk,
 			"finalcounts":   cmdFinalCounts,
 			"wcexpect":      cmdWCExpect,
 			"genwords":      cmdGenWords,
@@ -312,7 +314,7 @@ func cmdGenWords(ts *testscript.TestScript, neg bool, args []string) {
 
 // waitfile glob waits (up to 60 s) until the glob matches a file.
 func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := testutil.Deadline(60 * time.Second)
 	for {
 		m, _ := filepath.Glob(ts.MkAbs(args[0]))
 		if len(m) > 0 {
@@ -320,6 +322,34 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if time.Now().After(deadline) {
 			ts.Fatalf("%s did not appear within 60 s", args[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitchk DIR N waits until DIR (a job's checkpoint directory) holds a
+// complete checkpoint numbered N or higher. Not chk-N itself: with one
+// checkpoint retained, each lives only until the next completes, and a
+// loaded machine can let the poll miss it.
+func cmdWaitChk(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: waitchk DIR N")
+	}
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil {
+		ts.Fatalf("waitchk: %v", err)
+	}
+	deadline := testutil.Deadline(60 * time.Second)
+	for {
+		ids, _ := restore.CheckpointIDs(vfs.Default, ts.MkAbs(args[0]))
+		for _, id := range ids {
+			meta := filepath.Join(ts.MkAbs(args[0]), fmt.Sprintf("chk-%d", id), "_metadata")
+			if _, err := os.Stat(meta); err == nil && id >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no checkpoint numbered %d or higher completed in %s within 60 s (scaled)", n, args[0])
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -378,7 +408,7 @@ func cmdJSONGet(ts *testscript.TestScript, neg bool, args []string) {
 // in STATE.
 func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 	reg := jobregistry.NewRegistry(ts.Getenv("GFLINK_HOME"))
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := testutil.Deadline(60 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
 		if e, err := reg.Get(args[0]); err == nil {
@@ -421,7 +451,7 @@ func dumpJob(ts *testscript.TestScript, reg *jobregistry.Registry, jobID string)
 	if p, err := os.FindProcess(e.PID); live && err == nil && p.Signal(syscall.SIGQUIT) == nil {
 		// The dump is written before the process exits (it may stay a
 		// zombie, which Alive counts as gone).
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && reg.Alive(e.PID); {
+		for deadline := testutil.Deadline(10 * time.Second); time.Now().Before(deadline) && reg.Alive(e.PID); {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -454,7 +484,7 @@ func cmdHashDir(ts *testscript.TestScript, neg bool, args []string) {
 
 // waitgone path waits (up to 60 s) until path no longer exists.
 func cmdWaitGone(ts *testscript.TestScript, neg bool, args []string) {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := testutil.Deadline(60 * time.Second)
 	for {
 		if _, err := os.Stat(ts.MkAbs(args[0])); errors.Is(err, os.ErrNotExist) {
 			return
@@ -493,7 +523,7 @@ func cmdKillJob(ts *testscript.TestScript, neg bool, args []string) {
 	p, err := os.FindProcess(e.PID)
 	ts.Check(err)
 	ts.Check(p.Kill())
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for reg.Alive(e.PID) && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 	}

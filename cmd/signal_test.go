@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/gflink/gflink/internal/clitest"
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // TestListAndCancelSkipAFIFOInTheRegistry: a FIFO named like a registry
@@ -22,7 +25,7 @@ func TestListAndCancelSkipAFIFOInTheRegistry(t *testing.T) {
 		t.Skipf("cannot make a FIFO here: %v", err)
 	}
 	for _, args := range [][]string{{"list", "-a"}, {"cancel", id}, {"savepoint", id, dir}} {
-		c := gflinkCmd(dir, args...)
+		c := clitest.Command(dir, args...)
 		var out bytes.Buffer
 		c.Stdout, c.Stderr = &out, &out
 		if err := c.Start(); err != nil {
@@ -38,7 +41,7 @@ func TestListAndCancelSkipAFIFOInTheRegistry(t *testing.T) {
 			if args[0] != "list" && !strings.Contains(out.String(), "not found") && !strings.Contains(out.String(), "not a regular file") {
 				t.Errorf("gflink %s: %v\n%s; want the job reported not found", args[0], err, out.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-testutil.After(30 * time.Second):
 			c.Process.Kill()
 			<-done
 			t.Fatalf("gflink %s hung on a FIFO in the registry:\n%s", strings.Join(args, " "), out.String())

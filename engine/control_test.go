@@ -14,6 +14,7 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -76,7 +77,7 @@ func waitResult(t *testing.T, ch <-chan engine.SnapshotResult) engine.SnapshotRe
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(60 * time.Second):
+	case <-testutil.After(60 * time.Second):
 		t.Fatal("no result within 60 s")
 		return engine.SnapshotResult{}
 	}
@@ -283,7 +284,7 @@ func TestMaterializationStartsAfterACheckpoint(t *testing.T) {
 	j := fileSinkJob(t, r, t.TempDir())
 	defer func() { j.Cancel(); j.Wait() }()
 	waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for n := 1; ; n++ {
 		ch, err := j.TriggerCheckpoint(false)
 		if err != nil {

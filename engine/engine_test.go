@@ -24,6 +24,7 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -166,7 +167,7 @@ func (r wcRun) run(t *testing.T) (engine.JobResult, string) {
 	select {
 	case res := <-done:
 		return res, out.String()
-	case <-time.After(60 * time.Second):
+	case <-testutil.After(60 * time.Second):
 		j.Cancel()
 		<-done
 		tail := ""
@@ -590,7 +591,7 @@ func TestCancelAppliesRetention(t *testing.T) {
 // waitFor polls cond until it holds, failing after a deadline.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 30 s")
@@ -934,8 +935,8 @@ func rerunTests(t *testing.T, what string, jobManager bool, flags ...string) {
 	if *stateBackend != "" || *stateChangelog || *unaligned {
 		t.Skip("running on a chosen backend already")
 	}
-	if testing.Short() {
-		t.Skip("-short: the engine tests run once, on hashmap")
+	if testutil.Quick() {
+		t.Skip("-short or -race: the engine tests run once, on hashmap (the plain run repeats them on every backend)")
 	}
 	tests := []string{"TestWordCountWithoutFailures", "TestExactlyOnceUnderInjectedFailures", "TestAtLeastOnceNeverCountsLess",
 		"TestNoRestartStrategyFailsTheJob", "TestRetainedCheckpointRestores", "TestRestoredCheckpointIDsContinue",

@@ -17,6 +17,7 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
@@ -193,7 +194,7 @@ func (s schedule) run() (o outcome, err error) {
 	select {
 	case <-j.Done():
 		res = j.Wait()
-	case <-time.After(60 * time.Second):
+	case <-testutil.After(60 * time.Second):
 		j.Cancel()
 		j.Wait()
 		return o, fmt.Errorf("the job did not finish within 60 s")
@@ -273,9 +274,9 @@ func partUpdates(dir string) (map[string]int, error) {
 // every `go test`.
 func TestPropertyEndToEnd(t *testing.T) {
 	n := *propSchedules
-	if testing.Short() && !flagSet("prop.schedules") {
-		// -short (CI's race-detector run, about ten times slower): a
-		// tenth of the schedules.
+	if testutil.Quick() && !flagSet("prop.schedules") {
+		// -short, or the race detector (about ten times slower): a tenth
+		// of the schedules.
 		n /= 10
 	}
 	seeds := make([]int64, 0, n)

@@ -1,12 +1,12 @@
 package engine
 
 import (
-	"github.com/gflink/gflink/engine/config"
 	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/savepoint"
 )
 

@@ -8,12 +8,12 @@ package restore
 import (
 	"errors"
 	"fmt"
-	"github.com/gflink/gflink/savepoint/changelog"
 	"io/fs"
 	"path/filepath"
 	"slices"
 
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/testutil"
 	"pgregory.net/rapid"
 )
 
@@ -15,7 +16,7 @@ import (
 func pollUntil(t *testing.T, r engine.SourceReader[string], want int) []string {
 	t.Helper()
 	var c sliceCollector
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := testutil.Deadline(5 * time.Second)
 	for len(c.out) < want && time.Now().Before(deadline) {
 		st, err := r.PollNext(&c)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha/zktest"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -68,7 +69,7 @@ func snapshotDir(t *testing.T, name string) string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := testutil.Deadline(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, d)
@@ -257,7 +258,7 @@ func TestFencing(t *testing.T) {
 	var l2 *Leadership
 	select {
 	case l2 = <-won:
-	case <-time.After(10 * time.Second):
+	case <-testutil.After(10 * time.Second):
 		t.Fatal("the standby did not take over within 10 s of a 1 s session timeout")
 	}
 	j2, err := l2.ForJob("job")
@@ -454,6 +455,9 @@ func TestStandbyKeepsItsPlaceThroughABlip(t *testing.T) {
 	}
 	standbyCfg := *cfg
 	standbyCfg.Servers = []string{px.l.Addr().String()}
+	// A session long enough that the blip is well within it, however
+	// loaded the machine (the test is about a blip, not an expiry).
+	standbyCfg.SessionTimeout = testutil.Scale(4 * time.Second)
 	standby := connect(t, &standbyCfg)
 	type won struct {
 		l   *Leadership
@@ -489,7 +493,7 @@ func TestStandbyKeepsItsPlaceThroughABlip(t *testing.T) {
 		if err := w.l.LostCause(); err != nil {
 			t.Errorf("the new leader is not leading: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-testutil.After(10 * time.Second):
 		t.Fatal("the standby did not take over within 10 s of the leader closing its session")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // jid makes a job id of a short name, for readable tests.
@@ -225,7 +227,7 @@ func TestZombieIsNotAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not reaped yet: wait (with a deadline) until /proc says it exited.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testutil.Deadline(10 * time.Second)
 	for !zombie(pid) {
 		if time.Now().After(deadline) {
 			t.Fatal("the killed child never became a zombie")

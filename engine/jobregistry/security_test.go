@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // TestForgedJIDTouchesNothingOutside: an entry whose jid is a path (a
@@ -92,7 +94,7 @@ func TestFIFOInTheRegistryDoesNotHang(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-testutil.After(10 * time.Second):
 			// Unblock the reader so the test can end, then fail.
 			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 				w.Close()

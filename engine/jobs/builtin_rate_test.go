@@ -10,6 +10,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -55,7 +56,7 @@ func TestBuiltinTextRateStopAndRestore(t *testing.T) {
 	args := []string{"--rate", "200"} // ~1.4 s for the soliloquy's ~280 words
 	out1 := &lockedBuffer{}
 	j := submitWordCount(t, args, nil, out1)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for out1.String() == "" || j.Status() != engine.StatusRunning {
 		if time.Now().After(deadline) {
 			t.Fatal("no output within 30 s")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gflink/gflink/savepoint"
 	"io"
 	"math"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/connectors/kafka"
+	"github.com/gflink/gflink/savepoint"
 )
 
 // WordCountRecord is one update of the word count: the word's count so far.

@@ -24,6 +24,7 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/connectors"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -182,7 +183,7 @@ func get(t *testing.T, base, path string) (int, []byte) {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 30 s")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -197,7 +198,7 @@ func TestHardening(t *testing.T) {
 			"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"+savepointBody[:10])
 		// The server must close the connection; the deadline only keeps a
 		// broken server from hanging the test.
-		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		conn.SetReadDeadline(testutil.Deadline(30 * time.Second))
 		_, err = io.ReadAll(bufio.NewReader(conn))
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -519,7 +520,7 @@ func configWith(kv map[string]string) *config.Configuration {
 // waitRunning waits, up to a deadline, until j is RUNNING.
 func waitRunning(t *testing.T, j *engine.Job) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testutil.Deadline(20 * time.Second)
 	for j.Status() != engine.StatusRunning {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job is %s, not RUNNING, after 20 s", j.Status())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -59,7 +60,7 @@ func newCLHarness(t testing.TB, maxPar int, now func() time.Time, interval time.
 
 // settle waits for a running materialization and collects it.
 func (h *clHarness) settle(t testing.TB) error {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testutil.Deadline(10 * time.Second)
 	for h.b.run != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("materialization did not finish within 10 s")

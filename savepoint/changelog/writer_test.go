@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"pgregory.net/rapid"
@@ -45,7 +46,7 @@ func files(t tb, w *changelog.Writer, from, to int64) ([]changelog.File, error) 
 	select {
 	case r := <-ch:
 		return r.fs, r.err
-	case <-time.After(waitLimit):
+	case <-testutil.After(waitLimit):
 		t.Fatalf("Files(%d, %d) did not return within %v", from, to, waitLimit)
 		return nil, nil
 	}
@@ -373,7 +374,7 @@ func (k *watchSink) Close() error {
 // waitFor waits until cond (called with s.mu held) holds.
 func (s *watchStorage) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(waitLimit)
+	deadline := testutil.After(waitLimit)
 	for {
 		s.mu.Lock()
 		ok := cond()

@@ -34,7 +34,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/gflink/gflink/savepoint/changelog"
 	"io"
 	"io/fs"
 	"os"
@@ -56,6 +55,7 @@ import (
 	"github.com/gflink/gflink/engine/state/lsm"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"golang.org/x/sys/unix"
 )

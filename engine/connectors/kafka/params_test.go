@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kgo"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestJobArgs(t *testing.T) {

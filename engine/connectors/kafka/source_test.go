@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -77,7 +78,7 @@ func readers(t *testing.T, src *Source, p int, items [][]byte) []engine.SourceRe
 // pollUntil polls every reader until done says so or the deadline passes.
 func pollUntil(t *testing.T, rs []engine.SourceReader[string], c *collector, within time.Duration, done func(ended int) bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := testutil.Deadline(within)
 	for {
 		ended := 0
 		for _, r := range rs {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // corruptCheckpoint writes a store of n keys as a checkpoint into dir and
@@ -104,7 +105,7 @@ func TestCorruptFileFailsTheStore(t *testing.T) {
 				case <-s.h.done:
 				case err := <-compacted:
 					t.Fatalf("the compaction of a corrupt file ended with %v before the store failed", err)
-				case <-time.After(20 * time.Second):
+				case <-testutil.After(20 * time.Second):
 					t.Fatal("no failure within 20 s of compacting a corrupt file")
 				}
 				cancel()

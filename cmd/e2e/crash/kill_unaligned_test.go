@@ -1,4 +1,4 @@
-package cmd
+package crash
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -37,7 +38,7 @@ func TestKillUnaligned(t *testing.T) {
 		}
 		// Kill once a checkpoint with records in flight is complete (a
 		// little later each time).
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := testutil.Deadline(30 * time.Second)
 		for inFlightCheckpoints(ck) == 0 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
@@ -127,7 +128,7 @@ func killAfterSourcesFinished(t *testing.T, alignedTimeout string, lines int64, 
 	// (which found 3 of 3 runs counting some words twice before that
 	// snapshot's records in flight were left out of later checkpoints).
 	total := int(lines) * 10
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for committedLines(out) < killAfter && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

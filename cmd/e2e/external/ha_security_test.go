@@ -1,4 +1,4 @@
-package cmd
+package external
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -56,7 +57,7 @@ func TestHAForgedJobGraphIsNotRun(t *testing.T) {
 	leader.cmd.Process.Kill()
 	select {
 	case <-standby.done:
-	case <-time.After(60 * time.Second):
+	case <-testutil.After(60 * time.Second):
 		t.Fatalf("the standby neither refused nor ran within 60 s:\n%s", c.logs())
 	}
 	if standby.err == nil {

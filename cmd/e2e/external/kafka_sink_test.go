@@ -1,4 +1,4 @@
-package cmd
+package external
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/gflink/gflink/engine/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -157,7 +158,7 @@ func kafkaKillAndRestore(t *testing.T, p string) {
 			t.Logf("the killed run's log:\n%s", stderr.String())
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for n := 0; n < 2000; n = len(readTopic(t, brokers, "counts", true)) {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing committed within 30 s")

@@ -1,69 +1,20 @@
-package cmd
+package crash
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine/connectors"
-	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
-
-// gflinkCmd runs this test binary as gflink.
-func gflinkCmd(dir string, args ...string) *exec.Cmd {
-	c := exec.Command(os.Args[0], args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GFLINK_AS_MAIN=1", "GFLINK_HOME="+filepath.Join(dir, ".gflink"))
-	return c
-}
-
-func writeWords(t *testing.T, path string, lines int64, distinct int) map[string]int64 {
-	t.Helper()
-	g := &connectors.WordGenerator{Distinct: distinct, Seed: 5, WordsPerLine: 10}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	want := map[string]int64{}
-	var buf []byte
-	for i := int64(0); i < lines; i++ {
-		buf = g.Line(i, buf)
-		w.Write(buf)
-		w.WriteByte('\n')
-		for _, word := range strings.Fields(string(buf)) {
-			want[word]++
-		}
-	}
-	w.Flush()
-	f.Close()
-	return want
-}
-
-func countsOf(outputs ...string) map[string]int64 {
-	m := map[string]int64{}
-	for _, out := range outputs {
-		for _, l := range strings.Split(out, "\n") {
-			if i := strings.Index(l, "> "); i > 0 && i < 4 {
-				l = l[i+2:]
-			}
-			if r, ok := jobs.ParseWordCountRecord(l); ok {
-				m[r.Word] = max(m[r.Word], r.Count)
-			}
-		}
-	}
-	return m
-}
 
 // TestKillDuringCheckpoint kills gflink with SIGKILL at varying moments
 // while it checkpoints, until a kill has caught a checkpoint half-written
@@ -92,7 +43,7 @@ func TestKillDuringCheckpoint(t *testing.T) {
 		}
 		// Wait for a first complete checkpoint, then kill a little later
 		// each attempt.
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := testutil.Deadline(30 * time.Second)
 		var jobDir string
 		for jobDir == "" && time.Now().Before(deadline) {
 			m, _ := filepath.Glob(filepath.Join(ck, "*", "chk-*", "_metadata"))
@@ -169,7 +120,7 @@ func TestKillWithFileSink(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Kill once some output has been committed (a little later each time).
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := testutil.Deadline(30 * time.Second)
 		for {
 			m, _ := filepath.Glob(filepath.Join(out, "part-*"))
 			if len(m) >= 1+i || time.Now().After(deadline) {
@@ -190,38 +141,5 @@ func TestKillWithFileSink(t *testing.T) {
 			t.Fatalf("attempt %d: restore: %v\n%s", i, err, errOut.String())
 		}
 		checkCommittedOnce(t, fmt.Sprintf("attempt %d (p=%s)", i, p), out, want)
-	}
-}
-
-// checkCommittedOnce checks that the finished part files in out hold every
-// word count update of want exactly once and nothing else.
-func checkCommittedOnce(t *testing.T, what, out string, want map[string]int64) {
-	t.Helper()
-	seen := map[string]bool{}
-	got := map[string]int64{}
-	parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
-	for _, f := range parts {
-		b, _ := os.ReadFile(f)
-		for _, l := range strings.Split(string(b), "\n") {
-			r, ok := jobs.ParseWordCountRecord(l)
-			if !ok {
-				continue
-			}
-			if seen[l] {
-				t.Fatalf("%s: %s is in the finished files twice", what, l)
-			}
-			seen[l] = true
-			got[r.Word] = max(got[r.Word], r.Count)
-		}
-	}
-	var total int64
-	for w, n := range want {
-		if got[w] != n {
-			t.Fatalf("%s: final count of %q = %d; want %d", what, w, got[w], n)
-		}
-		total += n
-	}
-	if int64(len(seen)) != total {
-		t.Fatalf("%s: %d updates in the files; want exactly %d", what, len(seen), total)
 	}
 }

@@ -1,7 +1,6 @@
-package cmd
+package external
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // lineServer serves lines to whoever connects, like nc -lk.
@@ -46,7 +47,7 @@ func newLineServer(t *testing.T) *lineServer {
 // send writes a line to every connected client once one is connected.
 func (s *lineServer) send(t *testing.T, line string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testutil.Deadline(30 * time.Second)
 	for {
 		s.mu.Lock()
 		n := len(s.conns)
@@ -73,35 +74,6 @@ func (s *lineServer) close() {
 	s.conns = nil
 	s.mu.Unlock()
 	s.wg.Wait()
-}
-
-// syncBuffer is a buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func waitOutput(t *testing.T, b *syncBuffer, want string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(b.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q not printed within 30 s:\n%s", want, b.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestSocketSourceSavepointDemo is the guide's savepoint walkthrough:

@@ -1,4 +1,4 @@
-package cmd
+package external
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/gflink/gflink/engine/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -64,7 +65,7 @@ func TestKafkaSourceStopAndRestoreAtAnotherParallelism(t *testing.T) {
 	// hold want's final counts.
 	stopWhen := func(id string, want map[string]int64) string {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := testutil.Deadline(60 * time.Second)
 		for !committedReach(out, want) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the committed counts did not reach the input's within 60 s")

@@ -1,4 +1,4 @@
-package cmd
+package external
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/ha/zktest"
+	"github.com/gflink/gflink/internal/clitest"
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // haCluster is a set of gflink processes started with the same high
@@ -97,7 +99,7 @@ func (c *haCluster) killAll() {
 // returns it.
 func (c *haCluster) leader(not *haProc, within time.Duration) *haProc {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := testutil.Deadline(within)
 	// The cluster's first process makes its secret, which the client
 	// authenticates with.
 	secret, err := ha.ReadSecret(c.cfg)
@@ -134,7 +136,7 @@ func (c *haCluster) leader(not *haProc, within time.Duration) *haProc {
 // not exit 0.
 func (c *haCluster) wait(within time.Duration) {
 	c.t.Helper()
-	deadline := time.After(within)
+	deadline := testutil.After(within)
 	c.mu.Lock()
 	procs := append([]*haProc(nil), c.procs...)
 	c.mu.Unlock()
@@ -266,7 +268,7 @@ func TestHAFencingPausedLeader(t *testing.T) {
 
 func waitForFiles(t *testing.T, pattern string, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := testutil.Deadline(within)
 	for {
 		m, _ := filepath.Glob(pattern)
 		if len(m) >= n {
@@ -326,7 +328,7 @@ func TestHASavepointAndStopFollowTheLeader(t *testing.T) {
 		return string(out)
 	}
 	jobID := c.cfg.JobID
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := testutil.Deadline(30 * time.Second); ; {
 		out := cli("list")
 		if strings.Contains(out, jobID) && strings.Contains(out, "1 standing by") {
 			break
@@ -414,7 +416,7 @@ func plantUnregisteredCheckpoint(t *testing.T, jobDir string) string {
 func TestHAClosedStdout(t *testing.T) {
 	c := newHACluster(t, "2s", "wordcount", "--generate", "unbounded", "--rate", "20000")
 	cmd := gflinkCmd(c.dir, append(append([]string{"run"}, c.flags...), c.args...)...)
-	r, out, stderr := startPiped(t, cmd)
+	r, out, stderr := clitest.StartPiped(t, cmd)
 	// Read until the job prints counts (it leads and runs), then go away.
 	for {
 		line, err := out.ReadString('\n')
@@ -427,5 +429,5 @@ func TestHAClosedStdout(t *testing.T) {
 			break
 		}
 	}
-	closeWantingBrokenPipe(t, cmd, r, stderr)
+	clitest.CloseWantingExit(t, cmd, r, stderr, exitBrokenPipe)
 }
