@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // haConfig reads high availability for run and checks what it needs of the
@@ -280,9 +282,9 @@ func (r *haRun) jobGraph(svc *ha.Services, stores *ha.JobStores) error {
 // first submission, else nothing.
 func (r *haRun) recover(svc *ha.Services) error {
 	sub := r.sub
-	cps, err := svc.Checkpoints(sub.opts.JobID)
-	if err != nil {
-		return err
+	cps, cerr := svc.Checkpoints(sub.opts.JobID)
+	if cerr != nil {
+		return cerr
 	}
 	sub.opts.Restore, sub.notices = nil, nil
 	if len(cps) == 0 {
@@ -293,7 +295,17 @@ func (r *haRun) recover(svc *ha.Services) error {
 		return nil
 	}
 	latest := cps[len(cps)-1]
-	data, err := os.ReadFile(latest.Metadata)
+	// What the seal vouches for is read from directories nobody else can
+	// change (the checkpoint storage makes them owner-only), so that the
+	// files read after the check are the ones checked.
+	err := vfs.CheckPrivate(vfs.Default, latest.Dir, "the registered checkpoint's directory")
+	if err == nil {
+		err = vfs.CheckParent(vfs.Default, filepath.Dir(latest.Dir), "the directory of the registered checkpoint")
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(latest.Metadata)
+	}
 	if err == nil {
 		err = latest.CheckMetadata(data)
 	}

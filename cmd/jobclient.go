@@ -141,6 +141,7 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 	if o.Global.JobManager != "" {
 		s.client = rest.NewClient(o.Global.JobManager)
 		s.client.Token, s.client.Prove = restToken(f, o.Global, reg, s.client.Base)
+		s.client.AllowUnproven = s.client.Prove // a registered job's, checked
 	} else if jobID != "" {
 		e, err := reg.Get(jobID)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -158,7 +159,7 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 		s.entry, s.client = e, rest.NewClient(e.Address)
 		// The entry was checked (Check), and its endpoint proves it holds
 		// the token before getting it.
-		s.client.Token, s.client.Prove = e.Token, true
+		s.client.Token, s.client.Prove, s.client.AllowUnproven = e.Token, true, true
 	}
 	s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
 	if s.entry != nil {

@@ -3,6 +3,8 @@ package cmd
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/gflink/gflink/engine/config"
 )
 
 // What Flink's CLI runs that gflink does not, and what gflink runs
@@ -71,6 +73,7 @@ var unsupportedActions = map[string]string{
 // what looks like an option of gflink run: Flink's rule (the arguments
 // after the job are the job's) is kept, and the user told where it goes.
 func runOptionHint(job string, args []string) string {
+	args = config.MaskArgs(args) // the hint repeats an argument
 	for i, a := range args {
 		opt, takesValue, ok := runOption(a)
 		if !ok {

@@ -21,8 +21,9 @@ type ValueError struct {
 
 func (e *ValueError) Error() string {
 	reason := strings.TrimSuffix(e.Err.Error(), ".")
-	if IsSensitive(e.Key) {
-		// The reason may quote the value too.
+	if IsSensitive(e.Key) && len(e.Value) >= 3 {
+		// The reason may quote the value too. (A shorter one would mask
+		// letters of the message, and is no secret.)
 		reason = strings.ReplaceAll(reason, e.Value, HiddenContent)
 	}
 	return fmt.Sprintf("Invalid value '%s' for configuration key '%s' (from %s): %s. Accepted: %s.",

@@ -61,7 +61,7 @@ func MaskArgs(args []string) []string {
 			}
 		case hasValue && IsSensitive(key):
 			out[i] = a[:len(a)-len(value)] + HiddenContent
-		case !hasValue && strings.HasPrefix(a, "--") && IsSensitive(key) && i+1 < len(args):
+		case !hasValue && key != "" && IsSensitive(key) && i+1 < len(args):
 			i++
 			out[i] = HiddenContent
 		}
@@ -82,8 +82,13 @@ func option(a string) (key, value string, hasValue bool) {
 	return strings.Cut(name, "=")
 }
 
-// maskURI masks the sensitive parameters of a URI's query.
+// uriPassword finds the password of a URI's userinfo (kafka://u:pw@host).
+var uriPassword = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:@]*:)[^/?#@]*@`)
+
+// maskURI masks a URI's password and the sensitive parameters of its
+// query.
 func maskURI(a string) string {
+	a = uriPassword.ReplaceAllString(a, "${1}"+HiddenContent+"@")
 	loc := uriQuery.FindStringIndex(a)
 	if loc == nil {
 		return a

@@ -31,12 +31,14 @@ func TestMaskArgs(t *testing.T) {
 		"--properties.sasl.jaas.config", `org.apache.kafka.common.security.scram.ScramLoginModule required username="wc" password="hunter2";`,
 		"--sasl.password=hunter2", "--token", "t0k3n", "-Dhigh-availability.zookeeper.client.digest-credentials=u:hunter2",
 		"-D", "s3.secret-key=hunter2", "-D", "s3.access-key=AKIA", "--bounded", "--group", "wc",
+		"-password", "hunter2", "kafka://wc:hunter2@b:9092/t", "-D",
 	}
 	want := []string{
 		"--input", "kafka://b:9092/lines?group=wc&sasl.password=******&properties.sasl.jaas.config=******#frag",
 		"--properties.sasl.jaas.config", "******",
 		"--sasl.password=******", "--token", "******", "-Dhigh-availability.zookeeper.client.digest-credentials=******",
 		"-D", "s3.secret-key=******", "-D", "s3.access-key=AKIA", "--bounded", "--group", "wc",
+		"-password", "******", "kafka://wc:******@b:9092/t", "-D",
 	}
 	got := MaskArgs(in)
 	if !slices.Equal(got, want) {
@@ -59,6 +61,11 @@ func TestValueErrorMasksSecrets(t *testing.T) {
 	err := opt.Check(c)
 	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), HiddenContent) {
 		t.Errorf("error %v; want the value masked", err)
+	}
+	// A value too short to be a secret leaves the message readable.
+	c.SetString("high-availability.zookeeper.client.digest-credentials", "i", "-D")
+	if err := opt.Check(c); err == nil || !strings.Contains(err.Error(), "is not user:password") {
+		t.Errorf("error %v; want the reason intact", err)
 	}
 }
 

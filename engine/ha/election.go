@@ -41,6 +41,9 @@ func (s *Services) Contend(ctx context.Context, me Candidate, standby func(ahead
 	if err := s.retry("create "+s.latchDir(), func() error { return s.ensurePath(s.latchDir()) }); err != nil {
 		return nil, err
 	}
+	if err := s.claimTree(); err != nil {
+		return nil, err
+	}
 	data, _ := json.Marshal(me)
 	var node string
 	err := s.retry("enter the leader election", func() error {

@@ -101,6 +101,10 @@ func loadSecret(cfg *Config, create bool) (*Secret, error) {
 			}
 			return nil, storageError(err)
 		}
+		if create {
+			// Closed to reading too (an older gflink made them 0755).
+			os.Chmod(d.path, vfs.PrivateDirMode)
+		}
 	}
 	name := filepath.Join(cfg.clusterStorage(), secretFile)
 	for {
@@ -122,22 +126,28 @@ func loadSecret(cfg *Config, create bool) (*Secret, error) {
 		}
 		root := make([]byte, 32)
 		rand.Read(root)
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, vfs.PrivateFileMode)
+		// Written whole under a temporary name, then linked into place:
+		// a process starting at the same moment finds no secret or all
+		// of it, never an empty file.
+		tmp, err := os.CreateTemp(cfg.clusterStorage(), ".cluster-secret-*")
+		if err != nil {
+			return nil, fmt.Errorf("create the cluster's secret: %w", err)
+		}
+		_, err = tmp.WriteString(hex.EncodeToString(root) + "\n")
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Link(tmp.Name(), name)
+		}
+		os.Remove(tmp.Name())
 		if errors.Is(err, fs.ErrExist) {
 			continue // another process of the cluster made it first
 		}
 		if err != nil {
-			return nil, fmt.Errorf("create the cluster's secret: %w", err)
-		}
-		_, err = f.WriteString(hex.EncodeToString(root) + "\n")
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(name)
 			return nil, fmt.Errorf("write the cluster's secret: %w", err)
 		}
 		return &Secret{root: root}, nil

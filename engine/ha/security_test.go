@@ -147,15 +147,25 @@ func TestForgedPointersAreRefused(t *testing.T) {
 		t.Errorf("an edited job graph file: %+v, %v; want a refusal", sj, err)
 	}
 
-	// A forged "latest" checkpoint, and a genuine seal copied to another id.
+	// Below the newest genuine checkpoint (1), a forged one and a genuine
+	// seal copied to another id are left out; above it, either stops the
+	// recovery (it might have replaced the real newest).
 	cpNode := s.checkpointsDir("job") + "/" + checkpointName(1, false)
 	genuineCP, _, _ := attacker.Get(cpNode)
 	evilCP := snapshotDir(t, "evil-chk")
-	attacker.Create(s.checkpointsDir("job")+"/"+checkpointName(7, false), []byte(filepath.Join(evilCP, "_metadata")), 0, zk.WorldACL(zk.PermAll))
-	attacker.Create(s.checkpointsDir("job")+"/"+checkpointName(8, false), genuineCP, 0, zk.WorldACL(zk.PermAll))
+	attacker.Create(s.checkpointsDir("job")+"/"+checkpointName(0, false), []byte(filepath.Join(evilCP, "_metadata")), 0, zk.WorldACL(zk.PermAll))
+	attacker.Create(s.checkpointsDir("job")+"/"+checkpointName(0, true), genuineCP, 0, zk.WorldACL(zk.PermAll))
 	cps, err := standby.Checkpoints("job")
 	if err != nil || len(cps) != 1 || cps[0].ID != 1 {
 		t.Fatalf("registered checkpoints %+v, %v; want only the genuine checkpoint 1", cps, err)
+	}
+	for _, above := range [][]byte{[]byte(filepath.Join(evilCP, "_metadata")), genuineCP} {
+		n := s.checkpointsDir("job") + "/" + checkpointName(7, false)
+		attacker.Create(n, above, 0, zk.WorldACL(zk.PermAll))
+		if got, err := standby.Checkpoints("job"); !errors.As(err, new(*ForgedPointerError)) || !strings.Contains(err.Error(), "the job is not recovered") {
+			t.Errorf("a forged checkpoint above the newest: %+v, %v; want a refusal to recover", got, err)
+		}
+		attacker.Delete(n, -1)
 	}
 	// Its _metadata replaced after registration.
 	os.WriteFile(cps[0].Metadata, []byte("another _metadata"), 0o600)
@@ -248,4 +258,51 @@ func TestStorageMustBePrivate(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCreatorClaimsZnodesMadeOpen: a cluster whose znodes were made open
+// (by acl open, or a gflink without ACLs) is claimed under creator: the
+// znodes get the cluster's ACL, a latch of someone else's is deleted; a
+// cluster root someone else owns is refused, naming it.
+func TestCreatorClaimsZnodesMadeOpen(t *testing.T) {
+	zkSrv := zktest.Start(t)
+	cfg := testConfig(t, zkSrv.Addr)
+	open := *cfg
+	open.ACL = ACLOpen
+	before := connect(t, &open)
+	if _, err := before.Contend(context.Background(), Candidate{PID: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	attacker := outsider(t, zkSrv.Addr, "")
+	// A persistent latch that would sort first and lead for ever.
+	if _, err := attacker.Create(before.latchDir()+"/forged-0000000000", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	before.Close()
+	s := connect(t, cfg) // creator
+	l, err := s.Contend(context.Background(), Candidate{PID: 2}, nil)
+	if err != nil {
+		t.Fatalf("contending over znodes made open: %v", err)
+	}
+	defer l.Release()
+	for _, p := range []string{s.cfg.Root, s.latchDir()} {
+		if _, err := attacker.Create(p+"/x", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("create under %s after the claim: %v; want ErrNoAuth", p, err)
+		}
+	}
+	if ok, _, _ := s.conn.Exists(s.latchDir() + "/forged-0000000000"); ok {
+		t.Error("the forged latch is still there")
+	}
+
+	// A root squatted by someone with credentials of their own.
+	squat := testConfig(t, zkSrv.Addr)
+	owner := outsider(t, zkSrv.Addr, "mallory:secret")
+	squat.ClusterID, squat.Root = "squatted", "/flink/squatted"
+	if _, err := owner.Create(squat.Root, nil, 0, zk.AuthACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = connect(t, squat).Contend(context.Background(), Candidate{PID: 3}, nil)
+	if err == nil || !strings.Contains(err.Error(), squat.Root) {
+		t.Fatalf("contending under a squatted root: %v; want a refusal naming it", err)
+	}
 }

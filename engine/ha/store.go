@@ -163,8 +163,12 @@ func parseCheckpointName(n string) (int64, bool, bool) {
 
 // Checkpoints lists the job's registered checkpoints, oldest first. A
 // znode that is not sealed with the cluster's secret was not registered by
-// a leader of this cluster: it is left out, with an error in the log, so
-// that a forged "latest checkpoint" is never restored.
+// a leader of this cluster, so a forged "latest checkpoint" is never
+// restored: one below the newest genuine checkpoint is left out, with an
+// error in the log; one above it is an error — recovering from the newest
+// genuine checkpoint could then be recovering from an older one than a
+// leader registered (the forgery may have replaced the real newest), which
+// would repeat what that one's sinks committed.
 func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
 	if err := s.needSecret("read the completed-checkpoint store"); err != nil {
 		return nil, err
@@ -182,6 +186,8 @@ func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
 		return nil, err
 	}
 	var out []RegisteredCheckpoint
+	var forged []*ForgedPointerError
+	var forgedIDs []int64
 	for _, n := range names {
 		id, sp, ok := parseCheckpointName(n)
 		if !ok {
@@ -197,13 +203,47 @@ func (s *Services) Checkpoints(jobID string) ([]RegisteredCheckpoint, error) {
 		}
 		ptr, err := s.openPointer(node, data, "checkpoint", s.cfg.ClusterID, jobID, n)
 		if err != nil {
-			s.log.Error(err.Error())
+			forged = append(forged, err.(*ForgedPointerError))
+			forgedIDs = append(forgedIDs, id)
 			continue
 		}
-		out = append(out, RegisteredCheckpoint{ID: id, Metadata: ptr.Value, Dir: filepath.Dir(ptr.Value), Savepoint: sp, SHA256: ptr.SHA256, node: node})
+		meta := s.fromStoragePath(ptr.Value)
+		out = append(out, RegisteredCheckpoint{ID: id, Metadata: meta, Dir: filepath.Dir(meta), Savepoint: sp, SHA256: ptr.SHA256, node: node})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	newest := int64(0)
+	if len(out) > 0 {
+		newest = out[len(out)-1].ID
+	}
+	for i, f := range forged {
+		if forgedIDs[i] > newest {
+			return nil, fmt.Errorf("%w\nIt is numbered above the newest checkpoint registered by this cluster (%d), so recovering from that one could repeat what a newer one's sinks committed: the job is not recovered. Delete the znode if no leader of this cluster wrote it.", f, newest)
+		}
+		s.log.Error(f.Error())
+	}
 	return out, nil
+}
+
+// storagePrefix marks a sealed path that lies in high-availability.storageDir,
+// stored relative to it: processes of one cluster on several machines may
+// mount the storage at different paths.
+const storagePrefix = "storageDir:"
+
+// toStoragePath is p as a pointer stores it: relative to storageDir when
+// it lies there.
+func (s *Services) toStoragePath(p string) string {
+	if rel, err := filepath.Rel(s.cfg.StorageDir, p); err == nil && filepath.IsLocal(rel) {
+		return storagePrefix + filepath.ToSlash(rel)
+	}
+	return p
+}
+
+// fromStoragePath is the local path of a stored pointer's path.
+func (s *Services) fromStoragePath(p string) string {
+	if rel, ok := strings.CutPrefix(p, storagePrefix); ok {
+		return filepath.Join(s.cfg.StorageDir, filepath.FromSlash(rel))
+	}
+	return p
 }
 
 // CheckpointIDCounter reads the job's checkpoint id counter: the least id
@@ -326,7 +366,7 @@ func (j *JobStores) AddCheckpoint(id int64, dir string, isSavepoint bool) error 
 	}
 	name := checkpointName(id, isSavepoint)
 	node := s.checkpointsDir(j.jobID) + "/" + name
-	ptr := s.sealPointer(meta, fileSHA256(content), "checkpoint", s.cfg.ClusterID, j.jobID, name)
+	ptr := s.sealPointer(s.toStoragePath(meta), fileSHA256(content), "checkpoint", s.cfg.ClusterID, j.jobID, name)
 	ops := []any{&zk.CreateRequest{Path: node, Data: ptr, Acl: s.acl(node)}}
 	if names, _, err := s.conn.Children(s.checkpointsDir(j.jobID)); err == nil {
 		for _, n := range names {

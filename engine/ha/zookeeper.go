@@ -2,10 +2,13 @@ package ha
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +25,7 @@ type Services struct {
 	conn   *zk.Conn
 	log    *slog.Logger
 	secret *Secret // nil: a CLI that could not read it (acl open)
+	auth   string  // the digest credentials the session authenticated with, or ""
 
 	// ended is closed once the session is gone (expired or closed): its
 	// ephemeral znodes — a standby's latch among them — are gone with it.
@@ -118,7 +122,7 @@ func Connect(ctx context.Context, cfg *Config, secret *Secret, log *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("high-availability.zookeeper.quorum %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
-	s := &Services{cfg: cfg, conn: conn, log: log, secret: secret, ended: make(chan struct{}), done: make(chan struct{})}
+	s := &Services{cfg: cfg, conn: conn, log: log, secret: secret, auth: auth, ended: make(chan struct{}), done: make(chan struct{})}
 	go s.watchSession(events, established)
 	timer := time.NewTimer(cfg.ConnectionTimeout)
 	defer timer.Stop()
@@ -147,8 +151,9 @@ func Connect(ctx context.Context, cfg *Config, secret *Secret, log *slog.Logger)
 // configured one: creator gives every permission to the identities the
 // session authenticated with (the cluster's digest) and none to anyone
 // else. The ancestors above the root (path.root) are shared with other
-// clusters: anyone may read them and create a cluster's root under them,
-// nobody may delete or change them.
+// clusters (and Flink's): anyone may read them, create a cluster's root
+// under them and delete an empty one — never a cluster's root in use,
+// which is not empty — and nobody may change them.
 func (s *Services) acl(p string) []zk.ACL {
 	if s.cfg.ACL != ACLCreator {
 		return zk.WorldACL(zk.PermAll)
@@ -156,7 +161,65 @@ func (s *Services) acl(p string) []zk.ACL {
 	if p == s.cfg.Root || strings.HasPrefix(p, s.cfg.Root+"/") {
 		return zk.AuthACL(zk.PermAll)
 	}
-	return zk.WorldACL(zk.PermRead | zk.PermCreate)
+	return zk.WorldACL(zk.PermRead | zk.PermCreate | zk.PermDelete)
+}
+
+// ownACL is the ACL ZooKeeper gives a znode this session creates with the
+// creator ACL: every permission to the session's digest identity.
+func (s *Services) ownACL() []zk.ACL {
+	user, _, _ := strings.Cut(s.auth, ":")
+	sum := sha1.Sum([]byte(s.auth))
+	return []zk.ACL{{Perms: zk.PermAll, Scheme: "digest", ID: user + ":" + base64.StdEncoding.EncodeToString(sum[:])}}
+}
+
+// claimTree makes every znode under the cluster's root the cluster's
+// alone, under the creator ACL: one made before (by a gflink without the
+// ACL, or under acl open) gets the cluster's ACL if its ACL lets anyone
+// change it; a latch znode of a process without the cluster's credentials
+// is deleted (it could hold the lead for ever); a znode someone else
+// owns is refused, naming it. A process runs it before it contends.
+func (s *Services) claimTree() error {
+	if s.cfg.ACL != ACLCreator {
+		return nil
+	}
+	want := s.ownACL()
+	var walk func(p string) error
+	walk = func(p string) error {
+		acl, _, err := s.conn.GetACL(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("Refusing the cluster's znode %s: it is not this cluster's and this process cannot read its ACL (%v). Use another high-availability.cluster-id, or have ZooKeeper's administrator delete it.", p, err)
+		}
+		if !slices.Equal(acl, want) {
+			if path.Dir(p) == s.latchDir() {
+				s.log.Warn(fmt.Sprintf("Deleting the leader latch znode %s: it was not made with this cluster's credentials (ACL %v), and could hold the lead for ever.", p, acl))
+				if err := s.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return fmt.Errorf("Refusing the cluster's leader latch %s: it was not made with this cluster's credentials and cannot be deleted (%v).", p, err)
+				}
+				return nil
+			}
+			if _, err := s.conn.SetACL(p, want, -1); err != nil {
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil
+				}
+				return fmt.Errorf("Refusing the cluster's znode %s: it was made by someone else (ACL %v) and this process cannot make it the cluster's (%v). Use another high-availability.cluster-id, or have ZooKeeper's administrator delete it.", p, acl, err)
+			}
+			s.log.Warn(fmt.Sprintf("The cluster's znode %s was open to anyone (ACL %v): it is now the cluster's alone (high-availability.zookeeper.client.acl: creator).", p, acl))
+		}
+		children, _, err := s.conn.Children(p)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		for _, c := range children {
+			if err := walk(p + "/" + c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.retry("check the cluster's znodes", func() error { return walk(s.cfg.Root) })
 }
 
 func fmtDuration(d time.Duration) string { return strings.TrimSuffix(d.String(), "0s") }

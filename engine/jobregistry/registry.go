@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -395,12 +396,24 @@ func (r *Registry) List() ([]Entry, error) {
 	}
 	slices.SortStableFunc(out, func(a, b Entry) int { return cmp.Compare(a.StartTime, b.StartTime) })
 	drop := r.expired(out)
-	for id := range drop {
-		r.FS.Remove(r.path(id))
-	}
-	out = slices.DeleteFunc(out, func(e Entry) bool { return drop[e.JobID] })
+	out = slices.DeleteFunc(out, func(e Entry) bool { return drop[e.JobID] && r.removeIfUnchanged(e) })
 	r.expireLost()
 	return out, nil
+}
+
+// removeIfUnchanged removes e's file if it still holds e: a job may have
+// registered again under the same id since it was read (high availability
+// and pipeline.job-id reuse ids), and its new entry must stay.
+func (r *Registry) removeIfUnchanged(e Entry) bool {
+	b, err := vfs.ReadRegularFile(r.FS, r.path(e.JobID))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	now, err := r.decode(e.JobID, b)
+	if err != nil || !reflect.DeepEqual(*now, e) {
+		return false
+	}
+	return r.FS.Remove(r.path(e.JobID)) == nil
 }
 
 func (r *Registry) warn(msg string) {
@@ -465,10 +478,7 @@ func (r *Registry) Clear() ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if e.Terminal() {
-			if err := r.FS.Remove(r.path(e.JobID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return ids, err
-			}
+		if e.Terminal() && r.removeIfUnchanged(e) {
 			ids = append(ids, e.JobID)
 		}
 	}

@@ -26,10 +26,16 @@ type Client struct {
 	// Prove makes every connection that carries Token prove first that
 	// its peer holds the token (IdentityPath): for addresses read from
 	// places others may write (ZooKeeper, the job registry).
-	Prove      bool
-	proving    *http.Client // its connections prove themselves
-	provingFor string       // the Base and Token proving is for
-	HTTP       *http.Client
+	Prove bool
+	// AllowUnproven lets Prove send the token to an endpoint that does not
+	// know the proof at all (it answers 401 or 404 to IdentityPath): for a
+	// registry entry already checked to be this user's running gflink
+	// process, which may predate the proof. Never for addresses from
+	// ZooKeeper.
+	AllowUnproven bool
+	proving       *http.Client // its connections prove themselves
+	provingFor    string       // the Base and Token proving is for
+	HTTP          *http.Client
 	// Rediscover, when set, finds the endpoint again after this one
 	// refused a connection: under high availability a killed leader's
 	// address stays published until its session ends, and a standby takes

@@ -8,28 +8,51 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // IdentityPath is gflink's own endpoint (not Flink's) where a job's REST
 // endpoint proves that it holds the token before a client sends it: the
-// client sends a fresh nonce; the endpoint answers with an HMAC, keyed by
-// the token, of the nonce and of its own address. A listener at another
-// address — one that ZooKeeper or a registry entry was made to name — can
-// neither compute the proof nor get it from the real endpoint by relaying
-// the nonce, since the real endpoint proves only its own address.
+// client sends a fresh nonce on a new connection; the endpoint answers with
+// an HMAC, keyed by the token, of the nonce and of the IP address and port
+// that connection reached on its side, which the client checks against the
+// address it is connected to. A listener elsewhere — at an address that
+// ZooKeeper or a registry entry was made to name — can neither compute the
+// proof nor get it from the real endpoint by relaying the nonce: on the
+// relay's own connection the real endpoint proves its own address, not the
+// relay's. (Binding the proof to an address string instead would not do:
+// a published 0.0.0.0 or 127.0.0.1 names another machine for each client.)
+// A client behind address translation sees another address than the
+// endpoint does, and is refused.
 const IdentityPath = "/gflink/identity"
 
-// identityProof is the proof an endpoint at address gives for nonce.
-func identityProof(token, nonce, address string) string {
+// identityProof is the proof an endpoint reached at address gives for
+// nonce.
+func identityProof(token, nonce string, address net.Addr) string {
 	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("gflink REST identity\x00" + nonce + "\x00" + address))
+	m.Write([]byte("gflink REST identity\x00" + nonce + "\x00" + canonicalAddr(address)))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// canonicalAddr spells a TCP address one way on both ends: an IPv4
+// address as IPv4 even when it came through an IPv6 socket.
+func canonicalAddr(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ip := t.IP
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(t.Port))
 }
 
 // identityResponse is the answer at IdentityPath.
@@ -56,13 +79,21 @@ func (s *Server) serveIdentity(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, identityResponse{})
 		return
 	}
-	writeJSON(w, http.StatusOK, identityResponse{Proof: identityProof(s.token, nonce, s.Address()), Authentication: true})
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		writeError(w, errorf(http.StatusInternalServerError, "the connection's address is unknown"))
+		return
+	}
+	writeJSON(w, http.StatusOK, identityResponse{Proof: identityProof(s.token, nonce, local), Authentication: true})
 }
 
 // ImpostorError: the endpoint could not prove that it is the one the
 // token belongs to, and the token was not sent.
 type ImpostorError struct {
 	Base, Reason string
+	// Unproven: the endpoint does not know the proof at all (a gflink
+	// from before it, or a Flink cluster), as opposed to failing it.
+	Unproven bool
 }
 
 func (e *ImpostorError) Error() string {
@@ -77,13 +108,14 @@ func (e *ImpostorError) Error() string {
 // takes its port then gets a new connection, which has to prove itself
 // again.
 func (c *Client) provingClient() *http.Client {
-	if c.proving != nil && c.provingFor == c.Base+"\x00"+c.Token {
+	key := fmt.Sprintf("%s\x00%s\x00%v", c.Base, c.Token, c.AllowUnproven)
+	if c.proving != nil && c.provingFor == key {
 		return c.proving
 	}
 	if c.proving != nil {
 		c.proving.CloseIdleConnections()
 	}
-	base, token := c.Base, c.Token
+	base, token, allowUnproven := c.Base, c.Token, c.AllowUnproven
 	host := strings.TrimPrefix(strings.TrimPrefix(base, "http://"), "https://")
 	dialer := &net.Dialer{Timeout: 30 * time.Second}
 	tr := &http.Transport{
@@ -94,6 +126,10 @@ func (c *Client) provingClient() *http.Client {
 				return nil, err
 			}
 			if err := proveOn(ctx, conn, base, host, token); err != nil {
+				var imp *ImpostorError
+				if allowUnproven && errors.As(err, &imp) && imp.Unproven {
+					return conn, nil
+				}
 				conn.Close()
 				return nil, err
 			}
@@ -103,7 +139,7 @@ func (c *Client) provingClient() *http.Client {
 		IdleConnTimeout:     30 * time.Second,
 	}
 	c.proving = &http.Client{Transport: tr, CheckRedirect: c.HTTP.CheckRedirect}
-	c.provingFor = base + "\x00" + token
+	c.provingFor = key
 	return c.proving
 }
 
@@ -140,12 +176,15 @@ func proveOn(ctx context.Context, conn net.Conn, base, host, token string) error
 	}
 	var ir identityResponse
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &ir) != nil {
-		return &ImpostorError{Base: base, Reason: fmt.Sprintf("it answers %s to %s", resp.Status, IdentityPath)}
+		// 401 or 404: it knows no proof (a gflink job started before the
+		// proof existed asks for the token even here).
+		unproven := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound
+		return &ImpostorError{Base: base, Reason: fmt.Sprintf("it answers %s to %s", resp.Status, IdentityPath), Unproven: unproven}
 	}
 	if !ir.Authentication {
 		return &ImpostorError{Base: base, Reason: "it says it requires no token; if the job runs with rest.authentication.enabled: false, give the command -Drest.authentication.enabled=false too"}
 	}
-	if !hmac.Equal([]byte(identityProof(token, nonce, base)), []byte(ir.Proof)) {
+	if !hmac.Equal([]byte(identityProof(token, nonce, conn.RemoteAddr())), []byte(ir.Proof)) {
 		return &ImpostorError{Base: base, Reason: "its proof does not match the token"}
 	}
 	return nil

@@ -108,16 +108,120 @@ func TestTokenGoesOnlyToAnEndpointThatProvesItself(t *testing.T) {
 			t.Fatalf("JobStatus at the real endpoint: %q, %v", st, err)
 		}
 	})
-	t.Run("another spelling of the endpoint's address does not prove", func(t *testing.T) {
-		// localhost instead of 127.0.0.1: the proof binds the address the
-		// endpoint publishes, so a client told another one refuses.
+	t.Run("a byte-for-byte TCP relay does not prove", func(t *testing.T) {
+		// The strongest relay: every byte both ways. On its own
+		// connection the endpoint proves its own address, not the
+		// relay's, which the client is connected to.
+		relay := tcpRelay(t, strings.TrimPrefix(real.Address(), "http://"))
+		c := NewClient("http://" + relay)
+		c.Token, c.Prove = testToken, true
+		defer c.CloseIdleConnections()
+		if _, err := c.JobStatus(context.Background(), j.ID()); !errors.As(err, new(*ImpostorError)) {
+			t.Fatalf("JobStatus through a relay: %v; want a refusal", err)
+		}
+	})
+	t.Run("another spelling of the endpoint's address proves", func(t *testing.T) {
+		// localhost for 127.0.0.1: the proof is of the connection, not of
+		// a name.
 		u, _ := url.Parse(real.Address())
 		_, port, _ := net.SplitHostPort(u.Host)
 		c := NewClient("http://localhost:" + port)
 		c.Token, c.Prove = testToken, true
 		defer c.CloseIdleConnections()
-		if _, err := c.JobStatus(context.Background(), j.ID()); !errors.As(err, new(*ImpostorError)) {
-			t.Fatalf("JobStatus at another spelling of the address: %v; want a refusal", err)
+		if st, err := c.JobStatus(context.Background(), j.ID()); err != nil || st != "RUNNING" {
+			t.Fatalf("JobStatus at localhost: %q, %v", st, err)
 		}
 	})
+	t.Run("an endpoint bound to every address proves the one reached", func(t *testing.T) {
+		l, err := Listen("0.0.0.0", PortSpec{{0, 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wild := NewServer(j, ServerOptions{Token: testToken})
+		wild.Serve(l)
+		defer wild.Close()
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		c := NewClient("http://127.0.0.1:" + port)
+		c.Token, c.Prove = testToken, true
+		defer c.CloseIdleConnections()
+		if st, err := c.JobStatus(context.Background(), j.ID()); err != nil || st != "RUNNING" {
+			t.Fatalf("JobStatus at 127.0.0.1 of a server on 0.0.0.0: %q, %v", st, err)
+		}
+		// A published "0.0.0.0:port" reaches whatever listens on the
+		// client's machine; through a relay there, the proof fails.
+		relay := tcpRelay(t, "127.0.0.1:"+port)
+		c2 := NewClient("http://" + relay)
+		c2.Token, c2.Prove = testToken, true
+		defer c2.CloseIdleConnections()
+		if _, err := c2.JobStatus(context.Background(), j.ID()); !errors.As(err, new(*ImpostorError)) {
+			t.Fatalf("through a relay to a server on 0.0.0.0: %v; want a refusal", err)
+		}
+	})
+	t.Run("an older gflink's endpoint gets the token only when allowed", func(t *testing.T) {
+		// One that asks for the token at /gflink/identity too (401).
+		old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+testToken {
+				w.WriteHeader(http.StatusUnauthorized)
+				io.WriteString(w, `{"errors":["Unauthorized"]}`)
+				return
+			}
+			io.WriteString(w, `{"status":"RUNNING"}`)
+		}))
+		defer old.Close()
+		c := NewClient(old.URL)
+		c.Token, c.Prove = testToken, true
+		defer c.CloseIdleConnections()
+		if _, err := c.JobStatus(context.Background(), j.ID()); !errors.As(err, new(*ImpostorError)) {
+			t.Fatalf("an unproven endpoint, not allowed: %v; want a refusal", err)
+		}
+		c.AllowUnproven = true
+		c.CloseIdleConnections()
+		if st, err := c.JobStatus(context.Background(), j.ID()); err != nil || st != "RUNNING" {
+			t.Fatalf("an unproven endpoint, allowed (a registered job of an older gflink): %q, %v", st, err)
+		}
+	})
+}
+
+// tcpRelay forwards every connection to target, byte for byte, until the
+// test ends; it returns its address.
+func tcpRelay(t *testing.T, target string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(up, c); up.Close() }()
+			go func() { defer wg.Done(); io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
 }

@@ -308,7 +308,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	admitConn(r.Context())
+	if s.token != "" {
+		// Authenticated: the connection no longer counts against its
+		// peer's limit. Without authentication nothing tells a client
+		// from another, and every connection stays counted.
+		admitConn(r.Context())
+	}
 	if r.ContentLength > s.maxBody {
 		// Refused before a byte of it is read.
 		writeError(w, s.tooLarge())
