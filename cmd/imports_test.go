@@ -2,17 +2,20 @@ package cmd
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestImportRules keeps the package graph of DESIGN.md true: imports point
-// one way, main → cmd → engine → {savepoint, restore}, restore → savepoint.
+// TestImportRules keeps the package graph true: imports point one way,
+// main → cli → cmd → engine → {savepoint, restore}, restore → savepoint;
+// a job's author sees stream (the job API) and connectors, which reach the
+// runtime only through stream.
 // It reads the transitive dependencies with `go list -deps`, so an import
 // that sneaks in through a helper package is caught too.
 func TestImportRules(t *testing.T) {
 	const mod = "github.com/gflink/gflink"
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, mod+"/...").Output()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}|{{range .Imports}} {{.}}{{end}}`, mod+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -28,18 +31,41 @@ func TestImportRules(t *testing.T) {
 		{mod + "/restore", mod + "/engine", "restore gets a plain description of the job, not the engine"},
 		{mod + "/restore", mod + "/cmd", "restore must not import cmd"},
 		{mod + "/", "github.com/spf13/viper", "viper is not used (README: Flink keys are values and prefixes)"},
+		{mod + "/stream", mod + "/connectors", "the job API must not depend on connectors: they build on it"},
+		{mod + "/stream", mod + "/engine/jobs", "the job API must not depend on the job registry: the registry builds on it"},
+		{mod + "/stream", mod + "/engine/internal", "the job API sees the runtime only through its façade"},
+		{mod + "/connectors", mod + "/engine/internal", "connectors build on the job API, not on the runtime"},
+		{mod + "/engine/state", mod + "/engine/checkpoint", "state backends must not reach the checkpoint coordinator"},
+	}
+	// direct lists what a package may import itself, beyond the standard
+	// library and other modules: connectors use the job API, not the
+	// runtime's façade behind it.
+	direct := map[string][]string{
+		mod + "/connectors":       {mod + "/stream", mod + "/savepoint", mod + "/engine/config", mod + "/engine/state", mod + "/connectors"},
+		mod + "/connectors/kafka": {mod + "/stream", mod + "/savepoint", mod + "/engine/config", mod + "/engine/state", mod + "/connectors"},
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) < 10 {
 		t.Fatalf("go list listed %d packages; expected the whole module", len(lines))
 	}
 	for _, line := range lines {
-		fields := strings.Fields(line)
+		all, imports, _ := strings.Cut(line, "|")
+		fields := strings.Fields(all)
 		pkg, deps := fields[0], fields[1:]
+		if allowed, ok := direct[pkg]; ok {
+			for _, d := range strings.Fields(imports) {
+				if !strings.HasPrefix(d, mod+"/") {
+					continue
+				}
+				if !slices.ContainsFunc(allowed, func(a string) bool { return under(d, a) }) {
+					t.Errorf("%s imports %s: it may import only %v of this module", pkg, d, allowed)
+				}
+			}
+		}
 		for _, d := range deps {
-			// Nothing but main imports cmd.
-			if (d == mod+"/cmd" || strings.HasPrefix(d, mod+"/cmd/")) && pkg != mod {
-				t.Errorf("%s imports %s: nothing but main may import cmd", pkg, d)
+			// Nothing but main and cli (a user's gflink) imports cmd.
+			if (d == mod+"/cmd" || strings.HasPrefix(d, mod+"/cmd/")) && pkg != mod && pkg != mod+"/cli" {
+				t.Errorf("%s imports %s: nothing but main and cli may import cmd", pkg, d)
 			}
 			// The job master knows high availability only as the
 			// engine.HighAvailability interface; ZooKeeper is engine/ha's.

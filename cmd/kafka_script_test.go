@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gflink/gflink/engine/connectors/kafka"
+	"github.com/gflink/gflink/connectors/kafka"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"

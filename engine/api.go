@@ -87,6 +87,10 @@ func (env *Environment) addError(err error) { env.errs = append(env.errs, err) }
 type DataStream[T any] struct {
 	env *Environment
 	n   *node
+	// part is how records go to the next operator connected to this
+	// stream: forward (chained when it can be) unless Rebalance or Shuffle
+	// said otherwise. Flink keeps it in a virtual partition node.
+	part partitionKind
 }
 
 // UID sets the operator's uid, the name its state has in snapshots. Set it
@@ -141,7 +145,7 @@ func FromSource[T any](env *Environment, src Source[T], name string) DataStream[
 // Map applies f to every record.
 func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
 	n := s.env.newNode(kindOperator, "Map", newTypeOps[OUT]())
-	s.env.connect(s.n, n, partitionForward, nil)
+	s.env.connect(s.n, n, s.part, nil)
 	n.build = func(rt *buildContext, out any) (any, operator) {
 		op := &mapOperator[IN, OUT]{f: f, out: out.(Collector[OUT])}
 		return Collector[IN](op), op
@@ -152,7 +156,7 @@ func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
 // FlatMap calls f for every record; f emits any number of records.
 func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT])) DataStream[OUT] {
 	n := s.env.newNode(kindOperator, "Flat Map", newTypeOps[OUT]())
-	s.env.connect(s.n, n, partitionForward, nil)
+	s.env.connect(s.n, n, s.part, nil)
 	n.build = func(rt *buildContext, out any) (any, operator) {
 		op := &flatMapOperator[IN, OUT]{f: f, out: out.(Collector[OUT])}
 		return Collector[IN](op), op
@@ -163,7 +167,7 @@ func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT])) DataStre
 // Filter keeps the records for which f returns true.
 func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
 	n := s.env.newNode(kindOperator, "Filter", s.n.out)
-	s.env.connect(s.n, n, partitionForward, nil)
+	s.env.connect(s.n, n, s.part, nil)
 	n.build = func(rt *buildContext, out any) (any, operator) {
 		op := &filterOperator[T]{f: f, out: out.(Collector[T])}
 		return Collector[T](op), op
@@ -174,8 +178,70 @@ func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
 // Rebalance distributes records round-robin over the next operator's
 // subtasks.
 func (s DataStream[T]) Rebalance() DataStream[T] {
-	s.n.forceRebalance = true
+	s.part = partitionRebalance
 	return s
+}
+
+// Shuffle distributes records over the next operator's subtasks at random
+// (uniformly).
+func (s DataStream[T]) Shuffle() DataStream[T] {
+	s.part = partitionShuffle
+	return s
+}
+
+// MapErr is Map for a function that can fail: an error fails the task,
+// and the restart strategy decides what follows.
+func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[OUT] {
+	n := s.env.newNode(kindOperator, "Map", newTypeOps[OUT]())
+	s.env.connect(s.n, n, s.part, nil)
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &mapErrOperator[IN, OUT]{f: f, out: out.(Collector[OUT]), name: rt.name}
+		return Collector[IN](op), op
+	}
+	return DataStream[OUT]{env: s.env, n: n}
+}
+
+// FlatMapErr is FlatMap for a function that can fail.
+func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT]) error) DataStream[OUT] {
+	n := s.env.newNode(kindOperator, "Flat Map", newTypeOps[OUT]())
+	s.env.connect(s.n, n, s.part, nil)
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &flatMapErrOperator[IN, OUT]{f: f, out: out.(Collector[OUT]), name: rt.name}
+		return Collector[IN](op), op
+	}
+	return DataStream[OUT]{env: s.env, n: n}
+}
+
+// FilterErr is Filter for a predicate that can fail.
+func (s DataStream[T]) FilterErr(f func(T) (bool, error)) DataStream[T] {
+	n := s.env.newNode(kindOperator, "Filter", s.n.out)
+	s.env.connect(s.n, n, s.part, nil)
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &filterErrOperator[T]{f: f, out: out.(Collector[T]), name: rt.name}
+		return Collector[T](op), op
+	}
+	return DataStream[T]{env: s.env, n: n}
+}
+
+// Union merges streams of the same type into one; records keep no order
+// between the inputs. Like Flink's union it has no state; unlike Flink's
+// it is an operator of its own (named "Union"), which the operator after
+// it chains to.
+func Union[T any](first DataStream[T], more ...DataStream[T]) DataStream[T] {
+	env := first.env
+	n := env.newNode(kindOperator, "Union", first.n.out)
+	for _, s := range append([]DataStream[T]{first}, more...) {
+		if s.env != env {
+			env.addError(fmt.Errorf("union: operator %q belongs to another environment", s.n.name))
+			continue
+		}
+		env.connect(s.n, n, s.part, nil)
+	}
+	n.build = func(rt *buildContext, out any) (any, operator) {
+		op := &unionOperator[T]{out: out.(Collector[T])}
+		return Collector[T](op), op
+	}
+	return DataStream[T]{env: env, n: n}
 }
 
 // KeyedStream is a stream partitioned by key: all records with the same
@@ -241,7 +307,7 @@ func (s DataStream[T]) SinkTo(sink Sink[T]) DataStreamSink {
 	n := s.env.newNode(kindSink, "Sink", nil)
 	n.stateful = isStatefulSink(sink)
 	n.sink = sink
-	s.env.connect(s.n, n, partitionForward, nil)
+	s.env.connect(s.n, n, s.part, nil)
 	n.build = func(rt *buildContext, _ any) (any, operator) {
 		op := newSinkOperator(rt, sink)
 		return Collector[T](op), op

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"

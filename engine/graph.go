@@ -24,10 +24,11 @@ const (
 	partitionForward partitionKind = iota
 	partitionHash
 	partitionRebalance
+	partitionShuffle
 )
 
 func (p partitionKind) String() string {
-	return [...]string{"FORWARD", "HASH", "REBALANCE"}[p]
+	return [...]string{"FORWARD", "HASH", "REBALANCE", "SHUFFLE"}[p]
 }
 
 // node is one transformation of the job: a source, an operator or a sink.
@@ -41,7 +42,6 @@ type node struct {
 	maxParallelism int // 0: the environment's, else derived
 	keyed          bool
 	stateful       bool
-	forceRebalance bool
 	in, outs       []*edge
 	out            typeOps // the output type; nil for sinks
 	source         any
@@ -149,7 +149,7 @@ func (env *Environment) Build() (*JobGraph, error) {
 			return nil, fmt.Errorf("The parallelism %d of operator %q is higher than its max parallelism %d (pipeline.max-parallelism).", n.parallelism, displayName(n), n.maxParallelism)
 		}
 		for _, e := range n.in {
-			if e.part == partitionForward && (e.from.parallelism != n.parallelism || e.from.forceRebalance) {
+			if e.part == partitionForward && e.from.parallelism != n.parallelism {
 				e.part = partitionRebalance
 			}
 		}
@@ -283,5 +283,5 @@ func chain(nodes []*node) []*vertex {
 
 func chainable(e *edge) bool {
 	return e.part == partitionForward && len(e.from.outs) == 1 && len(e.to.in) == 1 &&
-		e.from.parallelism == e.to.parallelism && !e.from.forceRebalance
+		e.from.parallelism == e.to.parallelism
 }

@@ -335,7 +335,8 @@ type recordWriter[T any] struct {
 	// route maps a key group to the subtask owning it, computed once: a
 	// lookup per record instead of a multiplication and a division.
 	route []uint16
-	next  int // round-robin position
+	next  int    // round-robin position
+	rnd   uint64 // shuffle's random state, never 0
 	batch int
 	done  <-chan struct{}
 	wake  chan struct{} // a credit came back on one of targets (shared by the task's writers)
@@ -353,11 +354,21 @@ func (w *recordWriter[T]) Collect(v T) {
 		return
 	}
 	i := 0
-	if w.part == partitionRebalance {
+	switch w.part {
+	case partitionRebalance:
 		i = w.next
 		if w.next++; w.next == len(w.targets) {
 			w.next = 0
 		}
+	case partitionShuffle:
+		// xorshift64: a few instructions per record and no lock, where
+		// math/rand's global source would take one.
+		x := w.rnd
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		w.rnd = x
+		i = int((x >> 32) * uint64(len(w.targets)) >> 32)
 	}
 	b := w.bufs[i]
 	if b == nil {
@@ -700,7 +711,7 @@ func (typeOpsFor[T]) newWriter(targets []any, part partitionKind, hash any, maxP
 	n := len(targets)
 	w := &recordWriter[T]{part: part, maxPar: maxPar, batch: batch, done: t.done, wake: t.wake, mail: t.mail,
 		bufs: make([][]T, n), held: make([]bool, n), pending: make([][]pendingBatch[T], n), sent: make([]uint32, n),
-		next: start % n, ser: state.SerializerFor[T]()}
+		next: start % n, ser: state.SerializerFor[T](), rnd: uint64(start+1) * 0x9E3779B97F4A7C15}
 	w.targets = make([]*channel[T], 0, len(targets))
 	for _, t := range targets {
 		c := t.(*channel[T])

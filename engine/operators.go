@@ -144,6 +144,58 @@ func (o *filterOperator[T]) Collect(v T) {
 	}
 }
 
+type mapErrOperator[IN, OUT any] struct {
+	baseOperator
+	f    func(IN) (OUT, error)
+	out  Collector[OUT]
+	name string
+}
+
+func (o *mapErrOperator[IN, OUT]) Collect(v IN) {
+	r, err := o.f(v)
+	if err != nil {
+		fail(o.name, err)
+	}
+	o.out.Collect(r)
+}
+
+type flatMapErrOperator[IN, OUT any] struct {
+	baseOperator
+	f    func(IN, Collector[OUT]) error
+	out  Collector[OUT]
+	name string
+}
+
+func (o *flatMapErrOperator[IN, OUT]) Collect(v IN) {
+	if err := o.f(v, o.out); err != nil {
+		fail(o.name, err)
+	}
+}
+
+type filterErrOperator[T any] struct {
+	baseOperator
+	f    func(T) (bool, error)
+	out  Collector[T]
+	name string
+}
+
+func (o *filterErrOperator[T]) Collect(v T) {
+	keep, err := o.f(v)
+	if err != nil {
+		fail(o.name, err)
+	}
+	if keep {
+		o.out.Collect(v)
+	}
+}
+
+type unionOperator[T any] struct {
+	baseOperator
+	out Collector[T]
+}
+
+func (o *unionOperator[T]) Collect(v T) { o.out.Collect(v) }
+
 // KeyedProcessFunction processes the records of a keyed stream, one key at
 // a time, with keyed state and timers (Flink's KeyedProcessFunction).
 // A function may also implement Opener (to declare state), TimerHandler

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 )
 
 // The print ratio compares like with like: at parallelism 1 the engine's

@@ -5,11 +5,14 @@
 package jobs
 
 import (
+	"fmt"
 	"io"
 	"slices"
 	"strings"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/apibridge"
+	"github.com/gflink/gflink/stream"
 )
 
 // Job is a named job: a function that builds a pipeline from its
@@ -28,15 +31,30 @@ type Job struct {
 	Usage func(w io.Writer)
 }
 
-// UsageError is a mistake in a job's arguments.
-type UsageError struct {
-	Msg string
-	// Help: the arguments asked for the job's usage (-h, --help), which
-	// is no mistake: gflink prints the usage and exits 0.
-	Help bool
-}
+// UsageError is a mistake in a job's arguments. It is the public API's
+// type, so that a job written against package stream reports one that the
+// command line recognizes.
+type UsageError = stream.UsageError
 
-func (e *UsageError) Error() string { return e.Msg }
+// FromStream turns a job of the public API into one the command line runs.
+func FromStream(j stream.Job) Job {
+	display := j.DisplayName
+	if display == "" {
+		display = j.Name
+	}
+	usage := j.Usage
+	if usage == nil {
+		usage = func(w io.Writer) { fmt.Fprintf(w, "Usage: gflink run [OPTIONS] %s [ARGS]\n", j.Name) }
+	}
+	build := j.Build
+	return Job{Name: j.Name, DisplayName: display, Description: j.Description, Usage: usage,
+		Build: func(env *engine.Environment, args []string) error {
+			if build == nil {
+				return fmt.Errorf("job %q has no Build function", j.Name)
+			}
+			return build(apibridge.Wrap(env).(*stream.Environment), args)
+		}}
+}
 
 // Registry holds jobs by name.
 type Registry struct {

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"

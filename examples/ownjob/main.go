@@ -2,7 +2,7 @@
 // keeps a running total per key. It is built the way you build gflink with
 // your own jobs: a module of your own that requires github.com/gflink/gflink
 // (with a replace directive, as the module is not published) and a main that
-// hands gflink's command line a registry holding your jobs.
+// hands gflink's command line your jobs (cli.Main).
 //
 //	go build -o gflink .
 //	./gflink run totals                              # the built-in sample input
@@ -17,19 +17,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
-	"github.com/gflink/gflink/cmd"
-	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/connectors"
-	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/cli"
+	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/stream"
 )
 
-func main() {
-	os.Exit(cmd.MainWith(jobs.Builtin().With(Totals()), os.Args[1:]))
-}
+func main() { cli.Main(Totals()) }
 
 // Amount is one input record: "<key> <amount>" parsed.
 type Amount struct {
@@ -50,7 +46,7 @@ func (t Total) String() string { return "(" + t.Key + "," + strconv.FormatInt(t.
 var Sample = []string{"alice 3", "bob 5", "alice 4", "carol 1", "bob -2", "not a record"}
 
 // Parse turns a line "<key> <amount>" into an Amount and drops other lines.
-func Parse(line string, out engine.Collector[Amount]) {
+func Parse(line string, out stream.Collector[Amount]) {
 	f := strings.Fields(line)
 	if len(f) != 2 {
 		return
@@ -66,18 +62,18 @@ func Parse(line string, out engine.Collector[Amount]) {
 // a failure, and moved by key group when the job is restored at another
 // parallelism. Each subtask gets its own copy of the struct.
 type Summer struct {
-	total engine.ValueState[int64]
+	total stream.ValueState[int64]
 }
 
-// Open declares the state (engine.Opener).
-func (s *Summer) Open(ctx *engine.Context[string]) error {
+// Open declares the state (stream.Opener).
+func (s *Summer) Open(ctx *stream.Context[string]) error {
 	var err error
-	s.total, err = engine.GetValueState[int64](ctx, "total")
+	s.total, err = stream.GetValueState[int64](ctx, "total")
 	return err
 }
 
 // ProcessElement adds one amount to its key's total and emits the new total.
-func (s *Summer) ProcessElement(ctx *engine.Context[string], a Amount, out engine.Collector[Total]) error {
+func (s *Summer) ProcessElement(ctx *stream.Context[string], a Amount, out stream.Collector[Total]) error {
 	t, _ := s.total.Value() // 0 for a key seen for the first time
 	t += a.Value
 	s.total.Update(t)
@@ -99,8 +95,8 @@ func totalsFlags(inputs *paths, output *string) *flag.FlagSet {
 }
 
 // Totals is the job: lines → parse → keyBy(key) → running total → sink.
-func Totals() jobs.Job {
-	return jobs.Job{
+func Totals() stream.Job {
+	return stream.Job{
 		Name:        "totals",
 		DisplayName: "Totals",
 		Description: "Keeps a running total per key of \"<key> <amount>\" lines.",
@@ -112,34 +108,34 @@ func Totals() jobs.Job {
 			fs.SetOutput(w)
 			fs.PrintDefaults()
 		},
-		Build: func(env *engine.Environment, args []string) error {
+		Build: func(env *stream.Environment, args []string) error {
 			var inputs paths
 			var output string
 			fs := totalsFlags(&inputs, &output)
 			if err := fs.Parse(args); err != nil {
 				// gflink prints the usage with the message and exits 2, or
 				// only the usage and exits 0 for -h/--help.
-				return &jobs.UsageError{Msg: "totals: " + err.Error(), Help: errors.Is(err, flag.ErrHelp)}
+				return &stream.UsageError{Msg: "totals: " + err.Error(), Help: errors.Is(err, flag.ErrHelp)}
 			}
 			if fs.NArg() > 0 {
-				return &jobs.UsageError{Msg: fmt.Sprintf("totals: unexpected argument %q", fs.Arg(0))}
+				return &stream.UsageError{Msg: fmt.Sprintf("totals: unexpected argument %q", fs.Arg(0))}
 			}
 			env.SetJobName("Totals")
 
 			// Sources are replayable: their read positions are checkpointed.
-			var lines engine.DataStream[string]
+			var lines stream.DataStream[string]
 			if len(inputs) > 0 {
 				if err := connectors.CheckInputFiles(inputs); err != nil {
 					return fmt.Errorf("totals: %w", err)
 				}
-				lines = engine.FromSource[string](env, &connectors.TextFileSource{Paths: inputs}, "file-input").UID("source")
+				lines = stream.FromSource[string](env, &connectors.TextFileSource{Paths: inputs}, "file-input").UID("source")
 			} else {
-				lines = engine.FromSource[string](env, &connectors.Elements[string]{Items: Sample}, "sample-input").UID("source")
+				lines = stream.FromSource[string](env, &connectors.Elements[string]{Items: Sample}, "sample-input").UID("source")
 			}
-			amounts := engine.FlatMap(lines, Parse).Name("parse")
+			amounts := stream.FlatMap(lines, Parse).Name("parse")
 			// A stable uid on every stateful operator: snapshots store state
 			// by uid, so a changed job still finds it.
-			totals := engine.Process(engine.KeyBy(amounts, func(a Amount) string { return a.Key }), &Summer{}).
+			totals := stream.Process(stream.KeyBy(amounts, func(a Amount) string { return a.Key }), &Summer{}).
 				Name("sum").UID("sum")
 			if output != "" {
 				totals.SinkTo(&connectors.FileSink[Total]{Dir: output}).Name("file-sink").UID("sink")

@@ -1,50 +1,44 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/gflink/gflink/cmd"
-	"github.com/gflink/gflink/engine/jobs"
-	"github.com/gflink/gflink/savepoint/vfs"
+	"github.com/gflink/gflink/cli"
+	"github.com/gflink/gflink/stream"
 )
 
-// TestTotals runs the job through gflink's command line, as the binary does,
-// and checks its final totals.
+// TestTotals runs the job from Go with Execute and checks its final totals.
 func TestTotals(t *testing.T) {
-	home, dir := t.TempDir(), t.TempDir()
-	streams, out, errOut := cmd.TestStreams()
-	f := &cmd.Factory{
-		IO:       streams,
-		Registry: jobs.Builtin().With(Totals()),
-		Getenv: func(k string) string {
-			if k == "GFLINK_HOME" {
-				return home
-			}
-			return ""
-		},
-		WorkingDir: dir, ExecutableDir: dir, FS: vfs.Default, Context: context.Background(),
+	var out bytes.Buffer
+	env, err := stream.NewEnvironment(stream.Options{Stdout: &out,
+		Config: map[string]string{"execution.checkpointing.interval": "100 ms"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	code := cmd.Run(f, []string{"run", "-Drest.bind-port=0", "totals"})
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	if err := Totals().Build(env, nil); err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"(alice,7)", "(bob,3)", "(carol,1)", "Program execution finished"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
+	res, err := env.Execute(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, &out)
+	}
+	if res.Status != "FINISHED" || res.JobName != "Totals" {
+		t.Errorf("result %+v", res)
+	}
+	for _, want := range []string{"(alice,3)", "(alice,7)", "(bob,3)", "(carol,1)"} {
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, &out)
 		}
 	}
 }
 
+// TestUsage checks the command line rejects unknown arguments of the job
+// with a usage error (exit 2).
 func TestUsage(t *testing.T) {
-	streams, out, _ := cmd.TestStreams()
-	f := &cmd.Factory{IO: streams, Registry: jobs.Builtin().With(Totals()),
-		Getenv: func(string) string { return "" }, FS: vfs.Default, Context: context.Background()}
-	if code := cmd.Run(f, []string{"run", "totals", "--bogus"}); code != 2 {
-		t.Fatalf("exit %d, want 2 (a usage error):\n%s", code, out)
-	}
-	if !strings.Contains(out.String(), "Usage: gflink run [OPTIONS] totals") {
-		t.Errorf("no usage printed:\n%s", out)
+	if code := cli.Run([]string{"run", "totals", "--bogus"}, Totals()); code != 2 {
+		t.Fatalf("exit %d, want 2 (a usage error)", code)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/testutil"
 	"go.uber.org/goleak"

@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gflink/gflink/engine/connectors"
-	"github.com/gflink/gflink/engine/connectors/kafka"
+	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/olekukonko/tablewriter"

@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gflink/gflink/engine/connectors/kafka"
+	"github.com/gflink/gflink/connectors/kafka"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 

@@ -49,7 +49,7 @@ import (
 
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/connectors"
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 )
 

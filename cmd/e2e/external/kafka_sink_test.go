@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine/connectors/kafka"
+	"github.com/gflink/gflink/connectors/kafka"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 )
 
 // Elements is a bounded source of the given records (Flink's
@@ -20,7 +20,7 @@ type Elements[T any] struct {
 	Weigh func(T) int
 }
 
-// Splits implements engine.Source: one contiguous range per subtask.
+// Splits implements stream.Source: one contiguous range per subtask.
 func (e *Elements[T]) Splits(parallelism int) ([][]byte, error) {
 	out := make([][]byte, parallelism)
 	n := len(e.Items)
@@ -76,7 +76,7 @@ func splitUvarints(b []byte) []uint64 {
 	return out
 }
 
-// CheckRestoredSplits implements engine.RestoredSplitsChecker: the splits
+// CheckRestoredSplits implements stream.RestoredSplitsChecker: the splits
 // must be ranges of an input of this many items.
 func (e *Elements[T]) CheckRestoredSplits(splits [][]byte) error {
 	for _, b := range splits {
@@ -91,8 +91,8 @@ func (e *Elements[T]) CheckRestoredSplits(splits [][]byte) error {
 	return nil
 }
 
-// CreateReader implements engine.Source.
-func (e *Elements[T]) CreateReader(ctx engine.SourceContext) (engine.SourceReader[T], error) {
+// CreateReader implements stream.Source.
+func (e *Elements[T]) CreateReader(ctx stream.SourceContext) (stream.SourceReader[T], error) {
 	return &elementsReader[T]{items: e.Items, pace: newPacer(e.Rate, ctx.Parallelism), weigh: e.Weigh}, nil
 }
 
@@ -114,7 +114,7 @@ func (r *elementsReader[T]) AddSplits(splits [][]byte) error {
 	return nil
 }
 
-func (r *elementsReader[T]) PollNext(out engine.Collector[T]) (engine.InputStatus, error) {
+func (r *elementsReader[T]) PollNext(out stream.Collector[T]) (stream.InputStatus, error) {
 	for n := 0; n < linesPerPoll; n++ {
 		i := -1
 		for k, rg := range r.ranges {
@@ -124,10 +124,10 @@ func (r *elementsReader[T]) PollNext(out engine.Collector[T]) (engine.InputStatu
 			}
 		}
 		if i < 0 {
-			return engine.EndOfInput, nil
+			return stream.EndOfInput, nil
 		}
 		if !r.pace.allows() {
-			return engine.NothingAvailable, nil
+			return stream.NothingAvailable, nil
 		}
 		item := r.items[r.ranges[i][0]]
 		out.Collect(item)
@@ -140,10 +140,10 @@ func (r *elementsReader[T]) PollNext(out engine.Collector[T]) (engine.InputStatu
 			r.pace.spend(float64(w))
 		}
 	}
-	return engine.MoreAvailable, nil
+	return stream.MoreAvailable, nil
 }
 
-// NextPollTime implements engine.AvailabilityWaiter: when the rate allows
+// NextPollTime implements stream.AvailabilityWaiter: when the rate allows
 // the next item.
 func (r *elementsReader[T]) NextPollTime() time.Time { return r.pace.next() }
 

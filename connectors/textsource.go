@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +112,7 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// Splits implements engine.Source.
+// Splits implements stream.Source.
 func (s *TextFileSource) Splits(parallelism int) ([][]byte, error) {
 	var total int64
 	sizes := make([]int64, len(s.Paths))
@@ -142,7 +142,7 @@ func (s *TextFileSource) Splits(parallelism int) ([][]byte, error) {
 	return out, nil
 }
 
-// CheckRestoredSplits implements engine.RestoredSplitsChecker. A restored
+// CheckRestoredSplits implements stream.RestoredSplitsChecker. A restored
 // reader continues the snapshot's splits (finished ones stay in its state),
 // so they must cover exactly this job's files — the same files, as often
 // (a file given twice is read twice), each still the size it was: otherwise
@@ -218,8 +218,8 @@ func (s *TextFileSource) CheckRestoredSplits(splits [][]byte) error {
 	return nil
 }
 
-// CreateReader implements engine.Source.
-func (s *TextFileSource) CreateReader(ctx engine.SourceContext) (engine.SourceReader[string], error) {
+// CreateReader implements stream.Source.
+func (s *TextFileSource) CreateReader(ctx stream.SourceContext) (stream.SourceReader[string], error) {
 	r := &textReader{src: s}
 	if s.Rate > 0 {
 		r.rate = s.Rate / float64(ctx.Parallelism)
@@ -296,19 +296,19 @@ func (r *textReader) closeCur() {
 
 const linesPerPoll = 256
 
-func (r *textReader) PollNext(out engine.Collector[string]) (engine.InputStatus, error) {
+func (r *textReader) PollNext(out stream.Collector[string]) (stream.InputStatus, error) {
 	if r.rate > 0 {
 		if r.started.IsZero() {
 			r.started = time.Now()
 		}
 		if r.weight >= r.rate*time.Since(r.started).Seconds() {
-			return engine.NothingAvailable, nil
+			return stream.NothingAvailable, nil
 		}
 	}
 	for n := 0; n < linesPerPoll; n++ {
 		if r.cur == nil {
 			if len(r.splits) == 0 {
-				return engine.EndOfInput, nil
+				return stream.EndOfInput, nil
 			}
 			// Finished splits stay in the list (with Pos >= End), so that
 			// they are part of every snapshot; skip them here.
@@ -320,11 +320,11 @@ func (r *textReader) PollNext(out engine.Collector[string]) (engine.InputStatus,
 				}
 			}
 			if next == nil {
-				return engine.EndOfInput, nil
+				return stream.EndOfInput, nil
 			}
 			r.cur = next
 			if err := r.open(); err != nil {
-				return engine.MoreAvailable, fmt.Errorf("read %s: %w", next.Path, err)
+				return stream.MoreAvailable, fmt.Errorf("read %s: %w", next.Path, err)
 			}
 		}
 		s := r.cur
@@ -340,7 +340,7 @@ func (r *textReader) PollNext(out engine.Collector[string]) (engine.InputStatus,
 			continue
 		}
 		if err != nil && err != io.EOF {
-			return engine.MoreAvailable, fmt.Errorf("read %s: %w", s.Path, err)
+			return stream.MoreAvailable, fmt.Errorf("read %s: %w", s.Path, err)
 		}
 		s.Pos += int64(len(line))
 		line = trimEOL(line)
@@ -352,11 +352,11 @@ func (r *textReader) PollNext(out engine.Collector[string]) (engine.InputStatus,
 				r.weight++
 			}
 			if r.weight >= r.rate*time.Since(r.started).Seconds() {
-				return engine.NothingAvailable, nil
+				return stream.NothingAvailable, nil
 			}
 		}
 	}
-	return engine.MoreAvailable, nil
+	return stream.MoreAvailable, nil
 }
 
 func trimEOL(s string) string {
@@ -369,7 +369,7 @@ func trimEOL(s string) string {
 	return s
 }
 
-// NextPollTime implements engine.AvailabilityWaiter: when the rate allows
+// NextPollTime implements stream.AvailabilityWaiter: when the rate allows
 // the next line.
 func (r *textReader) NextPollTime() time.Time {
 	if r.rate <= 0 {

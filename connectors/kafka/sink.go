@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,7 +50,7 @@ type Sink[T any] struct {
 	Options []kgo.Opt
 }
 
-// UnionWriterState implements engine.UnionWriterStateSink.
+// UnionWriterState implements stream.UnionWriterStateSink.
 func (*Sink[T]) UnionWriterState() bool { return true }
 
 func (s *Sink[T]) clientOpts(extra ...kgo.Opt) []kgo.Opt {
@@ -78,7 +78,7 @@ type committable struct {
 	Epoch           int16  `json:"epoch"`
 }
 
-// CheckCheckpointTiming implements engine.CheckpointTimingChecker. An
+// CheckCheckpointTiming implements stream.CheckpointTimingChecker. An
 // exactly-once transaction is begun after one checkpoint's barrier and
 // committed when the next checkpoint completes: it stays open for an
 // interval plus that checkpoint's duration, and longer when a checkpoint
@@ -86,7 +86,7 @@ type committable struct {
 // transaction.timeout.ms; its records are then lost and the commit fails,
 // so an interval that comes near the timeout is worth a warning when the
 // job starts, not a failure hours later.
-func (s *Sink[T]) CheckCheckpointTiming(t engine.CheckpointTiming) []string {
+func (s *Sink[T]) CheckCheckpointTiming(t stream.CheckpointTiming) []string {
 	if s.Guarantee != ExactlyOnce {
 		return nil
 	}
@@ -126,8 +126,8 @@ func (s *Sink[T]) txnID(subtask int, n int64) string {
 	return fmt.Sprintf("%s-%d-%d", s.TransactionalIDPrefix, subtask, n)
 }
 
-// CreateWriter implements engine.Sink.
-func (s *Sink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T], error) {
+// CreateWriter implements stream.Sink.
+func (s *Sink[T]) CreateWriter(ctx stream.SinkContext) (stream.SinkWriter[T], error) {
 	w := &writer[T]{s: s, ctx: ctx}
 	if s.Guarantee != ExactlyOnce {
 		cl, err := kgo.NewClient(s.clientOpts()...)
@@ -194,7 +194,7 @@ func (s *Sink[T]) abortLingering(from map[int]int64) error {
 
 type writer[T any] struct {
 	s   *Sink[T]
-	ctx engine.SinkContext
+	ctx stream.SinkContext
 	cl  *kgo.Client // at-least-once and none; exactly-once: the open transaction's
 
 	next  int64  // exactly-once: the n of the next transaction
@@ -223,7 +223,7 @@ func (w *writer[T]) produceErr() error {
 	return nil
 }
 
-// Write implements engine.SinkWriter: asynchronous; errors surface at the
+// Write implements stream.SinkWriter: asynchronous; errors surface at the
 // next flush.
 func (w *writer[T]) Write(v T) error {
 	if err := w.produceErr(); err != nil {
@@ -254,7 +254,7 @@ func (w *writer[T]) begin() error {
 	return nil
 }
 
-// Flush implements engine.SinkWriter: at-least-once waits for every record
+// Flush implements stream.SinkWriter: at-least-once waits for every record
 // to be acknowledged before the barrier passes on.
 func (w *writer[T]) Flush(bool) error {
 	if w.s.Guarantee == AtLeastOnce {
@@ -265,7 +265,7 @@ func (w *writer[T]) Flush(bool) error {
 	return w.produceErr()
 }
 
-// PrepareCommit implements engine.CommittingSinkWriter: the open
+// PrepareCommit implements stream.CommittingSinkWriter: the open
 // transaction is flushed and handed over; the next record opens another.
 func (w *writer[T]) PrepareCommit() ([][]byte, error) {
 	if w.s.Guarantee != ExactlyOnce || w.txnID == "" {
@@ -290,7 +290,7 @@ func (w *writer[T]) PrepareCommit() ([][]byte, error) {
 	return [][]byte{b}, nil
 }
 
-// SnapshotState implements engine.StatefulSinkWriter.
+// SnapshotState implements stream.StatefulSinkWriter.
 func (w *writer[T]) SnapshotState(int64) ([][]byte, error) {
 	if w.s.Guarantee != ExactlyOnce {
 		return nil, nil
@@ -299,7 +299,7 @@ func (w *writer[T]) SnapshotState(int64) ([][]byte, error) {
 	return [][]byte{b}, nil
 }
 
-// Close implements engine.SinkWriter. An open transaction is aborted: it
+// Close implements stream.SinkWriter. An open transaction is aborted: it
 // was never pre-committed, so no checkpoint refers to it.
 func (w *writer[T]) Close() error {
 	if w.cl == nil {
@@ -317,8 +317,8 @@ func (w *writer[T]) Close() error {
 	return nil
 }
 
-// CreateCommitter implements engine.TwoPhaseCommittingSink.
-func (s *Sink[T]) CreateCommitter(ctx engine.SinkContext) (engine.Committer, error) {
+// CreateCommitter implements stream.TwoPhaseCommittingSink.
+func (s *Sink[T]) CreateCommitter(ctx stream.SinkContext) (stream.Committer, error) {
 	return &committer[T]{s: s, subtask: ctx.Subtask}, nil
 }
 
@@ -328,7 +328,7 @@ type committer[T any] struct {
 	admin   *kgo.Client
 }
 
-// Commit implements engine.Committer. Idempotent: a transaction committed
+// Commit implements stream.Committer. Idempotent: a transaction committed
 // before answers success again; one the broker no longer knows in that
 // epoch (fenced, or its state moved on) was committed before a failure.
 func (c *committer[T]) Commit(items [][]byte) error {
@@ -374,7 +374,7 @@ func (c *committer[T]) Commit(items [][]byte) error {
 	return nil
 }
 
-// Close implements engine.Committer. The clients of this subtask's
+// Close implements stream.Committer. The clients of this subtask's
 // pre-committed transactions that no commit ended (the job stopped between
 // a checkpoint and its completion) are closed; the transactions stay open
 // for a restore to commit, or for the next writer of the subtask to abort.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -77,7 +77,7 @@ type topicPartition struct {
 	partition int32
 }
 
-// UnionSplits implements engine.UnionSplitSource: a reader tells a newly
+// UnionSplits implements stream.UnionSplitSource: a reader tells a newly
 // discovered partition from another reader's only by seeing every split.
 func (*Source) UnionSplits() bool { return true }
 
@@ -148,7 +148,7 @@ func partitionsOf(ctx context.Context, adm *kadm.Client, topics []string) ([]top
 	return out, nil
 }
 
-// Splits implements engine.Source: every partition with the offset the
+// Splits implements stream.Source: every partition with the offset the
 // startup mode resolves to now — concrete offsets, so that a checkpoint
 // taken before a partition's first record still resumes from the same
 // place — and, bounded, its stopping offset.
@@ -261,7 +261,7 @@ func (s *Source) startOffsets(ctx context.Context, adm *kadm.Client) (map[topicP
 	return nil, fmt.Errorf("kafka: unknown startup mode %q: use earliest-offset, latest-offset, group-offsets or timestamp", s.Startup)
 }
 
-// CheckRestoredSplits implements engine.RestoredSplitsChecker: a restored
+// CheckRestoredSplits implements stream.RestoredSplitsChecker: a restored
 // job reads the partitions in its snapshot; they must be of its topics.
 func (s *Source) CheckRestoredSplits(items [][]byte) error {
 	for _, b := range items {
@@ -276,8 +276,8 @@ func (s *Source) CheckRestoredSplits(items [][]byte) error {
 	return nil
 }
 
-// CreateReader implements engine.Source.
-func (s *Source) CreateReader(ctx engine.SourceContext) (engine.SourceReader[string], error) {
+// CreateReader implements stream.Source.
+func (s *Source) CreateReader(ctx stream.SourceContext) (stream.SourceReader[string], error) {
 	return &reader{src: s, subtask: ctx.Subtask, parallelism: ctx.Parallelism,
 		splits: map[topicPartition]*split{}, known: map[topicPartition]bool{}, pending: map[int64]map[topicPartition]int64{}}, nil
 }
@@ -303,7 +303,7 @@ type reader struct {
 	closed  bool
 }
 
-// AddSplits implements engine.SourceReader: it is given every split (union
+// AddSplits implements stream.SourceReader: it is given every split (union
 // state) and keeps the ones it owns at the current parallelism.
 func (r *reader) AddSplits(items [][]byte) error {
 	start := map[string]map[int32]kgo.Offset{}
@@ -352,9 +352,9 @@ func (r *reader) AddSplits(items [][]byte) error {
 // maxPoll is how many records one PollNext emits at most.
 const maxPoll = 256
 
-// PollNext implements engine.SourceReader. It never blocks: it takes what
+// PollNext implements stream.SourceReader. It never blocks: it takes what
 // the client has fetched in the background.
-func (r *reader) PollNext(out engine.Collector[string]) (engine.InputStatus, error) {
+func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, error) {
 	r.checkDiscovery()
 	if len(r.buf) == 0 {
 		fs := r.cl.PollRecords(nil, maxPoll)
@@ -385,12 +385,12 @@ func (r *reader) PollNext(out engine.Collector[string]) (engine.InputStatus, err
 		}
 	}
 	if r.src.Bounded && len(r.splits) == 0 {
-		return engine.EndOfInput, nil
+		return stream.EndOfInput, nil
 	}
 	if len(r.buf) > 0 || n > 0 {
-		return engine.MoreAvailable, nil
+		return stream.MoreAvailable, nil
 	}
-	return engine.NothingAvailable, nil
+	return stream.NothingAvailable, nil
 }
 
 func (r *reader) finish(sp *split) {
@@ -413,7 +413,7 @@ func fetchError(fs kgo.Fetches) error {
 	return err
 }
 
-// NextPollTime implements engine.AvailabilityWaiter: the client fetches in
+// NextPollTime implements stream.AvailabilityWaiter: the client fetches in
 // the background, so a short pause is enough.
 func (r *reader) NextPollTime() time.Time { return time.Now().Add(2 * time.Millisecond) }
 
@@ -469,7 +469,7 @@ func (r *reader) checkDiscovery() {
 	}()
 }
 
-// SnapshotState implements engine.SourceReader: the owned splits with
+// SnapshotState implements stream.SourceReader: the owned splits with
 // their offsets (finished ones too, so that a restore does not take them
 // for new partitions).
 func (r *reader) SnapshotState(id int64) ([][]byte, error) {
@@ -488,7 +488,7 @@ func (r *reader) SnapshotState(id int64) ([][]byte, error) {
 	return out, nil
 }
 
-// NotifyCheckpointComplete implements engine.SourceCheckpointListener: the
+// NotifyCheckpointComplete implements stream.SourceCheckpointListener: the
 // checkpoint's offsets go to the consumer group, in the background, for
 // monitoring only — a failed commit changes nothing about recovery.
 func (r *reader) NotifyCheckpointComplete(id int64) error {
@@ -515,7 +515,7 @@ func (r *reader) NotifyCheckpointComplete(id int64) error {
 	return nil
 }
 
-// Close implements engine.SourceReader.
+// Close implements stream.SourceReader.
 func (r *reader) Close() error {
 	r.closed = true
 	if r.cl != nil {

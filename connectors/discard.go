@@ -1,14 +1,14 @@
 package connectors
 
-import "github.com/gflink/gflink/engine"
+import "github.com/gflink/gflink/stream"
 
 // DiscardingSink drops every record (Flink's DiscardingSink): a job runs
 // without the cost of output, for benchmarks and for jobs whose effect is
 // their state.
 type DiscardingSink[T any] struct{}
 
-// CreateWriter implements engine.Sink.
-func (DiscardingSink[T]) CreateWriter(engine.SinkContext) (engine.SinkWriter[T], error) {
+// CreateWriter implements stream.Sink.
+func (DiscardingSink[T]) CreateWriter(stream.SinkContext) (stream.SinkWriter[T], error) {
 	return discardingWriter[T]{}, nil
 }
 

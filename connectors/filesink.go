@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
@@ -37,8 +37,8 @@ type FileSink[T any] struct {
 	// 60 s).
 	RollInterval time.Duration
 	// Format renders a record. By default a record is rendered as the print
-	// sink renders it: AppendTo for an engine.Appender, else String or
-	// fmt's %v (engine.RecordText), straight into the file's buffer.
+	// sink renders it: AppendTo for an stream.Appender, else String or
+	// fmt's %v (stream.RecordText), straight into the file's buffer.
 	Format func(T) string
 	// FS is the filesystem (vfs.Default if nil).
 	FS vfs.FS
@@ -72,8 +72,8 @@ type fileCommittable struct {
 	Finished string `json:"finished"`
 }
 
-// CreateWriter implements engine.Sink.
-func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T], error) {
+// CreateWriter implements stream.Sink.
+func (s *FileSink[T]) CreateWriter(ctx stream.SinkContext) (stream.SinkWriter[T], error) {
 	if err := s.fs().MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
@@ -82,7 +82,7 @@ func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T]
 		return nil, fmt.Errorf("output directory %s: %w", s.Dir, err)
 	}
 	w := &fileWriter[T]{s: s, dir: dir, prefix: fmt.Sprintf("part-%s-%d-", ctx.RunID, ctx.Subtask),
-		rollSize: s.RollSize, rollInterval: s.RollInterval, text: engine.NewRecordText[T]()}
+		rollSize: s.RollSize, rollInterval: s.RollInterval, text: stream.NewRecordText[T]()}
 	if w.rollSize <= 0 {
 		w.rollSize = defaultRollSize
 	}
@@ -92,17 +92,17 @@ func (s *FileSink[T]) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[T]
 	return w, nil
 }
 
-// CreateCommitter implements engine.TwoPhaseCommittingSink.
-func (s *FileSink[T]) CreateCommitter(engine.SinkContext) (engine.Committer, error) {
+// CreateCommitter implements stream.TwoPhaseCommittingSink.
+func (s *FileSink[T]) CreateCommitter(stream.SinkContext) (stream.Committer, error) {
 	return &fileCommitter{fs: s.fs(), dir: s.Dir}, nil
 }
 
-// CleanUp implements engine.RecoveryCleaner: hidden part files written by
+// CleanUp implements stream.RecoveryCleaner: hidden part files written by
 // this job's earlier attempts that the restored checkpoint does not
 // reference were written after it by an attempt that failed; they can
 // never be committed. Other files — another job's, even in this directory —
 // are left alone.
-func (s *FileSink[T]) CleanUp(ctx engine.SinkContext, committables [][]byte) error {
+func (s *FileSink[T]) CleanUp(ctx stream.SinkContext, committables [][]byte) error {
 	if len(ctx.PreviousRunIDs) == 0 {
 		return nil
 	}
@@ -156,7 +156,7 @@ type fileWriter[T any] struct {
 	flushed, startedTo int64
 	opened             time.Time
 	writes             int // records written, to read the clock only now and then
-	text               *engine.RecordText[T]
+	text               *stream.RecordText[T]
 	buf                []byte
 	pending            []fileCommittable
 }
@@ -319,7 +319,7 @@ func (c *fileCommitter) Commit(committables [][]byte) (err error) {
 			return fmt.Errorf("file sink committable: %w", err)
 		}
 		if err := checkPartName(fc.Pending, fc.Finished); err != nil {
-			return engine.SuppressRestarts(err)
+			return stream.SuppressRestarts(err)
 		}
 		dir := fc.Dir
 		if dir == "" {
@@ -327,12 +327,12 @@ func (c *fileCommitter) Commit(committables [][]byte) (err error) {
 		}
 		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 			if fc.Dir != "" {
-				return engine.SuppressRestarts(fmt.Errorf("file sink committable names the directory %q, which is not an absolute, clean path", fc.Dir))
+				return stream.SuppressRestarts(fmt.Errorf("file sink committable names the directory %q, which is not an absolute, clean path", fc.Dir))
 			}
 		}
 		finished := filepath.Join(dir, fc.Finished)
 		if st, err := c.fs.Stat(dir); err != nil || !st.IsDir() {
-			return engine.SuppressRestarts(fmt.Errorf("cannot commit part file %s: its directory %s is gone (%v)", finished, dir, err))
+			return stream.SuppressRestarts(fmt.Errorf("cannot commit part file %s: its directory %s is gone (%v)", finished, dir, err))
 		}
 		dirs[dir] = true
 		if _, err := c.fs.Stat(finished); err == nil {

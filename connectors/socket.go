@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 )
 
 // SocketSource reads lines from a TCP server (Flink's socketTextStream;
@@ -23,16 +23,16 @@ type SocketSource struct {
 	RetryDelay time.Duration
 }
 
-// NotReplayable implements engine.NonReplayableSource.
+// NotReplayable implements stream.NonReplayableSource.
 func (s *SocketSource) NotReplayable() string {
 	return fmt.Sprintf("The socket source %s cannot rewind: after a failure the lines that were in flight are lost (at most once), even with checkpointing on. The job's state is still checkpointed and restored.", s.Addr)
 }
 
-// Splits implements engine.Source: one split, the address.
+// Splits implements stream.Source: one split, the address.
 func (s *SocketSource) Splits(int) ([][]byte, error) { return [][]byte{[]byte(s.Addr)}, nil }
 
-// CreateReader implements engine.Source.
-func (s *SocketSource) CreateReader(engine.SourceContext) (engine.SourceReader[string], error) {
+// CreateReader implements stream.Source.
+func (s *SocketSource) CreateReader(stream.SourceContext) (stream.SourceReader[string], error) {
 	return &socketReader{src: s, lines: make(chan string, 1024), done: make(chan struct{}), stop: make(chan struct{})}, nil
 }
 
@@ -49,7 +49,7 @@ type socketReader struct {
 	closed bool
 }
 
-// AddSplits implements engine.SourceReader: the one split starts the
+// AddSplits implements stream.SourceReader: the one split starts the
 // connection loop.
 func (r *socketReader) AddSplits(splits [][]byte) error {
 	if len(splits) == 0 {
@@ -109,8 +109,8 @@ func (r *socketReader) setConn(c net.Conn) bool {
 	return true
 }
 
-// PollNext implements engine.SourceReader.
-func (r *socketReader) PollNext(out engine.Collector[string]) (engine.InputStatus, error) {
+// PollNext implements stream.SourceReader.
+func (r *socketReader) PollNext(out stream.Collector[string]) (stream.InputStatus, error) {
 	for n := 0; n < 256; n++ {
 		select {
 		case l := <-r.lines:
@@ -119,12 +119,12 @@ func (r *socketReader) PollNext(out engine.Collector[string]) (engine.InputStatu
 		default:
 		}
 		if n > 0 {
-			return engine.MoreAvailable, nil
+			return stream.MoreAvailable, nil
 		}
 		select {
 		case <-r.done:
 			if len(r.lines) > 0 {
-				return engine.MoreAvailable, nil
+				return stream.MoreAvailable, nil
 			}
 			r.mu.Lock()
 			err := r.err
@@ -132,18 +132,18 @@ func (r *socketReader) PollNext(out engine.Collector[string]) (engine.InputStatu
 			if err != nil {
 				return 0, err
 			}
-			return engine.EndOfInput, nil
+			return stream.EndOfInput, nil
 		default:
-			return engine.NothingAvailable, nil
+			return stream.NothingAvailable, nil
 		}
 	}
-	return engine.MoreAvailable, nil
+	return stream.MoreAvailable, nil
 }
 
-// NextPollTime implements engine.AvailabilityWaiter.
+// NextPollTime implements stream.AvailabilityWaiter.
 func (r *socketReader) NextPollTime() time.Time { return time.Now().Add(2 * time.Millisecond) }
 
-// SnapshotState implements engine.SourceReader: the split, without a
+// SnapshotState implements stream.SourceReader: the split, without a
 // position — there is none to go back to.
 func (r *socketReader) SnapshotState(int64) ([][]byte, error) {
 	if r.split == nil {
@@ -152,7 +152,7 @@ func (r *socketReader) SnapshotState(int64) ([][]byte, error) {
 	return [][]byte{r.split}, nil
 }
 
-// Close implements engine.SourceReader.
+// Close implements stream.SourceReader.
 func (r *socketReader) Close() error {
 	r.once.Do(func() {
 		close(r.stop)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -76,8 +76,8 @@ func CheckUpsertPath(path string) error {
 	return nil
 }
 
-// CreateWriter implements engine.Sink.
-func (s *UpsertFileSink[T]) CreateWriter(engine.SinkContext) (engine.SinkWriter[T], error) {
+// CreateWriter implements stream.Sink.
+func (s *UpsertFileSink[T]) CreateWriter(stream.SinkContext) (stream.SinkWriter[T], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fs().MkdirAll(filepath.Dir(s.Path), 0o755); err != nil {

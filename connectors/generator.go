@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/stream"
 )
 
 // WordGenerator is a deterministic source of text lines for benchmarks and
@@ -195,7 +195,7 @@ func decodeGenSplit(b []byte) (genSplit, error) {
 	return s, nil
 }
 
-// Splits implements engine.Source: one interleaved split per subtask.
+// Splits implements stream.Source: one interleaved split per subtask.
 func (g *WordGenerator) Splits(parallelism int) ([][]byte, error) {
 	out := make([][]byte, parallelism)
 	for k := range parallelism {
@@ -204,7 +204,7 @@ func (g *WordGenerator) Splits(parallelism int) ([][]byte, error) {
 	return out, nil
 }
 
-// CheckRestoredSplits implements engine.RestoredSplitsChecker: the splits
+// CheckRestoredSplits implements stream.RestoredSplitsChecker: the splits
 // must be positions in this generator's text.
 func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
 	want := g.text()
@@ -221,8 +221,8 @@ func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
 	return nil
 }
 
-// CreateReader implements engine.Source.
-func (g *WordGenerator) CreateReader(ctx engine.SourceContext) (engine.SourceReader[string], error) {
+// CreateReader implements stream.Source.
+func (g *WordGenerator) CreateReader(ctx stream.SourceContext) (stream.SourceReader[string], error) {
 	r := &genReader{g: g}
 	if throttled(g.Rate) {
 		r.rate = g.Rate / float64(ctx.Parallelism) / float64(g.wordsPerLine())
@@ -250,7 +250,7 @@ func (r *genReader) AddSplits(splits [][]byte) error {
 	return nil
 }
 
-func (r *genReader) PollNext(out engine.Collector[string]) (engine.InputStatus, error) {
+func (r *genReader) PollNext(out stream.Collector[string]) (stream.InputStatus, error) {
 	budget := linesPerPoll
 	if r.rate > 0 {
 		if r.started.IsZero() {
@@ -260,7 +260,7 @@ func (r *genReader) PollNext(out engine.Collector[string]) (engine.InputStatus, 
 		// words/s became a negative budget, and nothing was ever emitted).
 		avail := r.rate*time.Since(r.started).Seconds() - r.emitted
 		if avail < 1 {
-			return engine.NothingAvailable, nil
+			return stream.NothingAvailable, nil
 		}
 		if avail < float64(budget) {
 			budget = int(avail)
@@ -275,7 +275,7 @@ func (r *genReader) PollNext(out engine.Collector[string]) (engine.InputStatus, 
 			}
 		}
 		if i < 0 {
-			return engine.EndOfInput, nil
+			return stream.EndOfInput, nil
 		}
 		s := &r.splits[i]
 		r.buf = r.g.Line(s.Next, r.buf)
@@ -283,7 +283,7 @@ func (r *genReader) PollNext(out engine.Collector[string]) (engine.InputStatus, 
 		s.Next += s.Step
 		r.emitted++
 	}
-	return engine.MoreAvailable, nil
+	return stream.MoreAvailable, nil
 }
 
 func (r *genReader) NextPollTime() time.Time {

@@ -1,0 +1,124 @@
+package stream
+
+import "github.com/gflink/gflink/engine"
+
+// Source is a replayable input, split into splits that subtasks read by
+// position (Flink's FLIP-27 source):
+//
+//	Splits(parallelism int) ([][]byte, error)              // a fresh start's splits
+//	CreateReader(ctx SourceContext) (SourceReader[T], error) // one per subtask
+//
+// Splits are the source's own encoding; gflink stores them with their
+// positions in checkpoints and hands them back on restore, redistributed
+// when the parallelism changed. Optional: RestoredSplitsChecker,
+// UnionSplitSource, NonReplayableSource.
+type Source[T any] = engine.Source[T]
+
+// SourceContext describes the subtask a reader runs in.
+type SourceContext = engine.SourceContext
+
+// SourceReader reads the splits assigned to one subtask:
+//
+//	AddSplits(splits [][]byte) error   // fresh or restored, with positions
+//	PollNext(out Collector[T]) (InputStatus, error) // a few hundred records at most
+//	SnapshotState(checkpointID int64) ([][]byte, error) // splits with positions
+//	Close() error
+//
+// The task calls it from one goroutine, between checkpoints: what
+// SnapshotState returns must be exactly the position after the records
+// emitted so far. Optional: AvailabilityWaiter, SourceCheckpointListener.
+type SourceReader[T any] = engine.SourceReader[T]
+
+// InputStatus is what PollNext reports.
+type InputStatus = engine.InputStatus
+
+// What PollNext reports.
+const (
+	MoreAvailable    = engine.MoreAvailable    // call PollNext again
+	NothingAvailable = engine.NothingAvailable // nothing now; see AvailabilityWaiter
+	EndOfInput       = engine.EndOfInput       // every split is read to its end
+)
+
+// AvailabilityWaiter is implemented by readers that can say when to poll
+// after NothingAvailable: NextPollTime() time.Time.
+type AvailabilityWaiter = engine.AvailabilityWaiter
+
+// RestoredSplitsChecker is implemented by sources that can tell whether
+// splits from a snapshot are theirs: CheckRestoredSplits(splits) error.
+type RestoredSplitsChecker = engine.RestoredSplitsChecker
+
+// UnionSplitSource is implemented by sources whose readers each get every
+// split and keep the ones they own (UnionSplits() bool).
+type UnionSplitSource = engine.UnionSplitSource
+
+// SourceCheckpointListener is implemented by readers that act when a
+// checkpoint completes: NotifyCheckpointComplete(checkpointID) error.
+type SourceCheckpointListener = engine.SourceCheckpointListener
+
+// NonReplayableSource is implemented by sources that cannot rewind:
+// NotReplayable() string says why, and the job logs it at start.
+type NonReplayableSource = engine.NonReplayableSource
+
+// Sink is where a stream ends (Flink's Sink V2):
+// CreateWriter(ctx SinkContext) (SinkWriter[T], error), one per subtask.
+type Sink[T any] = engine.Sink[T]
+
+// SinkContext describes the subtask a writer runs in, the job, the
+// attempt and, after a restore, the writer's state.
+type SinkContext = engine.SinkContext
+
+// SinkWriter writes records: Write(v T) error; Flush(endOfInput bool)
+// error before every checkpoint barrier is passed on; Close() error.
+type SinkWriter[T any] = engine.SinkWriter[T]
+
+// StatefulSinkWriter is a writer with state of its own to checkpoint:
+// SnapshotState(checkpointID) ([][]byte, error); it comes back in
+// SinkContext.RestoredState.
+type StatefulSinkWriter = engine.StatefulSinkWriter
+
+// TwoPhaseCommittingSink is a sink whose output becomes visible exactly
+// once: its writers are CommittingSinkWriters and
+// CreateCommitter(ctx SinkContext) (Committer, error) makes the committer
+// of what they pre-committed.
+type TwoPhaseCommittingSink[T any] = engine.TwoPhaseCommittingSink[T]
+
+// CommittingSinkWriter is the first phase of a two-phase commit: at each
+// checkpoint, PrepareCommit() ([][]byte, error) pre-commits what was
+// written and returns committables, which the checkpoint stores.
+type CommittingSinkWriter[T any] = engine.CommittingSinkWriter[T]
+
+// Committer is the second phase: Commit(committables [][]byte) error once
+// the checkpoint holding them is complete, and again after a restore, so
+// it must be idempotent.
+type Committer = engine.Committer
+
+// RecoveryCleaner is implemented by two-phase-commit sinks that remove
+// what failed attempts left: CleanUp(ctx, committables) error.
+type RecoveryCleaner = engine.RecoveryCleaner
+
+// UnionWriterStateSink is implemented by sinks whose writers each see
+// every writer's state after a restore (UnionWriterState() bool).
+type UnionWriterStateSink = engine.UnionWriterStateSink
+
+// CheckpointTimingChecker is implemented by connectors whose guarantee
+// depends on how often checkpoints complete; what
+// CheckCheckpointTiming(CheckpointTiming) []string returns is logged.
+type CheckpointTimingChecker = engine.CheckpointTimingChecker
+
+// CheckpointTiming is what a CheckpointTimingChecker is told.
+type CheckpointTiming = engine.CheckpointTiming
+
+// PrintSink writes records as text lines to W (what Print uses).
+type PrintSink[T any] = engine.PrintSink[T]
+
+// Appender is implemented by records that render themselves as text by
+// appending to a byte slice: AppendTo(dst []byte) []byte. The print and
+// file sinks prefer it to String.
+type Appender = engine.Appender
+
+// RecordText renders records of T as text as fmt's %v does, without fmt
+// where T allows (Appender, fmt.Stringer, string).
+type RecordText[T any] = engine.RecordText[T]
+
+// NewRecordText returns the renderer of T's records.
+func NewRecordText[T any]() *RecordText[T] { return engine.NewRecordText[T]() }

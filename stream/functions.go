@@ -1,0 +1,92 @@
+package stream
+
+import (
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/state"
+)
+
+// Collector receives the records a function emits.
+type Collector[T any] = engine.Collector[T]
+
+// KeyedProcessFunction processes the records of a keyed stream one at a
+// time, with the record's key current (Flink's KeyedProcessFunction):
+//
+//	ProcessElement(ctx *Context[K], in IN, out Collector[OUT]) error
+//
+// A function may also implement Opener (to declare state), TimerHandler (to
+// react to its timers) and Closer. An error fails the task.
+type KeyedProcessFunction[K comparable, IN, OUT any] = engine.KeyedProcessFunction[K, IN, OUT]
+
+// Opener is implemented by keyed functions that declare state or set up
+// resources before the first record: Open(ctx *Context[K]) error.
+type Opener[K comparable] = engine.Opener[K]
+
+// TimerHandler is implemented by keyed functions that set timers:
+// OnTimer(ctx *Context[K], timestamp int64, out Collector[OUT]) error is
+// called with the timer's key current.
+type TimerHandler[K comparable, OUT any] = engine.TimerHandler[K, OUT]
+
+// Closer is implemented by functions that hold resources: Close() error,
+// after the last record or when the task is cancelled.
+type Closer = engine.Closer
+
+// Context gives a keyed function its key (CurrentKey), its subtask
+// (Subtask, Parallelism), its timers (TimerService) and, in OnTimer, the
+// clock that fired (TimeDomain).
+type Context[K comparable] = engine.Context[K]
+
+// TimerService sets and deletes the current key's timers:
+// RegisterProcessingTimeTimer(ms), DeleteProcessingTimeTimer(ms),
+// CurrentProcessingTime(); RegisterEventTimeTimer(ms),
+// DeleteEventTimeTimer(ms), CurrentWatermark(). Timers are keyed state:
+// checkpointed, restored and rescaled with it. Registering a timer that
+// exists does nothing.
+type TimerService = engine.TimerService
+
+// TimeDomain says which clock fired a timer.
+type TimeDomain = engine.TimeDomain
+
+// The clocks of timers.
+const (
+	ProcessingTime = engine.ProcessingTime
+	EventTime      = engine.EventTime
+)
+
+// ValueState holds one value per key: Value() (V, bool), Update(V),
+// Clear(). Values are not copied: do not modify one after Update.
+type ValueState[V any] = state.ValueState[V]
+
+// ListState holds a list per key: Get, Add, AddAll, Update, Clear.
+type ListState[V any] = state.ListState[V]
+
+// MapState holds a map per key: Get, Put, Remove, Contains, All, Clear.
+type MapState[UK comparable, UV any] = state.MapState[UK, UV]
+
+// Serializer encodes values of T for state and channel state:
+// Append(dst []byte, v T) []byte and Decode(src []byte) (T, []byte, error).
+type Serializer[T any] = state.Serializer[T]
+
+// KeySerializer is a Serializer that also hashes keys; the hash decides a
+// key's key group, so it must be stable across processes and versions.
+type KeySerializer[K any] = state.KeySerializer[K]
+
+// GetValueState declares (in Open) the value state called name. Names are
+// what snapshots store the state by.
+func GetValueState[V any, K comparable](ctx *Context[K], name string) (ValueState[V], error) {
+	return engine.GetValueState[V](ctx, name)
+}
+
+// GetListState declares (in Open) the list state called name.
+func GetListState[V any, K comparable](ctx *Context[K], name string) (ListState[V], error) {
+	return engine.GetListState[V](ctx, name)
+}
+
+// GetMapState declares (in Open) the map state called name.
+func GetMapState[UK comparable, UV any, K comparable](ctx *Context[K], name string) (MapState[UK, UV], error) {
+	return engine.GetMapState[UK, UV](ctx, name)
+}
+
+// SuppressRestarts marks err as a failure no restart can mend: the job
+// fails at once instead of asking the restart strategy (Flink's
+// SuppressRestartsException).
+func SuppressRestarts(err error) error { return engine.SuppressRestarts(err) }
