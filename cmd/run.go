@@ -62,7 +62,7 @@ func newRunCmd(f *Factory, g *globalOptions, runF func(*RunOptions) error) *cobr
 				if err := checkRunProgram(o); err != nil {
 					return err // a Python program or Java class instead of a job
 				}
-				return usageErrorf("No job specified. Specify the name of a job (built in: %s).", strings.Join(f.Registry.Names(), ", "))
+				return usageErrorf("No job specified. Specify the name of a job (available: %s).", strings.Join(f.Registry.Names(), ", "))
 			}
 			o.Job, o.Args = args[0], args[1:]
 			o.FromSavepointSet = c.Flags().Changed("fromSavepoint")

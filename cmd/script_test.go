@@ -82,6 +82,33 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, scriptParams(filepath.Join("testdata", "script"), nil))
 }
 
+// TestOwnModule builds a gflink of a user's own, in a fresh module outside
+// the repository that requires gflink through a replace directive, and
+// operates its job with every verb (testdata/module).
+func TestOwnModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary: skipped with -short")
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goEnv := map[string]string{}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOPROXY", "GONOSUMDB", "GOSUMDB", "GOTOOLCHAIN"} {
+		out, err := exec.Command("go", "env", k).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", k, err)
+		}
+		goEnv[k] = strings.TrimSpace(string(out))
+	}
+	testscript.Run(t, scriptParams(filepath.Join("testdata", "module"), func(env *testscript.Env) {
+		env.Setenv("GFLINK_REPO", repo)
+		for k, v := range goEnv {
+			env.Setenv(k, v)
+		}
+	}))
+}
+
 // TestScriptsRocksDB runs the scripts of the state flows — kill -9 and
 // recovery, restore and claim modes, rescaling, stop-with-savepoint, the
 // file sink's restore — again with state.backend.type: rocksdb, set in a
