@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/testutil"

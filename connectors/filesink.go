@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gflink/gflink/stream"
 	"github.com/gflink/gflink/savepoint/vfs"
+	"github.com/gflink/gflink/stream"
 )
 
 // FileSink writes records as lines into part files in Dir, with Flink's

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gflink/gflink/stream"
 	"github.com/gflink/gflink/savepoint/vfs"
+	"github.com/gflink/gflink/stream"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"

@@ -8,9 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 )
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/connectors"
 )
 
 // The ratios reported here are gflink's performance figures (README,

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/engine/config"
 )
 
 // The print ratio compares like with like: at parallelism 1 the engine's

@@ -14,10 +14,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/connectors/kafka"
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/savepoint"
 )
 

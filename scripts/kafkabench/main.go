@@ -20,10 +20,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/connectors/kafka"
+	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"

@@ -47,9 +47,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"

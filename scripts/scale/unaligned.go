@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/jobs"
 )
 
