@@ -23,7 +23,6 @@ import (
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
-	"github.com/gflink/gflink/savepoint/vfs"
 	"github.com/spf13/cobra"
 )
 
@@ -196,7 +195,7 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		// The parent: everything from here on is the child's.
 		return runDetached(f, o, out, conf, haCfg)
 	}
-	src, err := resolveRestore(f.FS, conf, log)
+	src, err := engine.ResolveRestore(f.FS, conf, log)
 	if err != nil {
 		return err
 	}
@@ -302,43 +301,7 @@ func uidWarnings(ops []engine.OperatorInfo) []string {
 
 // restoreSource is the snapshot -s names, found and checked, with the
 // user's restore settings.
-type restoreSource struct {
-	*restore.Resolved
-	AllowNonRestoredState bool
-	ClaimMode             string
-	// StateBackend is the job's state backend: a checkpoint or native
-	// savepoint restores only into the one that wrote it.
-	StateBackend string
-}
-
-// resolveRestore finds the snapshot execution.state-recovery.path (-s)
-// names and reads every state block it references, so that a lost or
-// damaged file stops the run before the job starts rather than in its
-// first restore. It returns nil (and no error) when there is nothing to
-// restore. Why checkpoints of a job directory were skipped goes to the log.
-func resolveRestore(fsys vfs.FS, conf *config.Configuration, log *slog.Logger) (*restoreSource, error) {
-	path, _ := engine.StateRecoveryPath.Get(conf)
-	if path == "" {
-		return nil, nil
-	}
-	resolved, err := restore.Resolve(fsys, path)
-	if resolved != nil {
-		for _, n := range resolved.Notes {
-			log.Warn(n)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := restore.VerifyStateFiles(fsys, resolved.Dir, resolved.Metadata); err != nil {
-		return nil, fmt.Errorf("Failed to read checkpoint/savepoint '%s': %w\nNothing was restored. Restore from an earlier checkpoint (-s <the job's checkpoint directory> takes the newest intact one) or a savepoint.", path, err)
-	}
-	src := &restoreSource{Resolved: resolved}
-	src.AllowNonRestoredState, _ = engine.IgnoreUnclaimedState.Get(conf)
-	src.ClaimMode, _ = engine.ClaimMode.Get(conf)
-	src.StateBackend, _ = engine.StateBackend.Get(conf)
-	return src, nil
-}
+type restoreSource = engine.RestoreSource
 
 // restoreNotices are the lines that tell the user, before the job starts,
 // which snapshot it restores, in which claim mode, and what gflink may

@@ -129,3 +129,23 @@ func (s DataStreamSink) Name(name string) DataStreamSink { return DataStreamSink
 func (s DataStreamSink) Parallelism(p int) DataStreamSink {
 	return DataStreamSink{s.s.Parallelism(p)}
 }
+
+// MapFunc applies a map function object to every record (Flink's
+// RichMapFunction): one that may also implement RichOpener, to set itself
+// up and declare operator state, and Closer. Each subtask gets its own
+// copy of fn when it is a pointer to a struct.
+func MapFunc[IN, OUT any](s DataStream[IN], fn MapFunction[IN, OUT]) DataStream[OUT] {
+	return DataStream[OUT]{engine.MapFunc(s.s, fn)}
+}
+
+// FlatMapFunc applies a flat-map function object to every record; see
+// MapFunc.
+func FlatMapFunc[IN, OUT any](s DataStream[IN], fn FlatMapFunction[IN, OUT]) DataStream[OUT] {
+	return DataStream[OUT]{engine.FlatMapFunc(s.s, fn)}
+}
+
+// FilterFunc keeps the records a filter function object accepts; see
+// MapFunc.
+func FilterFunc[T any](s DataStream[T], fn FilterFunction[T]) DataStream[T] {
+	return DataStream[T]{engine.FilterFunc(s.s, fn)}
+}

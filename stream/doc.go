@@ -20,7 +20,7 @@
 // unserialized when they are chained and in batches of T between tasks.
 // Keyed state and the records of unaligned checkpoints' channel state are
 // serialized with state.SerializerFor, which handles strings, integers,
-// floats, booleans, byte slices and, through encoding/gob, other types;
+// floats, booleans, byte slices and, as JSON (exported fields), other types;
 // implement Serializer for anything faster.
 //
 // Every stateful operator should get a UID: snapshots store state by uid,

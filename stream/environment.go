@@ -12,6 +12,7 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/internal/apibridge"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 func init() {
@@ -94,7 +95,10 @@ type JobExecutionResult struct {
 // Execute runs the job in this process until it ends: its bounded inputs
 // are read to their end, it fails beyond what its restart strategy allows,
 // or ctx is cancelled (the job is cancelled; Execute returns once every
-// task has stopped). It returns an error unless the job FINISHED. An
+// task has stopped). It returns an error unless the job FINISHED. With
+// execution.state-recovery.path set it starts from that checkpoint or
+// savepoint, as `run -s` does (execution.state-recovery.claim-mode,
+// execution.state-recovery.ignore-unclaimed-state apply). An
 // environment runs one job, once; Execute is not available to jobs run by
 // gflink's command line, which runs them itself.
 func (env *Environment) Execute(ctx context.Context) (JobExecutionResult, error) {
@@ -107,7 +111,15 @@ func (env *Environment) Execute(ctx context.Context) (JobExecutionResult, error)
 	}
 	conf := env.conf
 	env.conf = nil // one run per environment: the graph's operators are now in use
-	j, err := engine.Submit(ctx, g, engine.JobOptions{Config: conf, Logger: env.log})
+	opts := engine.JobOptions{Config: conf, Logger: env.log}
+	src, err := engine.ResolveRestore(vfs.Default, conf, env.log)
+	if err != nil {
+		return JobExecutionResult{}, err
+	}
+	if src != nil {
+		opts.Restore, opts.AllowNonRestoredState, opts.ClaimMode = src.Resolved, src.AllowNonRestoredState, src.ClaimMode
+	}
+	j, err := engine.Submit(ctx, g, opts)
 	if err != nil {
 		return JobExecutionResult{}, err
 	}

@@ -90,3 +90,37 @@ func GetMapState[UK comparable, UV any, K comparable](ctx *Context[K], name stri
 // fails at once instead of asking the restart strategy (Flink's
 // SuppressRestartsException).
 func SuppressRestarts(err error) error { return engine.SuppressRestarts(err) }
+
+// MapFunction is a map function as an object: Map(in IN) (OUT, error).
+type MapFunction[IN, OUT any] = engine.MapFunction[IN, OUT]
+
+// FlatMapFunction is a flat-map function as an object:
+// FlatMap(in IN, out Collector[OUT]) error.
+type FlatMapFunction[IN, OUT any] = engine.FlatMapFunction[IN, OUT]
+
+// FilterFunction is a filter as an object: Filter(in T) (bool, error).
+type FilterFunction[T any] = engine.FilterFunction[T]
+
+// RichOpener is implemented by function objects of MapFunc, FlatMapFunc
+// and FilterFunc that set themselves up before the first record:
+// Open(ctx *RuntimeContext) error, where they declare operator state.
+type RichOpener = engine.RichOpener
+
+// RuntimeContext describes the subtask a function object runs in
+// (Subtask, Parallelism, Attempt, JobID) and holds its operator state.
+type RuntimeContext = engine.RuntimeContext
+
+// GetOperatorListState declares (in Open) the operator list state called
+// name (Flink's CheckpointedFunction): a list per subtask, checkpointed at
+// each barrier as it is then, restored from the subtask's last checkpoint.
+// At another parallelism the lists of all subtasks are concatenated and
+// split evenly.
+func GetOperatorListState[V any](ctx *RuntimeContext, name string) (ListState[V], error) {
+	return engine.GetOperatorListState[V](ctx, name)
+}
+
+// GetUnionListState declares an operator list state whose restore gives
+// every subtask the lists of all subtasks; each keeps what it needs.
+func GetUnionListState[V any](ctx *RuntimeContext, name string) (ListState[V], error) {
+	return engine.GetUnionListState[V](ctx, name)
+}

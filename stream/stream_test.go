@@ -1,0 +1,250 @@
+package stream_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/internal/testutil"
+	"github.com/gflink/gflink/stream"
+)
+
+// Numbered counts, in operator state, the records its subtask has seen,
+// and tags each record with the job, its subtask and that count.
+type Numbered struct {
+	count stream.ListState[int64]
+	rc    *stream.RuntimeContext
+	n     int64
+}
+
+func (f *Numbered) Open(ctx *stream.RuntimeContext) (err error) {
+	f.rc = ctx
+	if f.count, err = stream.GetOperatorListState[int64](ctx, "count"); err != nil {
+		return err
+	}
+	for _, c := range f.count.Get() { // at another parallelism, a share of the old subtasks' counts
+		f.n += c
+	}
+	f.count.Update([]int64{f.n})
+	return nil
+}
+
+func (f *Numbered) FlatMap(v int64, out stream.Collector[string]) error {
+	f.n++
+	f.count.Update([]int64{f.n})
+	out.Collect(fmt.Sprintf("%s,%d,%d,%d", f.rc.JobID(), f.rc.Subtask(), v, f.n))
+	return nil
+}
+
+type line struct {
+	job          string
+	subtask      int
+	value, count int64
+}
+
+func readLines(t *testing.T, dir string) []line {
+	t.Helper()
+	var out []line
+	files, _ := filepath.Glob(filepath.Join(dir, "part-*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Fields(string(b)) {
+			p := strings.Split(l, ",")
+			s, _ := strconv.Atoi(p[1])
+			v, _ := strconv.ParseInt(p[2], 10, 64)
+			c, _ := strconv.ParseInt(p[3], 10, 64)
+			out = append(out, line{p[0], s, v, c})
+		}
+	}
+	return out
+}
+
+func numbers(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(i + 1)
+	}
+	return out
+}
+
+func build(env *stream.Environment, items []int64, rate float64, out string) {
+	src := stream.FromSource[int64](env, &connectors.Elements[int64]{Items: items, Rate: rate}, "numbers").UID("source")
+	tagged := stream.FlatMapFunc[int64, string](src.Rebalance(), &Numbered{}).UID("numbered")
+	tagged.SinkTo(&connectors.FileSink[string]{Dir: out}).UID("sink")
+}
+
+// TestOperatorStateExactlyOnce: under injected failures the operator state
+// of a function object is restored with the records it covers — every
+// record is committed once, and each subtask's counts run 1…n with no gap
+// or repeat.
+func TestOperatorStateExactlyOnce(t *testing.T) {
+	const n = 20000
+	dir := t.TempDir()
+	var log syncBuffer
+	env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: map[string]string{
+		"parallelism.default":                   "2",
+		"execution.checkpointing.interval":      "20 ms",
+		"execution.checkpointing.dir":           filepath.Join(dir, "chk"),
+		"restart-strategy.type":                 "fixed-delay",
+		"restart-strategy.fixed-delay.delay":    "1 ms",
+		"restart-strategy.fixed-delay.attempts": "5",
+		"fault-injection.fail-after-records":    "3000",
+		"fault-injection.after-checkpoints":     "2",
+		"fault-injection.max-failures":          "2",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(env, numbers(n), 40000, filepath.Join(dir, "out"))
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := strings.Count(log.String(), "from checkpoint"); r != 2 {
+		t.Fatalf("%d restores from a checkpoint, want 2:\n%s", r, &log)
+	}
+	seen := map[int64]bool{}
+	counts := map[int]map[int64]bool{}
+	for _, l := range readLines(t, filepath.Join(dir, "out")) {
+		if seen[l.value] {
+			t.Fatalf("record %d committed twice", l.value)
+		}
+		seen[l.value] = true
+		if counts[l.subtask] == nil {
+			counts[l.subtask] = map[int64]bool{}
+		}
+		if counts[l.subtask][l.count] {
+			t.Fatalf("subtask %d: count %d twice", l.subtask, l.count)
+		}
+		counts[l.subtask][l.count] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d records committed", len(seen), n)
+	}
+	for s, c := range counts {
+		for i := int64(1); i <= int64(len(c)); i++ {
+			if !c[i] {
+				t.Fatalf("subtask %d: counts 1…%d lack %d", s, len(c), i)
+			}
+		}
+	}
+}
+
+// TestOperatorStateRescaled: a job cancelled at parallelism 2 (its last
+// checkpoint retained) and restored at 3 hands its subtasks' counts to the
+// new subtasks: their shares add up to the records the checkpoint covered,
+// and every record is committed exactly once over both runs.
+func TestOperatorStateRescaled(t *testing.T) {
+	const n = 30000
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	conf := func(p string) map[string]string {
+		return map[string]string{
+			"parallelism.default":              p,
+			"execution.checkpointing.interval": "20 ms",
+			"execution.checkpointing.dir":      filepath.Join(dir, "chk"),
+			"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+		}
+	}
+	var log syncBuffer
+	env, err := stream.NewEnvironment(stream.Options{Config: conf("2"), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(env, numbers(n), 20000, out)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		deadline := testutil.Deadline(30 * time.Second)
+		for strings.Count(log.String(), "Completed checkpoint") < 3 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := env.Execute(ctx)
+	if res.Status != "CANCELED" || len(res.Retained) == 0 {
+		t.Fatalf("first run: %+v, %v; want CANCELED with a retained checkpoint", res, err)
+	}
+	first := res.JobID
+
+	c := conf("3")
+	c["execution.state-recovery.path"] = res.Retained[len(res.Retained)-1]
+	env, err = stream.NewEnvironment(stream.Options{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(env, numbers(n), 0, out)
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := readLines(t, out)
+	seen := map[int64]bool{}
+	covered := 0
+	share := map[int]int64{} // the least count of each new subtask, less one
+	for _, l := range lines {
+		if seen[l.value] {
+			for _, m := range lines {
+				if m.value == l.value {
+					t.Logf("%+v (first job %s)", m, first)
+				}
+			}
+			t.Fatalf("record %d committed twice", l.value)
+		}
+		seen[l.value] = true
+		if l.job == first {
+			covered++
+			continue
+		}
+		if s, ok := share[l.subtask]; !ok || l.count-1 < s {
+			share[l.subtask] = l.count - 1
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d records committed", len(seen), n)
+	}
+	if len(share) != 3 {
+		t.Fatalf("records from %d subtasks after the restore, want 3", len(share))
+	}
+	var sum int64
+	for _, s := range share {
+		sum += s
+	}
+	if sum != int64(covered) {
+		t.Fatalf("the restored counts add up to %d (%v); the checkpoint covered %d records", sum, share, covered)
+	}
+}
+
+func TestOperatorStateOutsideOpen(t *testing.T) {
+	var rc stream.RuntimeContext
+	if _, err := stream.GetOperatorListState[int](&rc, "x"); err == nil || !strings.Contains(err.Error(), "in Open") {
+		t.Fatalf("error %v, want one saying to declare state in Open", err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
