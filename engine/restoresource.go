@@ -48,4 +48,3 @@ func ResolveRestore(fsys vfs.FS, conf *config.Configuration, log *slog.Logger) (
 	src.StateBackend, _ = StateBackend.Get(conf)
 	return src, nil
 }
-

@@ -151,9 +151,9 @@ func TestOperatorStateRescaled(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	conf := func(p string) map[string]string {
 		return map[string]string{
-			"parallelism.default":              p,
-			"execution.checkpointing.interval": "20 ms",
-			"execution.checkpointing.dir":      filepath.Join(dir, "chk"),
+			"parallelism.default":                                       p,
+			"execution.checkpointing.interval":                          "20 ms",
+			"execution.checkpointing.dir":                               filepath.Join(dir, "chk"),
 			"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
 		}
 	}
