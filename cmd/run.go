@@ -305,7 +305,7 @@ type restoreSource = engine.RestoreSource
 
 // restoreNotices are the lines that tell the user, before the job starts,
 // which snapshot it restores, in which claim mode, and what gflink may
-// delete (DESIGN.md: no CLAIM / NO_CLAIM surprises).
+// delete: a user must never be surprised by what CLAIM or NO_CLAIM removes.
 func restoreNotices(src *restoreSource, conf *config.Configuration) []string {
 	var notices []string
 	if src.JobDir != "" {

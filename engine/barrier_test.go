@@ -337,7 +337,7 @@ func TestAbortWhileTheAttemptIsCancelled(t *testing.T) {
 	for range 200 {
 		done := make(chan struct{})
 		tk := &task{async: make(chan asyncJob, 1), asyncDone: make(chan struct{}), done: done,
-			exec: &execution{clock: time.Now}}
+			svc: &taskServices{clock: time.Now}}
 		c := newChannelCapture(7, 2)
 		tk.captures = []*channelCapture{c}
 		tk.async <- asyncJob{b: barrier{id: 7}, channels: c}

@@ -223,16 +223,16 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 	if cc == nil && !restoring {
 		return be
 	}
-	o := state.ChangelogOptions{Logging: cc != nil, Now: t.exec.clock}
+	o := state.ChangelogOptions{Logging: cc != nil, Now: t.svc.clock}
 	if cc != nil {
 		var storage changelog.Storage = changelog.MemoryStorage{}
 		if cc.storage == ChangelogStorageFilesystem {
-			storage = changelog.FSStorage{FS: t.exec.jm.fs, Dir: cc.dir}
+			storage = changelog.FSStorage{FS: t.svc.fs, Dir: cc.dir}
 		}
 		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.subtask, randomID()),
 			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight, MaxAttempts: cc.attempts}
 		o.Interval, o.MaxFailures, o.CheckpointPeriod = cc.interval, cc.maxFailures, cc.ckPeriod
-		storageOf := t.exec.jm.storage
+		storageOf := t.svc.storage
 		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
 			if n, ok := s.(*state.NativeSnapshot); ok {
 				return storageOf.UploadMaterialized(id, &checkpoint.NativeFiles{Wait: n.Wait, Dir: n.Dir, BackendID: n.BackendID,
@@ -241,12 +241,12 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 			r := s.KeyGroupRange()
 			return storageOf.WriteMaterialized(r.Start, r.End, yieldingEncoder{s})
 		}
-		if sb := t.exec.jm.backends; sb != nil && sb.dir != nil {
+		if sb := t.svc.backends; sb != nil && sb.dir != nil {
 			// rocksdb: materializations are the LSM's own files, and
 			// each uploads only the SST files the last one did not.
 			o.MaterializeOptions = func(id int64) state.SnapshotOptions {
 				return state.SnapshotOptions{ID: -id, Native: true, Incremental: true, RemoveDir: os.RemoveAll,
-					LocalDir: sb.dir.SnapshotDir(uid, t.subtask, t.exec.attempt, -id)}
+					LocalDir: sb.dir.SnapshotDir(uid, t.subtask, t.svc.attempt, -id)}
 			}
 		}
 		o.OnMaterialized = func(id, size int64, took time.Duration, err error) {

@@ -37,8 +37,7 @@ type execution struct {
 	runID          string
 	previousRunIDs []string
 
-	emitted  atomic.Int64 // source records in this attempt
-	injected atomic.Bool
+	emitted atomic.Int64 // source records in this attempt
 	// completed counts the checkpoints completed in this attempt (for
 	// fault-injection.after-checkpoints).
 	completed atomic.Int64
@@ -85,28 +84,15 @@ func (e *execution) taskExited(t *task, err error) {
 	e.send(taskEvent{task: t.id, kind: evFinished, final: final})
 }
 
-// sourceEmitted counts source records for fault injection: once the sources
-// of this attempt have emitted fault-injection.fail-after-records records
-// (and, with fault-injection.after-checkpoints, that many checkpoints have
-// completed), the task that crossed the line fails — at most
-// fault-injection.max-failures times in the job's life.
+// sourceEmitted counts source records for fault injection, which may fail
+// the task (as a failing user function does).
 func (e *execution) sourceEmitted(t *task, n int64) {
-	jm := e.jm
-	if jm.faultAfter <= 0 {
+	if e.jm.faults == nil {
 		return
 	}
-	total := e.emitted.Add(n)
-	if total < jm.faultAfter || e.completed.Load() < jm.faultCheckpoints ||
-		jm.faultInjected.Load() >= jm.faultMax || !e.injected.CompareAndSwap(false, true) {
-		return
+	if err := e.jm.faults.SourceEmitted(e.attempt, e.emitted.Add(n), e.completed.Load()); err != nil {
+		fail("", err)
 	}
-	k := jm.faultInjected.Add(1)
-	after := ""
-	if jm.faultCheckpoints > 0 {
-		after = fmt.Sprintf(" and %d checkpoints completed (fault-injection.after-checkpoints=%d)", e.completed.Load(), jm.faultCheckpoints)
-	}
-	fail("", fmt.Errorf("injected failure %d of %d, after the sources emitted %d records (fault-injection.fail-after-records=%d)%s",
-		k, jm.faultMax, total, jm.faultAfter, after))
 }
 
 // deploy builds and starts an attempt, restoring state from plan (nil for
@@ -117,6 +103,9 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 		maxPar: map[string]int{}, runID: NewJobID()[:8], previousRunIDs: slices.Clone(jm.runIDs)}
 	jm.runIDs = append(jm.runIDs, e.runID)
 	jm.attempt++
+	svc := &taskServices{jobID: jm.jobID, attempt: e.attempt, runID: e.runID, previousRunIDs: e.previousRunIDs,
+		checkpointing: jm.cpCfg.Enabled(), fs: jm.fs, storage: jm.storage.Worker(), backends: jm.backends,
+		log: jm.log, clock: e.clock, jm: e}
 	g := jm.graph
 	for _, n := range g.nodes {
 		e.maxPar[n.uid] = n.maxParallelism
@@ -145,7 +134,7 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 			}
 		}
 		for i := 0; i < v.parallelism; i++ {
-			t := &task{id: checkpoint.TaskID(len(e.tasks)), exec: e, v: v, subtask: i,
+			t := &task{id: checkpoint.TaskID(len(e.tasks)), svc: svc, v: v, subtask: i,
 				name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
 				mail: newMailbox(), done: ctx.Done(), exactlyOnce: exactlyOnce, waitFinal: waitFinal,
 				wake: make(chan struct{}, 1)}

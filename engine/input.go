@@ -171,7 +171,7 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 				alignTimer.Stop()
 			}
 			if id != 0 {
-				d := time.Duration(until-t.exec.clock().UnixMilli()) * time.Millisecond
+				d := time.Duration(until-t.svc.clock().UnixMilli()) * time.Millisecond
 				alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: id}) })
 			}
 		}
@@ -236,7 +236,7 @@ func (t *task) waitOutput() (blocked bool, err error) {
 	}
 	var barrierDue int64
 	if len(t.captures) > 0 {
-		barrierDue = t.checkOutputBarriers(t.exec.clock())
+		barrierDue = t.checkOutputBarriers(t.svc.clock())
 	}
 	if !pending {
 		return false, nil
@@ -248,7 +248,7 @@ func (t *task) waitOutput() (blocked bool, err error) {
 		// barrier's alignment timeout.
 		d := time.Millisecond
 		if !onQueue {
-			d = time.Duration(barrierDue-t.exec.clock().UnixMilli()) * time.Millisecond
+			d = time.Duration(barrierDue-t.svc.clock().UnixMilli()) * time.Millisecond
 		}
 		tm := time.NewTimer(max(d, 0))
 		defer tm.Stop()
@@ -268,7 +268,7 @@ func (t *task) waitOutput() (blocked bool, err error) {
 // readInFlight decodes the in-flight records restored for this subtask
 // into batches, input edge by input edge in the order restore gives them.
 func readInFlight[T any](t *task, ser state.Serializer[T]) ([]netBatch[T], error) {
-	br := &savepoint.BlockReader{FS: t.exec.jm.fs, Dir: t.inFlightDir}
+	br := &savepoint.BlockReader{FS: t.svc.fs, Dir: t.inFlightDir}
 	defer br.Close()
 	var out []netBatch[T]
 	for _, p := range t.inFlight {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
@@ -56,6 +55,9 @@ type JobOptions struct {
 	// checkpoints and the job's end are recorded there, each only while
 	// this process leads.
 	HA HighAvailability
+	// Faults fails attempts on purpose; nil: the fault-injection.* keys
+	// decide.
+	Faults FaultInjector
 	// FirstCheckpointID is the least id the job's next checkpoint may take
 	// (a new leader continues the shared counter); 0 for no bound.
 	FirstCheckpointID int64
@@ -181,23 +183,18 @@ type jobMaster struct {
 	timestamps map[JobStatus]int64
 	result     JobResult
 
-	ha            HighAvailability // nil without high availability
-	onStatus      func(JobStatus, time.Time)
-	onSavepoint   func(path string)
-	backends      *stateBackends
-	plan          *restore.Plan // initial restore
-	allowNonRest  bool
-	exec          *execution
-	attempt       int
-	runIDs        []string // of every attempt so far
-	restartAt     time.Time
-	failureCause  error
-	faultAfter    int64
-	faultMax      int64
-	faultInjected atomic.Int64
-	// faultCheckpoints: an injected failure also waits for this many
-	// completed checkpoints in the attempt (execution.completed).
-	faultCheckpoints int64
+	ha           HighAvailability // nil without high availability
+	onStatus     func(JobStatus, time.Time)
+	onSavepoint  func(path string)
+	backends     *stateBackends
+	plan         *restore.Plan // initial restore
+	allowNonRest bool
+	exec         *execution
+	attempt      int
+	runIDs       []string // of every attempt so far
+	restartAt    time.Time
+	failureCause error
+	faults       FaultInjector // nil: none
 
 	// Guarded by mu, for Info.
 	stats      statsTracker
@@ -282,23 +279,16 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if jm.strat, err = restart.FromConfig(c, cfg.Enabled(), rng); err != nil {
 		return nil, err
 	}
-	fa, _ := FaultFailAfterRecords.Get(c)
-	fm, _ := FaultMaxFailures.Get(c)
-	fc, _ := FaultAfterCheckpoints.Get(c)
-	jm.faultAfter, jm.faultMax, jm.faultCheckpoints = int64(fa), int64(fm), int64(fc)
-	if fa > 0 {
-		after := ""
-		if fc > 0 {
-			after = fmt.Sprintf(" and %d checkpoints complete", fc)
-		}
-		jm.log.Warn(fmt.Sprintf("Fault injection is on: a task will fail after the sources emit %d records%s (at most %d times).", fa, after, fm))
+	jm.faults = o.Faults
+	if jm.faults == nil {
+		jm.faults = faultsFromConfig(c, jm.log)
 	}
 
 	jobDir := ""
 	if cfg.Storage == checkpoint.StorageFilesystem {
 		jobDir = savepoint.JobCheckpointDir(cfg.Dir, jm.jobID)
 	}
-	jm.storage = &checkpoint.Storage{FS: jm.fs, JobDir: jobDir, JobID: jm.jobID, InlineThreshold: cfg.InlineThreshold}
+	jm.storage = &checkpoint.Storage{StorageWorker: checkpoint.StorageWorker{FS: jm.fs, JobDir: jobDir, JobID: jm.jobID, InlineThreshold: cfg.InlineThreshold}}
 	if cl != nil {
 		jm.storage.ChangelogDir = cl.dir
 	}

@@ -370,19 +370,19 @@ func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(v IN, kg int, hash uint32
 
 func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	t := ctx.t
-	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.exec.clock
+	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.svc.clock
 	kgr := state.RangeForSubtask(ctx.maxPar, t.v.parallelism, t.subtask)
-	o.backends, o.uid, o.attempt = t.exec.jm.backends, ctx.uid, t.exec.attempt
+	o.backends, o.uid, o.attempt = t.svc.backends, ctx.uid, t.svc.attempt
 	var native []restore.NativeRestore
 	if ctx.restore != nil {
 		native = ctx.restore.Native
 	}
-	backend, err := newKeyedBackend(o.backends, o.keySer, ctx.maxPar, kgr, ctx.uid, t.subtask, t.exec.attempt, ctx.blocks.FS, ctx.blocks.Dir, native)
+	backend, err := newKeyedBackend(o.backends, o.keySer, ctx.maxPar, kgr, ctx.uid, t.subtask, t.svc.attempt, ctx.blocks.FS, ctx.blocks.Dir, native)
 	if err != nil {
 		return err
 	}
 	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
-	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.exec.jm.log)
+	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.svc.log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
 	o.hashed, _ = o.backend.(state.HashedKeys[K])
 	if o.changelog != nil {

@@ -129,8 +129,8 @@ type richCore struct {
 
 func (c *richCore) open(ctx *opContext) error {
 	t := ctx.t
-	c.rc = RuntimeContext{subtask: t.subtask, parallelism: t.v.parallelism, attempt: t.exec.attempt,
-		jobID: t.exec.jm.jobID, core: c}
+	c.rc = RuntimeContext{subtask: t.subtask, parallelism: t.v.parallelism, attempt: t.svc.attempt,
+		jobID: t.svc.jobID, core: c}
 	c.restored = map[string][][]byte{}
 	if ctx.restore != nil {
 		for _, s := range ctx.restore.OperatorState {

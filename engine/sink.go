@@ -152,9 +152,9 @@ func (o *sinkOperator[T]) Collect(v T) {
 
 func (o *sinkOperator[T]) open(ctx *opContext) error {
 	t := ctx.t
-	o.ctx = SinkContext{Subtask: t.subtask, Parallelism: t.v.parallelism, JobID: t.exec.jm.jobID,
-		Attempt: t.exec.attempt, Checkpointing: t.exec.jm.cpCfg.Enabled(),
-		RunID: t.exec.runID, PreviousRunIDs: t.exec.previousRunIDs}
+	o.ctx = SinkContext{Subtask: t.subtask, Parallelism: t.v.parallelism, JobID: t.svc.jobID,
+		Attempt: t.svc.attempt, Checkpointing: t.svc.checkpointing,
+		RunID: t.svc.runID, PreviousRunIDs: t.svc.previousRunIDs}
 	var restored [][]byte
 	if ctx.restore != nil {
 		for _, s := range ctx.restore.OperatorState {

@@ -181,7 +181,7 @@ func (t *task) setState(to lifecycle) error {
 // or by an input gate, in one goroutine.
 type task struct {
 	id      checkpoint.TaskID
-	exec    *execution
+	svc     *taskServices
 	v       *vertex
 	subtask int
 	name    string
@@ -263,7 +263,7 @@ type task struct {
 // run is the task's goroutine.
 func (t *task) run() {
 	err := t.invoke()
-	t.exec.taskExited(t, err)
+	t.svc.jm.taskExited(t, err)
 }
 
 func (t *task) invoke() (err error) {
@@ -281,7 +281,7 @@ func (t *task) invoke() (err error) {
 	// ops[firstOpen:] are the ones to close.
 	firstOpen := len(t.ops)
 	defer func() {
-		if t.source != nil && firstOpen == 0 && !t.exec.jm.cpCfg.Enabled() {
+		if t.source != nil && firstOpen == 0 && !t.svc.checkpointing {
 			// Without checkpointing, a restart resumes sources where they
 			// were (like a Kafka source's committed offsets): keep the
 			// position before the reader closes.
@@ -319,8 +319,8 @@ func (t *task) invoke() (err error) {
 	}
 	// INITIALIZING → RUNNING: every operator has opened with its restored
 	// state. The job is RUNNING once all its tasks are.
-	t.exec.initialized(t)
-	t.lastFlush = t.exec.clock()
+	t.svc.jm.initialized(t)
+	t.lastFlush = t.svc.clock()
 	if t.source != nil {
 		err = protect(t.runSource)
 	} else {
@@ -433,14 +433,14 @@ func (t *task) runSource() error {
 			return err
 		}
 		if n > 0 {
-			t.exec.sourceEmitted(t, n)
+			t.svc.jm.sourceEmitted(t, n)
 		}
 		switch st {
 		case MoreAvailable:
 			t.maybeFlushOnTimeout()
 		case NothingAvailable:
 			t.onIdle()
-			now := t.exec.clock()
+			now := t.svc.clock()
 			wait := time.NewTimer(max(t.source.nextPollTime(now).Sub(now), 0))
 			var err error
 			select {
@@ -467,7 +467,7 @@ func (t *task) onEvent(ch int32, ev *event) error {
 	switch ev.kind {
 	case evBarrier:
 		if id := ev.barrier.id; id > t.alignID {
-			t.alignID, t.alignStart = id, t.exec.clock()
+			t.alignID, t.alignStart = id, t.svc.clock()
 		}
 		return t.onAlignment(t.al.onBarrier(ch, ev.barrier))
 	case evEndOfPartition:
@@ -517,14 +517,14 @@ func (t *task) triggeredWhileOpen(b barrier) error {
 		return t.checkpoint(b, true)
 	}
 	if b.id > t.alignID {
-		t.alignID, t.alignStart = b.id, t.exec.clock()
+		t.alignID, t.alignStart = b.id, t.svc.clock()
 	}
 	return t.onAlignment(t.al.startDirect(b))
 }
 
 func (t *task) onAlignment(res alignResult) error {
 	if res.aborted != 0 {
-		t.exec.decline(t, res.aborted, checkpoint.ErrDeclined,
+		t.svc.jm.decline(t, res.aborted, checkpoint.ErrDeclined,
 			errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 	}
 	if res.snapshot != nil {
@@ -589,7 +589,7 @@ func (t *task) handle(m mail) error {
 		return t.onUnalignedBarrier(m)
 	case mailAlignmentTimeout:
 		if len(t.captures) > 0 {
-			t.checkOutputBarriers(t.exec.clock())
+			t.checkOutputBarriers(t.svc.clock())
 		}
 		return t.alignmentTimedOut(m.id)
 	case mailBarrierAnnounce:
@@ -609,7 +609,7 @@ func (t *task) handle(m mail) error {
 // downstream right after the records that precede it, state is captured
 // synchronously, and the capture is handed to the asynchronous writer.
 func (t *task) checkpoint(b barrier, unaligned bool) error {
-	start := t.exec.clock()
+	start := t.svc.clock()
 	var alignment time.Duration
 	if t.alignID == b.id {
 		alignment = start.Sub(t.alignStart)
@@ -673,7 +673,7 @@ func (t *task) checkpoint(b barrier, unaligned bool) error {
 	}
 	select {
 	case t.async <- asyncJob{b: b, unaligned: unaligned, caps: caps, keep: !t.inputOpen(), channels: channels,
-		alignment: alignment, sync: t.exec.clock().Sub(start)}:
+		alignment: alignment, sync: t.svc.clock().Sub(start)}:
 		return nil
 	case <-t.done:
 		release()
@@ -708,7 +708,7 @@ func (t *task) asyncLoop() {
 				continue
 			}
 		}
-		asyncStart := t.exec.clock()
+		asyncStart := t.svc.clock()
 		err := protect(func() (err error) {
 			if j.keep {
 				// Kept in memory for later checkpoints: encode it whole.
@@ -727,7 +727,7 @@ func (t *task) asyncLoop() {
 			if t.canceled() {
 				return nil
 			}
-			handles, err = t.exec.jm.storage.WriteSubtask(j.b.loc, snaps)
+			handles, err = t.svc.storage.WriteSubtask(j.b.loc, snaps)
 			if !j.keep {
 				countEntries(snaps, j.caps)
 			}
@@ -739,7 +739,7 @@ func (t *task) asyncLoop() {
 			continue
 		}
 		if err != nil {
-			t.exec.decline(t, j.b.id, checkpoint.ErrAsyncFailed, err)
+			t.svc.jm.decline(t, j.b.id, checkpoint.ErrAsyncFailed, err)
 			continue
 		}
 		if j.keep {
@@ -757,8 +757,8 @@ func (t *task) asyncLoop() {
 			t.final = final
 			t.finalMu.Unlock()
 		}
-		t.exec.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
-			Stats: t.subtaskStats(j, handles, t.exec.clock().Sub(asyncStart))})
+		t.svc.jm.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
+			Stats: t.subtaskStats(j, handles, t.svc.clock().Sub(asyncStart))})
 	}
 }
 
@@ -899,7 +899,7 @@ func (t *task) endOfInput(mode eopMode) error {
 	for _, w := range t.writers {
 		w.broadcastEvent(eop)
 	}
-	t.exec.endOfInput(t)
+	t.svc.jm.endOfInput(t)
 	return nil
 }
 
@@ -966,7 +966,7 @@ func (t *task) maybeFlushOnTimeout() {
 	if t.polls&63 != 0 {
 		return
 	}
-	now := t.exec.clock()
+	now := t.svc.clock()
 	if t.lastFlush.IsZero() {
 		t.lastFlush = now
 		return
@@ -988,7 +988,7 @@ func (t *task) armTimer() {
 	if !ok || (t.timerC != nil && t.timerAt == next) {
 		return
 	}
-	d := time.Duration(next-t.exec.clock().UnixMilli()) * time.Millisecond
+	d := time.Duration(next-t.svc.clock().UnixMilli()) * time.Millisecond
 	if d < 0 {
 		d = 0
 	}
@@ -1001,7 +1001,7 @@ func (t *task) armTimer() {
 }
 
 func (t *task) fireTimers() error {
-	now := t.exec.clock().UnixMilli()
+	now := t.svc.clock().UnixMilli()
 	for _, op := range t.ops {
 		if err := op.fireTimers(now); err != nil {
 			return &userError{op: t.name, err: err}

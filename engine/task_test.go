@@ -30,7 +30,7 @@ func TestMailHandlersReturnErrors(t *testing.T) {
 		{kind: mailTrigger, b: barrier{id: 1}},
 		{kind: mailDrain},
 	} {
-		tk := &task{name: "t (1/1)", ops: []operator{failingOp{err: boom}}, uids: []string{"op"}, mail: newMailbox(), exec: &execution{clock: time.Now},
+		tk := &task{name: "t (1/1)", ops: []operator{failingOp{err: boom}}, uids: []string{"op"}, mail: newMailbox(), svc: &taskServices{clock: time.Now},
 			source: sourceRunnerStub{}}
 		tk.mail.put(m)
 		var err error

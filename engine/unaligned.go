@@ -184,7 +184,7 @@ type chanInfo struct {
 // the capture the asynchronous writer waits for.
 func (t *task) startUnaligned(b barrier) *channelCapture {
 	c := newChannelCapture(b.id, t.numIn)
-	c.started = t.exec.clock()
+	c.started = t.svc.clock()
 	if !t.inputOpen() {
 		// A task whose input ended gets no more, but what it sent may not
 		// have arrived: held back by backpressure (a bounded source that
@@ -226,7 +226,7 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 			}
 		case al.current.id != 0:
 			// An older alignment gives way, as to a newer barrier.
-			t.exec.decline(t, al.current.id, checkpoint.ErrDeclined,
+			t.svc.jm.decline(t, al.current.id, checkpoint.ErrDeclined,
 				errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 		}
 		al.lastDone, al.current = max(al.lastDone, b.id), barrier{}
@@ -270,7 +270,7 @@ func (t *task) completeCaptures() {
 	kept := t.captures[:0]
 	for _, c := range t.captures {
 		if c.complete() {
-			c.alignment = t.exec.clock().Sub(c.started)
+			c.alignment = t.svc.clock().Sub(c.started)
 			c.stop()
 			close(c.done)
 		} else {
@@ -353,7 +353,7 @@ func (t *task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskStat
 // (checkOutputBarriers). It returns nil when the barrier went through.
 func (t *task) watchOutputBarrier(b barrier) *channelCapture {
 	c := newChannelCapture(b.id, 0)
-	c.started, c.b = t.exec.clock(), b
+	c.started, c.b = t.svc.clock(), b
 	for i, w := range t.writers {
 		if w.barrierPending(b.id) {
 			c.outputWait = append(c.outputWait, i)
@@ -363,7 +363,7 @@ func (t *task) watchOutputBarrier(b barrier) *channelCapture {
 		return nil
 	}
 	c.output = make([][]channelData, len(t.writers))
-	d := time.Duration(b.alignedUntil-t.exec.clock().UnixMilli()) * time.Millisecond
+	d := time.Duration(b.alignedUntil-t.svc.clock().UnixMilli()) * time.Millisecond
 	c.timer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: b.id}) })
 	t.captures = append(t.captures, c)
 	return c

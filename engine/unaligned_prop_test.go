@@ -53,7 +53,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		gates := make([]*inputGate[int], numR)
 		for r := range recv {
 			tk := &task{done: done, mail: newMailbox(), wake: make(chan struct{}, 1), numIn: numS,
-				al: newAligner(numS, true), exec: &execution{clock: time.Now}}
+				al: newAligner(numS, true), svc: &taskServices{clock: time.Now}}
 			g := newInputGate[int](numS, per, tk.mail)
 			q := &inputQueue[int]{t: tk, g: g, received: make([]uint32, numS), ser: intSer}
 			tk.input = q

@@ -97,18 +97,47 @@ type Location struct {
 // Checkpoints go to <dir>/<jobId>/chk-N (filesystem) or stay in memory
 // (jobmanager, state inlined into the metadata); savepoints always go to a
 // savepoint-<jobId[:6]>-<12 hex> directory.
+//
+// It has two sides. The job master's (Storage: locations, finalizing,
+// the registry of shared files, disposal) runs on the job master's
+// goroutine only. The tasks' (StorageWorker, which Worker returns: a
+// subtask's snapshot files, a changelog's materializations) runs on task
+// and snapshot goroutines, and reads only settings fixed when the job
+// starts — so nothing a task does can race with the job master's registry.
 type Storage struct {
-	FS vfs.FS
-	// JobDir is <execution.checkpointing.dir>/<jobId>, or "" for memory.
-	JobDir          string
-	JobID           string
-	InlineThreshold int64
+	StorageWorker
 	// Shared counts the references of retained checkpoints to the files
 	// of <JobDir>/shared/ and to state changelog files.
 	Shared SharedRegistry
 	// ChangelogDir is where the job's state changelog files go
 	// (<state.changelog.dstl.dfs.base-path>/<jobId>/dstl), "" without one.
 	ChangelogDir string
+}
+
+// StorageWorker is the tasks' side of checkpoint storage (Flink's
+// CheckpointStorageWorkerView): it writes the files of one subtask's
+// snapshot and of changelog materializations. Its fields never change once
+// the job has started.
+type StorageWorker struct {
+	FS vfs.FS
+	// JobDir is <execution.checkpointing.dir>/<jobId>, or "" for memory.
+	JobDir          string
+	JobID           string
+	InlineThreshold int64
+}
+
+// Writer is what a task may do with checkpoint storage.
+type Writer interface {
+	WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[string]savepoint.SubtaskState, error)
+	WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savepoint.KeyedStateHandle, int64, error)
+	UploadMaterialized(id int64, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error)
+}
+
+// Worker returns the tasks' side: a copy of the fixed settings, which
+// cannot reach the job master's registry of shared files.
+func (s *Storage) Worker() Writer {
+	w := s.StorageWorker
+	return &w
 }
 
 // Init creates the job's checkpoint directory with shared/ and taskowned/,
@@ -161,7 +190,7 @@ type KeyGroupEncoder interface {
 // memory locations) is inlined into the metadata instead. An operator's key
 // groups come from its Encoder when it has one (streamed, one key group at
 // a time), else from KeyGroups.
-func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[string]savepoint.SubtaskState, error) {
+func (s *StorageWorker) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[string]savepoint.SubtaskState, error) {
 	out := make(map[string]savepoint.SubtaskState, len(snaps))
 	var scratch []byte // one key group's encoding, reused
 	for _, snap := range snaps {
@@ -281,7 +310,7 @@ func (s *Storage) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (map[str
 // directory, where every checkpoint that refers to it finds it as
 // ../shared/<file> and the shared-state registry deletes it once none
 // does. It returns the blocks' handle and the file's size.
-func (s *Storage) WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savepoint.KeyedStateHandle, int64, error) {
+func (s *StorageWorker) WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savepoint.KeyedStateHandle, int64, error) {
 	if s.JobDir == "" {
 		return nil, 0, errors.New("the changelog state backend materializes into checkpoint storage: set execution.checkpointing.dir")
 	}
@@ -338,7 +367,7 @@ func (s *Storage) WriteMaterialized(start, end int, enc KeyGroupEncoder) (*savep
 // materialization did (Shared), the others under the materialization's
 // number — so that checkpoints, in whatever chk-N, find them as
 // ../shared/<file>. It returns the handle and the state's full size.
-func (s *Storage) UploadMaterialized(id int64, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error) {
+func (s *StorageWorker) UploadMaterialized(id int64, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error) {
 	if s.JobDir == "" {
 		return nil, 0, errors.New("the changelog state backend materializes into checkpoint storage: set execution.checkpointing.dir")
 	}
@@ -395,7 +424,7 @@ func (s *Storage) UploadMaterialized(id int64, n *NativeFiles) (*savepoint.Keyed
 // checkpoint into the job's shared/ directory (unless an earlier
 // checkpoint did), everything else into the checkpoint's own directory.
 // It returns the handle and the state's full size.
-func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error) {
+func (s *StorageWorker) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedStateHandle, int64, error) {
 	if loc.Dir == "" {
 		return nil, 0, errors.New("native snapshots need a checkpoint directory (execution.checkpointing.dir)")
 	}
@@ -459,7 +488,7 @@ func (s *Storage) uploadNative(loc *Location, n *NativeFiles) (*savepoint.KeyedS
 // name, fsynced, then renamed, so that a file under its name is whole. It
 // returns the checksum of what it wrote (savepoint.FormatCRC32C), computed
 // as it copies.
-func (s *Storage) copyIn(src, dir, name string) (string, error) {
+func (s *StorageWorker) copyIn(src, dir, name string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err

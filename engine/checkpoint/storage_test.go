@@ -14,7 +14,7 @@ import (
 // are 0700/0600, so other local users cannot read a job's state.
 func TestStorageCreatesOwnerOnlyFiles(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "ck")
-	s := &Storage{FS: vfs.Default, JobDir: savepoint.JobCheckpointDir(base, "job"), JobID: "job"}
+	s := &Storage{StorageWorker: StorageWorker{FS: vfs.Default, JobDir: savepoint.JobCheckpointDir(base, "job"), JobID: "job"}}
 	if err := s.Init(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestWriteSubtaskStreamsKeyGroups(t *testing.T) {
 	}
 	for _, threshold := range []int64{0, 1 << 20} {
 		dir := t.TempDir()
-		s := &Storage{FS: vfs.Default, InlineThreshold: threshold}
+		s := &Storage{StorageWorker: StorageWorker{FS: vfs.Default, InlineThreshold: threshold}}
 		loc := &Location{ID: 1, Dir: dir}
 		streamed, err := s.WriteSubtask(loc, []OperatorSnapshot{{UID: "op", Keyed: true, Start: 0, End: 9, Encoder: &fakeEncoder{}, OperatorState: []byte("ops")}})
 		if err != nil {
@@ -113,7 +113,7 @@ func TestWriteSubtaskStreamsKeyGroups(t *testing.T) {
 	// The state file cannot be fsynced: an error, and no file left.
 	dir := t.TempDir()
 	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(1, func(op vfs.Op, _ string) bool { return op == vfs.OpSync })}
-	s := &Storage{FS: efs}
+	s := &Storage{StorageWorker: StorageWorker{FS: efs}}
 	if _, err := s.WriteSubtask(&Location{ID: 1, Dir: dir}, []OperatorSnapshot{{UID: "op", Keyed: true, Start: 0, End: 9, Encoder: &fakeEncoder{}}}); err == nil {
 		t.Fatal("a failed fsync must fail the write")
 	}
@@ -139,7 +139,7 @@ func (panicEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
 // panic goes on to the task, which declines the checkpoint.
 func TestWriteSubtaskEncoderPanicLeavesNoFile(t *testing.T) {
 	dir := t.TempDir()
-	s := &Storage{FS: vfs.Default}
+	s := &Storage{StorageWorker: StorageWorker{FS: vfs.Default}}
 	func() {
 		defer func() {
 			if r := recover(); r == nil {
@@ -162,7 +162,7 @@ func TestWriteSubtaskEncoderPanicLeavesNoFile(t *testing.T) {
 // checkpoint uploaded, the one recorded then.
 func TestUploadNative(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "ck")
-	s := &Storage{FS: vfs.Default, JobDir: savepoint.JobCheckpointDir(base, "job"), JobID: "job"}
+	s := &Storage{StorageWorker: StorageWorker{FS: vfs.Default, JobDir: savepoint.JobCheckpointDir(base, "job"), JobID: "job"}}
 	if err := s.Init(); err != nil {
 		t.Fatal(err)
 	}
