@@ -225,7 +225,7 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 	}
 	o := state.ChangelogOptions{Logging: cc != nil, Now: t.svc.clock}
 	if cc != nil {
-		var storage changelog.Storage = changelog.MemoryStorage{}
+		var storage changelog.Storage = t.svc.backends.changelogMemory
 		if cc.storage == ChangelogStorageFilesystem {
 			storage = changelog.FSStorage{FS: t.svc.fs, Dir: cc.dir}
 		}
@@ -278,7 +278,7 @@ func randomID() string {
 
 // restoreChangelog reads the log files a subtask replays and hands them to
 // its changelog backend.
-func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, logs []restore.ChangelogRestore) error {
+func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, mem *changelog.MemoryStorage, logs []restore.ChangelogRestore) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -294,7 +294,7 @@ func restoreChangelog[K comparable](be state.Backend[K], fsys vfs.FS, logs []res
 			if err != nil {
 				return fmt.Errorf("changelog file %s: %w: %w", f.Path, err, savepoint.ErrCorrupt)
 			}
-			read := func(buf *[]byte) ([]byte, error) { return changelog.ReadFileInto(fsys, f.Path, buf) }
+			read := func(buf *[]byte) ([]byte, error) { return changelog.ReadFileInto(fsys, mem, f.Path, buf) }
 			out[i].Files = append(out[i].Files, state.RestoredFile{Name: f.Path, Read: read, Size: f.Size, CRC32C: sum, HasCRC: has})
 		}
 	}

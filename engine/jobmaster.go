@@ -347,6 +347,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if jm.backends, err = newStateBackends(c, jm.jobID, jm.storage.JobDir, restored, o.ClaimMode == ClaimModeClaim, keyed, jm.log); err != nil {
 		return nil, err
 	}
+	jm.storage.ChangelogMemory = jm.backends.changelogMemory
 	if cl != nil {
 		if err := cl.init(jm.fs); err != nil {
 			jm.backends.close()

@@ -418,7 +418,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
 		}
 		// Then the changelog since the materialization, replayed as each
 		// state registers (timers just below, the function's in Open).
-		if err := restoreChangelog(o.backend, ctx.blocks.FS, ctx.restore.Changelog); err != nil {
+		if err := restoreChangelog(o.backend, ctx.blocks.FS, o.backends.changelogMemory, ctx.restore.Changelog); err != nil {
 			return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gflink/gflink/engine/state/lsm"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/changelog"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
@@ -38,6 +39,9 @@ type stateBackends struct {
 	cacheBudget int64
 	// changelog wraps every keyed backend when state.changelog.enabled.
 	changelog *changelogConfig
+	// changelogMemory holds the job's log files of memory storage; a
+	// restore of the job (after a failure) reads them back.
+	changelogMemory *changelog.MemoryStorage
 }
 
 // changelogConfig is the job's changelog configuration, nil when off.
@@ -57,7 +61,7 @@ func newStateBackends(c *config.Configuration, jobID, jobDir, restored string, c
 	if err != nil {
 		return nil, err
 	}
-	b := &stateBackends{kind: kind, jobDir: jobDir, claim: claim && restored != ""}
+	b := &stateBackends{kind: kind, jobDir: jobDir, claim: claim && restored != "", changelogMemory: changelog.NewMemoryStorage()}
 	if kind != StateBackendRocksDB {
 		return b, nil
 	}

@@ -217,7 +217,7 @@ func VerifyStateFiles(fsys vfs.FS, dir string, m *savepoint.Metadata) error {
 // recorded and checks it: its checksum, when recorded, then every chunk
 // and record.
 func verifyLogFile(fsys vfs.FS, f savepoint.ChangelogFile) error {
-	data, err := changelog.ReadFile(fsys, f.Path)
+	data, err := changelog.ReadFile(fsys, nil, f.Path)
 	if err != nil {
 		return err
 	}

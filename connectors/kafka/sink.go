@@ -48,6 +48,48 @@ type Sink[T any] struct {
 	// Record turns a value into a record's key and value.
 	Record  func(T) (key, value []byte)
 	Options []kgo.Opt
+
+	// open holds the clients of pre-committed transactions, so that the
+	// committer ends them on the client that began them; after a restore
+	// in another process the committer ends them by producer id and epoch
+	// instead. The sink's writers and committers share it (they are made
+	// from the same *Sink).
+	open openTxns
+}
+
+type openTxns struct {
+	mu sync.Mutex
+	m  map[string]*kgo.Client
+}
+
+func (o *openTxns) put(id string, cl *kgo.Client) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]*kgo.Client{}
+	}
+	o.m[id] = cl
+}
+
+func (o *openTxns) take(id string) *kgo.Client {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cl := o.m[id]
+	delete(o.m, id)
+	return cl
+}
+
+// closePrefix closes the clients of the transactions whose ids start with
+// prefix (the transactions stay open on the brokers).
+func (o *openTxns) closePrefix(prefix string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for id, cl := range o.m {
+		if strings.HasPrefix(id, prefix) {
+			cl.Close()
+			delete(o.m, id)
+		}
+	}
 }
 
 // UnionWriterState implements stream.UnionWriterStateSink.
@@ -112,15 +154,6 @@ func (s *Sink[T]) CheckCheckpointTiming(t stream.CheckpointTiming) []string {
 	}
 	return nil
 }
-
-// open holds the clients of pre-committed transactions in this process, so
-// that the committer ends them on the client that began them; after a
-// restore in another process the committer ends them by producer id and
-// epoch instead.
-var open = struct {
-	sync.Mutex
-	m map[string]*kgo.Client
-}{m: map[string]*kgo.Client{}}
 
 func (s *Sink[T]) txnID(subtask int, n int64) string {
 	return fmt.Sprintf("%s-%d-%d", s.TransactionalIDPrefix, subtask, n)
@@ -283,9 +316,7 @@ func (w *writer[T]) PrepareCommit() ([][]byte, error) {
 		return nil, fmt.Errorf("kafka sink: transaction %s: %w", w.txnID, err)
 	}
 	b, _ := json.Marshal(committable{TransactionalID: w.txnID, ProducerID: pid, Epoch: epoch})
-	open.Lock()
-	open.m[w.txnID] = w.cl
-	open.Unlock()
+	w.s.open.put(w.txnID, w.cl)
 	w.cl, w.txnID = nil, ""
 	return [][]byte{b}, nil
 }
@@ -339,10 +370,7 @@ func (c *committer[T]) Commit(items [][]byte) error {
 		if err := json.Unmarshal(b, &cm); err != nil {
 			return fmt.Errorf("kafka sink: committable: %w", err)
 		}
-		open.Lock()
-		cl := open.m[cm.TransactionalID]
-		delete(open.m, cm.TransactionalID)
-		open.Unlock()
+		cl := c.s.open.take(cm.TransactionalID)
 		if cl != nil {
 			err := cl.EndTransaction(ctx, kgo.TryCommit)
 			cl.Close()
@@ -384,13 +412,6 @@ func (c *committer[T]) Close() error {
 	}
 	mine := c.s.txnID(c.subtask, 0)
 	mine = mine[:len(mine)-1]
-	open.Lock()
-	defer open.Unlock()
-	for id, cl := range open.m {
-		if strings.HasPrefix(id, mine) {
-			cl.Close()
-			delete(open.m, id)
-		}
-	}
+	c.s.open.closePrefix(mine)
 	return nil
 }

@@ -112,6 +112,8 @@ type Storage struct {
 	// ChangelogDir is where the job's state changelog files go
 	// (<state.changelog.dstl.dfs.base-path>/<jobId>/dstl), "" without one.
 	ChangelogDir string
+	// ChangelogMemory holds the job's changelog files of memory storage.
+	ChangelogMemory *changelog.MemoryStorage
 }
 
 // StorageWorker is the tasks' side of checkpoint storage (Flink's
@@ -679,7 +681,7 @@ func (s *Storage) Release(id int64) error {
 	var errs []error
 	for _, f := range s.Shared.Unregister(id) {
 		if changelog.IsLogPath(f) {
-			errs = append(errs, changelog.Remove(s.FS, f))
+			errs = append(errs, changelog.Remove(s.FS, s.ChangelogMemory, f))
 			continue
 		}
 		errs = append(errs, savepoint.RemoveSharedFile(s.FS, filepath.Join(s.JobDir, f)))

@@ -161,6 +161,10 @@ type pinBook struct {
 	mu      sync.Mutex
 	queue   []kgRelease
 	spare   []kgRelease
+
+	// foldBudget is how many entries an access moves into a base map at
+	// most (defaultFoldBudget; tests lower it to stop folds half-way).
+	foldBudget int
 }
 
 type kgPins struct {
@@ -177,7 +181,7 @@ type kgRelease struct {
 }
 
 func newPinBook(nkg int) *pinBook {
-	return &pinBook{ver: 1, kgs: make([]kgPins, nkg)}
+	return &pinBook{ver: 1, kgs: make([]kgPins, nkg), foldBudget: defaultFoldBudget}
 }
 
 // pin pins the current version in every key group and returns it.
@@ -583,7 +587,7 @@ func (t *table[K, E]) get(kgi int, k K) (E, bool) {
 
 func (t *table[K, E]) getLayered(kgi int, l *layered[K, E], k K) (E, bool) {
 	if l.relGen != t.p.kgs[kgi].relGen {
-		t.fold(kgi, l, foldBudget)
+		t.fold(kgi, l, t.p.foldBudget)
 	}
 	for j := len(l.over) - 1; j >= 0; j-- {
 		if s, ok := l.over[j].m.get(k); ok {
@@ -603,7 +607,7 @@ func (t *table[K, E]) baseWritable(kgi int, l *layered[K, E]) bool {
 func (t *table[K, E]) target(kgi int, l *layered[K, E]) *overlay[K, E] {
 	kp := &t.p.kgs[kgi]
 	if l.relGen != kp.relGen {
-		t.fold(kgi, l, foldBudget)
+		t.fold(kgi, l, t.p.foldBudget)
 	}
 	if len(l.over) == 0 {
 		if !l.base.made() {
@@ -655,11 +659,11 @@ func (t *table[K, E]) del(kgi int, k K) {
 	o.m.put(k, slot[E]{deleted: true})
 }
 
-// foldBudget is how many entries an access moves into a base map at most:
-// a key group's overlays fold into its base over several accesses if need
-// be, so that folding never holds up the task for long, however large a key
-// group (a variable for tests).
-var foldBudget = 1024
+// defaultFoldBudget is how many entries an access moves into a base map at
+// most: a key group's overlays fold into its base over several accesses if
+// need be, so that folding never holds up the task for long, however large
+// a key group.
+const defaultFoldBudget = 1024
 
 // fold merges the layers that no open snapshot reads (those tagged above the
 // highest open pin) into the lowest of them: into the base when none is

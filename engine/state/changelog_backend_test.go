@@ -26,12 +26,16 @@ type clHarness struct {
 	fail error // Materialize fails with it when set
 }
 
+// testLogs holds the log files of this package's tests (memory storage is
+// a job's; here the tests share one).
+var testLogs = changelog.NewMemoryStorage()
+
 func newCLHarness(t testing.TB, maxPar int, now func() time.Time, interval time.Duration, maxFailures int) *clHarness {
 	h := &clHarness{mats: map[*savepoint.KeyedStateHandle][]KeyGroupBlock{}}
 	inner := NewKeyedBackend(SerializerFor[string](), maxPar, KeyGroupRange{Start: 0, End: maxPar - 1})
 	h.b = NewChangelogBackend[string](inner, SerializerFor[string](), ChangelogOptions{
 		Logging: true, Now: now, Interval: interval, MaxFailures: maxFailures,
-		Writer: changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()),
+		Writer: changelog.WriterOptions{Storage: testLogs, Prefix: fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()),
 			PersistDelay: time.Millisecond, HandOff: 64, MaxAttempts: 1},
 		Materialize: func(s Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
 			if h.fail != nil {
@@ -162,7 +166,7 @@ func changelogCheckpoint[K comparable](t interface{ Fatal(...any) }, be *Changel
 	}
 	var log RestoredLog
 	for _, f := range st.Log {
-		data, err := changelog.ReadFile(vfs.Default, f.Path)
+		data, err := changelog.ReadFile(vfs.Default, testLogs, f.Path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +408,7 @@ func BenchmarkChangelogWrite(b *testing.B) {
 			// delay of 0 a batch was handed over every 256 records, and
 			// the benchmark measured the hand-off more than the records.
 			be = NewChangelogBackend[string](be, SerializerFor[string](), ChangelogOptions{Logging: true,
-				Writer: changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: fmt.Sprint("bench-", time.Now().UnixNano()), MaxAttempts: 1,
+				Writer: changelog.WriterOptions{Storage: testLogs, Prefix: fmt.Sprint("bench-", time.Now().UnixNano()), MaxAttempts: 1,
 					PersistDelay: 10 * time.Millisecond, HandOff: 5 << 20, InFlight: 100 << 20}})
 		}
 		defer be.Dispose()
@@ -578,7 +582,7 @@ func TestChangelogKeysDirectOtherKeys(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		inner := NewKeyedBackend(SerializerFor[int64](), maxPar, KeyGroupRange{Start: 0, End: maxPar - 1})
 		b := NewChangelogBackend[int64](inner, SerializerFor[int64](), ChangelogOptions{Logging: true,
-			Writer: changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: fmt.Sprint("direct-int-", time.Now().UnixNano()),
+			Writer: changelog.WriterOptions{Storage: testLogs, Prefix: fmt.Sprint("direct-int-", time.Now().UnixNano()),
 				PersistDelay: time.Millisecond, HandOff: 64, MaxAttempts: 1}})
 		defer b.Dispose()
 		d := b.KeysDirect()

@@ -131,13 +131,12 @@ func refEncode(x refModel, kg, maxP int) []byte {
 // the model's state at its barrier does, and once every snapshot is
 // released, folding leaves base maps only.
 func TestPropertyLayeredSnapshots(t *testing.T) {
-	defer func(n int) { foldBudget = n }(foldBudget)
 	rapid.Check(t, func(t *rapid.T) {
-		// A small budget makes folds stop half-way, and snapshots and
-		// writes come in between.
-		foldBudget = rapid.SampledFrom([]int{1, 2, 3, 4096}).Draw(t, "fold budget")
 		const maxP = 4
 		b := backendFor(maxP)
+		// A small budget makes folds stop half-way, and snapshots and
+		// writes come in between.
+		b.pins.foldBudget = rapid.SampledFrom([]int{1, 2, 3, 4096}).Draw(t, "fold budget")
 		v, _ := GetValueState[int64](b, "v", SerializerFor[int64]())
 		l, _ := GetListState[int](b, "l", SerializerFor[int]())
 		m, _ := GetMapState[int, int](b, "m", SerializerFor[int](), SerializerFor[int]())

@@ -292,6 +292,13 @@ func parse(data []byte, size int64, name string, yield func(r *Record, raw []byt
 // record (valid during the call: records are not copied around) and its
 // bytes, which an Index copies.
 func parseRecords(p []byte, decls *declTable, r *Record, yield func(r *Record, raw []byte) error) error {
+	return parseRecordsInline(p, decls, r, yield, true)
+}
+
+// parseRecordsInline is parseRecords with the inline reading of common
+// records on or off; a test turns it off to hold the inline reading to the
+// general one.
+func parseRecordsInline(p []byte, decls *declTable, r *Record, yield func(r *Record, raw []byte) error, useInline bool) error {
 	var err error
 	for len(p) > 0 {
 		raw := p
@@ -312,7 +319,7 @@ func parseRecords(p []byte, decls *declTable, r *Record, yield func(r *Record, r
 		// each, ~47 inline). Declarations, map puts, timers and anything
 		// else are read by the general code below.
 		inline := op == OpClear || op == OpSet || op == OpListAdd || op == OpListSet || op == OpMapRemove
-		if parseInline && inline && len(p) >= 5 && p[1]|p[2]|p[3] < 0x80 {
+		if useInline && inline && len(p) >= 5 && p[1]|p[2]|p[3] < 0x80 {
 			if d, ok := decls.get(uint64(p[1])); ok {
 				if k := 4 + int(p[3]); k < len(p) {
 					r.set(op, d, int(p[2]), p[4:k:k], nil)
@@ -446,10 +453,6 @@ func (r *Record) set(op Op, d decl, kg int, key, a []byte) {
 		r.B = nil
 	}
 }
-
-// parseInline turns parseRecords' inline reading of common records on; a
-// test turns it off to hold it to the general reading.
-var parseInline = true
 
 // declTable maps a file's state ids to their declarations. Writers number
 // states densely from 1, so a slice serves them (a map lookup per record was

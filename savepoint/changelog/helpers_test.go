@@ -252,3 +252,7 @@ func genRec(t *rapid.T, ds []decl) rec {
 	}
 	return newRec(d, op, kg, key, a, b, tm, rapid.IntRange(0, 3).Draw(t, "prefixed"))
 }
+
+// testLogs holds the memory-storage log files of this package's external
+// tests (a job has its own store; these tests share one).
+var testLogs = changelog.NewMemoryStorage()

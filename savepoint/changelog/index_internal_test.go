@@ -92,8 +92,6 @@ func TestInlineParseIsGeneralParse(t *testing.T) {
 			}
 		}
 		read := func(inline bool) (string, error) {
-			parseInline = inline
-			defer func() { parseInline = true }()
 			var decls declTable
 			for _, id := range []uint64{1, 2, 200} {
 				if err := decls.set(id, fmt.Sprint("s", id), byte(id)); err != nil {
@@ -101,10 +99,10 @@ func TestInlineParseIsGeneralParse(t *testing.T) {
 				}
 			}
 			var out []byte
-			err := parseRecords(p, &decls, new(Record), func(r *Record, raw []byte) error {
+			err := parseRecordsInline(p, &decls, new(Record), func(r *Record, raw []byte) error {
 				out = fmt.Appendf(out, "%d %s %d %d %q %q %q %d %x\n", r.Op, r.State, r.Kind, r.KeyGroup, r.Key, r.A, r.B, r.Time, raw)
 				return nil
-			})
+			}, inline)
 			return string(out), err
 		}
 		got, gotErr := read(true)

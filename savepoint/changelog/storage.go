@@ -52,17 +52,20 @@ func (s FSStorage) Create(name string) (Sink, string, error) {
 	return f, p, nil
 }
 
-// MemoryStorage keeps log files in this process's memory: for tests, as
-// Flink's in-memory changelog; checkpoints that refer to them cannot be
-// restored by another process.
-type MemoryStorage struct{}
-
-var mem = struct {
-	sync.Mutex
+// MemoryStorage keeps log files in memory, for tests, as Flink's in-memory
+// changelog does. It belongs to one job (the job's state backends make
+// it): its checkpoints restore within that job — after a failure — but not
+// in another job or process. The zero value is not usable: NewMemoryStorage.
+type MemoryStorage struct {
+	mu    sync.Mutex
 	files map[string][]byte
-}{files: map[string][]byte{}}
+}
+
+// NewMemoryStorage returns an empty store.
+func NewMemoryStorage() *MemoryStorage { return &MemoryStorage{files: map[string][]byte{}} }
 
 type memSink struct {
+	m    *MemoryStorage
 	path string
 	buf  []byte
 }
@@ -70,36 +73,42 @@ type memSink struct {
 func (m *memSink) Write(p []byte) (int, error) { m.buf = append(m.buf, p...); return len(p), nil }
 func (m *memSink) Sync() error                 { return nil }
 func (m *memSink) Close() error {
-	mem.Lock()
-	mem.files[m.path] = m.buf
-	mem.Unlock()
+	m.m.mu.Lock()
+	m.m.files[m.path] = m.buf
+	m.m.mu.Unlock()
 	return nil
 }
 
 func (m *memSink) discard() { m.buf = nil }
 
 // Create makes a file that exists once closed.
-func (MemoryStorage) Create(name string) (Sink, string, error) {
-	return &memSink{path: MemoryPrefix + name}, MemoryPrefix + name, nil
+func (ms *MemoryStorage) Create(name string) (Sink, string, error) {
+	return &memSink{m: ms, path: MemoryPrefix + name}, MemoryPrefix + name, nil
 }
 
-// ReadFile reads a log file a checkpoint refers to.
-func ReadFile(fsys vfs.FS, path string) ([]byte, error) {
+// ReadFile reads a log file a checkpoint refers to: from fsys, or from mem
+// for a file of memory storage (mem may be nil outside the job that wrote
+// it: the file is gone).
+func ReadFile(fsys vfs.FS, mem *MemoryStorage, path string) ([]byte, error) {
 	var buf []byte
-	return ReadFileInto(fsys, path, &buf)
+	return ReadFileInto(fsys, mem, path, &buf)
 }
 
 // ReadFileInto is ReadFile reading into *buf, which it grows as needed
 // (and sets to the grown buffer), so that a caller reading many files
 // allocates once. A file of memory storage is returned as it is kept,
 // *buf untouched: the caller must not change the bytes returned.
-func ReadFileInto(fsys vfs.FS, path string, buf *[]byte) ([]byte, error) {
+func ReadFileInto(fsys vfs.FS, mem *MemoryStorage, path string, buf *[]byte) ([]byte, error) {
 	if strings.HasPrefix(path, MemoryPrefix) {
-		mem.Lock()
-		b, ok := mem.files[path]
-		mem.Unlock()
+		var b []byte
+		ok := false
+		if mem != nil {
+			mem.mu.Lock()
+			b, ok = mem.files[path]
+			mem.mu.Unlock()
+		}
 		if !ok {
-			return nil, fmt.Errorf("changelog file %s was kept in the memory of the process that wrote it (state.changelog.storage: memory) and is gone with it; use state.changelog.storage: filesystem for checkpoints that outlive the process: %w", path, ErrCorrupt)
+			return nil, fmt.Errorf("changelog file %s was kept in the memory of the job that wrote it (state.changelog.storage: memory) and is gone with it; use state.changelog.storage: filesystem for checkpoints that outlive the job: %w", path, ErrCorrupt)
 		}
 		return b, nil
 	}
@@ -131,11 +140,13 @@ func ReadFileInto(fsys vfs.FS, path string, buf *[]byte) ([]byte, error) {
 }
 
 // Remove deletes a log file no retained checkpoint refers to any more.
-func Remove(fsys vfs.FS, path string) error {
+func Remove(fsys vfs.FS, mem *MemoryStorage, path string) error {
 	if strings.HasPrefix(path, MemoryPrefix) {
-		mem.Lock()
-		delete(mem.files, path)
-		mem.Unlock()
+		if mem != nil {
+			mem.mu.Lock()
+			delete(mem.files, path)
+			mem.mu.Unlock()
+		}
 		return nil
 	}
 	if !filepath.IsAbs(path) || filepath.Base(filepath.Dir(path)) != DirName {
@@ -165,7 +176,7 @@ func Sweep(fsys vfs.FS, dir string, keep func(path string) bool) error {
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		if !keep(p) {
-			errs = append(errs, Remove(fsys, p))
+			errs = append(errs, Remove(fsys, nil, p))
 		}
 	}
 	fsys.Remove(dir)               // only if empty

@@ -15,7 +15,7 @@ import (
 
 func TestReadFileMemoryMissing(t *testing.T) {
 	p := changelog.MemoryPrefix + uniquePrefix("never-written") + "-1.log"
-	_, err := changelog.ReadFile(vfs.Default, p)
+	_, err := changelog.ReadFile(vfs.Default, changelog.NewMemoryStorage(), p)
 	if err == nil || !strings.Contains(err.Error(), "state.changelog.storage") || !strings.Contains(err.Error(), p) {
 		t.Fatalf("ReadFile(%s) = %v; want an error naming the file and state.changelog.storage", p, err)
 	}
@@ -23,24 +23,32 @@ func TestReadFileMemoryMissing(t *testing.T) {
 		t.Fatalf("error %v is not ErrCorrupt", err)
 	}
 	// A memory file exists once closed.
-	s, path, err := changelog.MemoryStorage{}.Create(uniquePrefix("mem") + "-1.log")
+	mem := changelog.NewMemoryStorage()
+	s, path, err := mem.Create(uniquePrefix("mem") + "-1.log")
 	if err != nil || !strings.HasPrefix(path, changelog.MemoryPrefix) {
 		t.Fatalf("Create: %s, %v", path, err)
 	}
 	s.Write([]byte("abc"))
-	if _, err := changelog.ReadFile(vfs.Default, path); err == nil {
+	if _, err := changelog.ReadFile(vfs.Default, mem, path); err == nil {
 		t.Fatal("a memory file is readable before it is closed")
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := changelog.ReadFile(vfs.Default, path); err != nil || string(b) != "abc" {
+	if b, err := changelog.ReadFile(vfs.Default, mem, path); err != nil || string(b) != "abc" {
 		t.Fatalf("ReadFile = %q, %v", b, err)
 	}
-	if err := changelog.Remove(vfs.Default, path); err != nil {
+	// Another job's store (or none) does not have it.
+	if _, err := changelog.ReadFile(vfs.Default, changelog.NewMemoryStorage(), path); err == nil {
+		t.Fatal("a memory file is readable from another store")
+	}
+	if _, err := changelog.ReadFile(vfs.Default, nil, path); err == nil {
+		t.Fatal("a memory file is readable without its store")
+	}
+	if err := changelog.Remove(vfs.Default, mem, path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := changelog.ReadFile(vfs.Default, path); err == nil || !strings.Contains(err.Error(), "state.changelog.storage") {
+	if _, err := changelog.ReadFile(vfs.Default, mem, path); err == nil || !strings.Contains(err.Error(), "state.changelog.storage") {
 		t.Fatalf("ReadFile after Remove = %v", err)
 	}
 }
@@ -74,17 +82,17 @@ func exists(t *testing.T, p string) bool {
 func TestRemove(t *testing.T) {
 	dir := fsDir(t)
 	list := writeFiles(t, dir, "rm", 2)
-	if err := changelog.Remove(vfs.Default, list[0].Path); err != nil {
+	if err := changelog.Remove(vfs.Default, nil, list[0].Path); err != nil {
 		t.Fatal(err)
 	}
 	if exists(t, list[0].Path) || !exists(t, list[1].Path) {
 		t.Fatalf("after Remove of %s: it exists %v, %s exists %v", list[0].Path, exists(t, list[0].Path), list[1].Path, exists(t, list[1].Path))
 	}
-	if _, err := changelog.ReadFile(vfs.Default, list[0].Path); err == nil {
+	if _, err := changelog.ReadFile(vfs.Default, nil, list[0].Path); err == nil {
 		t.Fatal("ReadFile of a removed file succeeded")
 	}
 	// Removing it again is fine: it is gone.
-	if err := changelog.Remove(vfs.Default, list[0].Path); err != nil {
+	if err := changelog.Remove(vfs.Default, nil, list[0].Path); err != nil {
 		t.Fatalf("second Remove: %v", err)
 	}
 
@@ -104,10 +112,10 @@ func TestRemove(t *testing.T) {
 		changelog.DirName,                     // not in it
 		filepath.Join(dir, "sub", "rm-2.log"), // below it
 	} {
-		if err := changelog.Remove(vfs.Default, p); err == nil || !strings.Contains(err.Error(), "dstl/") {
+		if err := changelog.Remove(vfs.Default, nil, p); err == nil || !strings.Contains(err.Error(), "dstl/") {
 			t.Fatalf("Remove(%s) = %v; want a refusal", p, err)
 		}
-		if _, err := changelog.ReadFile(vfs.Default, p); !errors.Is(err, changelog.ErrCorrupt) {
+		if _, err := changelog.ReadFile(vfs.Default, nil, p); !errors.Is(err, changelog.ErrCorrupt) {
 			t.Fatalf("ReadFile(%s) = %v; want a refusal", p, err)
 		}
 		if changelog.IsLogPath(p) {
@@ -137,7 +145,7 @@ func TestSweep(t *testing.T) {
 	}
 	// Kept files are intact.
 	for _, f := range []changelog.File{list[1], list[3]} {
-		data, err := changelog.ReadFile(vfs.Default, f.Path)
+		data, err := changelog.ReadFile(vfs.Default, nil, f.Path)
 		if err != nil || int64(len(data)) != f.Size {
 			t.Fatalf("kept %s: %d bytes, %v", f.Path, len(data), err)
 		}

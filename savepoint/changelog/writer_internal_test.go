@@ -15,7 +15,7 @@ import (
 // allocating. Fails if a buffer grows (a record finding no room) or if
 // written buffers are not reused.
 func TestWriterReusesFixedBuffers(t *testing.T) {
-	w := NewWriter(WriterOptions{Storage: MemoryStorage{}, Prefix: fmt.Sprint("reuse-", time.Now().UnixNano()),
+	w := NewWriter(WriterOptions{Storage: NewMemoryStorage(), Prefix: fmt.Sprint("reuse-", time.Now().UnixNano()),
 		PersistDelay: time.Hour, HandOff: 5 << 20, InFlight: 100 << 20, MaxAttempts: 1,
 		Declarations: func(dst []byte) []byte { return AppendDeclare(dst, 1, 0, "count") }}, 1, time.Now())
 	defer w.Close()
@@ -59,7 +59,7 @@ func TestWriterReusesFixedBuffers(t *testing.T) {
 // records it had. Fails if a small batch takes its buffer along.
 func TestWriterSmallBatchesGoAsCopies(t *testing.T) {
 	now := time.Unix(1000, 0)
-	w := NewWriter(WriterOptions{Storage: MemoryStorage{}, Prefix: fmt.Sprint("small-", time.Now().UnixNano()),
+	w := NewWriter(WriterOptions{Storage: NewMemoryStorage(), Prefix: fmt.Sprint("small-", time.Now().UnixNano()),
 		PersistDelay: 10 * time.Millisecond, HandOff: 5 << 20, InFlight: 100 << 20, MaxAttempts: 1,
 		Declarations: func(dst []byte) []byte { return AppendDeclare(dst, 1, 0, "count") }}, 1, now)
 	defer w.Close()
@@ -98,7 +98,7 @@ func TestWriterFastPathKeepsHandOffs(t *testing.T) {
 	for _, handOff := range []int{1000, 5000, 5 << 20} {
 		t.Run(fmt.Sprint("hand-off ", handOff), func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			w := NewWriter(WriterOptions{Storage: MemoryStorage{}, Prefix: fmt.Sprint("fast-", handOff, "-", time.Now().UnixNano()),
+			w := NewWriter(WriterOptions{Storage: NewMemoryStorage(), Prefix: fmt.Sprint("fast-", handOff, "-", time.Now().UnixNano()),
 				PersistDelay: 10 * time.Millisecond, HandOff: handOff, InFlight: 100 << 20, MaxAttempts: 1,
 				Now:          func() time.Time { return now },
 				Declarations: func(dst []byte) []byte { return AppendDeclare(dst, 1, 0, "count") }}, 1, now)

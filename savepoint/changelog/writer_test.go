@@ -71,7 +71,7 @@ func declarations(ds []decl) func([]byte) []byte {
 // the declarations, and its records.
 func checkFile(t tb, fsys vfs.FS, f changelog.File, decls []byte, want []rec) [][]byte {
 	t.Helper()
-	data, err := changelog.ReadFile(fsys, f.Path)
+	data, err := changelog.ReadFile(fsys, testLogs, f.Path)
 	if err != nil {
 		t.Fatalf("ReadFile(%s): %v", f.Path, err)
 	}
@@ -137,7 +137,7 @@ func TestWriterRollsFiles(t *testing.T) {
 	for _, backend := range []string{"memory", "filesystem"} {
 		t.Run(backend, func(t *testing.T) {
 			prefix := uniquePrefix("roll")
-			var storage changelog.Storage = changelog.MemoryStorage{}
+			var storage changelog.Storage = testLogs
 			dir := ""
 			if backend == "filesystem" {
 				dir = fsDir(t)
@@ -237,7 +237,7 @@ func TestWriterRollsFiles(t *testing.T) {
 			if list, err := files(t, w, 0, 10); err != nil || len(list) != 2 || list[0].Seq != 7 || list[1].Seq != 10 {
 				t.Fatalf("after Forget(7): Files = %v, %v; want 7 and 10", list, err)
 			}
-			if _, err := changelog.ReadFile(vfs.Default, got[0].Path); err != nil {
+			if _, err := changelog.ReadFile(vfs.Default, testLogs, got[0].Path); err != nil {
 				t.Fatalf("Forget deleted %s: %v", got[0].Path, err)
 			}
 			w.Forget(11)
@@ -265,10 +265,10 @@ func TestWriterRollsFiles(t *testing.T) {
 				t.Fatalf("second Close: %v", err)
 			}
 			for _, f := range append(got, last...) {
-				if err := changelog.Remove(vfs.Default, f.Path); err != nil {
+				if err := changelog.Remove(vfs.Default, testLogs, f.Path); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := changelog.ReadFile(vfs.Default, f.Path); err == nil {
+				if _, err := changelog.ReadFile(vfs.Default, testLogs, f.Path); err == nil {
 					t.Fatalf("%s still readable after Remove", f.Path)
 				}
 			}
@@ -280,7 +280,7 @@ func TestWriterRollsFiles(t *testing.T) {
 // registered between files is declared by Declarations with the others.
 func TestWriterDeclare(t *testing.T) {
 	states := []decl{dValue}
-	w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: uniquePrefix("declare"),
+	w := changelog.NewWriter(changelog.WriterOptions{Storage: testLogs, Prefix: uniquePrefix("declare"),
 		Declarations: func(dst []byte) []byte { return appendDecls(dst, states) }}, 1, time.Unix(0, 0))
 	defer w.Close()
 
@@ -308,7 +308,7 @@ func TestWriterDeclare(t *testing.T) {
 	checkFile(t, vfs.Default, list[0], appendDecls(nil, []decl{dValue}), []rec{a, b})
 	checkFile(t, vfs.Default, list[1], appendDecls(nil, []decl{dValue, dList, dMap}), []rec{c})
 	for _, f := range list {
-		changelog.Remove(vfs.Default, f.Path)
+		changelog.Remove(vfs.Default, testLogs, f.Path)
 	}
 }
 
@@ -482,7 +482,7 @@ func TestWriterTickHandsOffAfterPersistDelay(t *testing.T) {
 // 256 records, so a task too busy to tick still persists on time.
 func TestWriterDoneHandsOffAfterPersistDelay(t *testing.T) {
 	now := time.Unix(5000, 0)
-	w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: uniquePrefix("done"),
+	w := changelog.NewWriter(changelog.WriterOptions{Storage: testLogs, Prefix: uniquePrefix("done"),
 		PersistDelay: 10 * time.Millisecond, HandOff: 1 << 20, Declarations: declarations(wDecls),
 		Now: func() time.Time { return now }}, 1, now)
 	defer w.Close()
@@ -511,7 +511,7 @@ func TestWriterDoneHandsOffAfterPersistDelay(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("Files = %v, %v", list, err)
 	}
-	data, err := changelog.ReadFile(vfs.Default, list[0].Path)
+	data, err := changelog.ReadFile(vfs.Default, testLogs, list[0].Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -680,7 +680,7 @@ func TestWriterProperty(t *testing.T) {
 		first := rapid.Int64Range(0, 1000).Draw(t, "first")
 		now := time.Unix(rapid.Int64Range(0, 1<<40).Draw(t, "t0"), 0)
 		prefix := uniquePrefix("prop")
-		w := changelog.NewWriter(changelog.WriterOptions{Storage: changelog.MemoryStorage{}, Prefix: prefix,
+		w := changelog.NewWriter(changelog.WriterOptions{Storage: testLogs, Prefix: prefix,
 			PersistDelay: delay, HandOff: handOff, InFlight: inFlight, Declarations: declarations(ds)}, first, now)
 		defer w.Close()
 
@@ -729,7 +729,7 @@ func TestWriterProperty(t *testing.T) {
 				t.Fatalf("file %d, but nothing was written before that roll", f.Seq)
 			}
 			checkFile(t, vfs.Default, f, decls, want)
-			if err := changelog.Remove(vfs.Default, f.Path); err != nil {
+			if err := changelog.Remove(vfs.Default, testLogs, f.Path); err != nil {
 				t.Fatal(err)
 			}
 		}

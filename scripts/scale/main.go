@@ -878,7 +878,7 @@ func logRecords(chk string) int64 {
 				continue
 			}
 			for _, f := range st.Keyed.Changelog.Log {
-				data, err := changelog.ReadFile(vfs.Default, f.Path)
+				data, err := changelog.ReadFile(vfs.Default, nil, f.Path)
 				check(err)
 				check(changelog.Parse(data, f.Size, f.Path, func(changelog.Record) error { n++; return nil }))
 			}
