@@ -57,12 +57,12 @@ func newCheckpointsCmd(f *Factory, g *globalOptions, runF func(*CheckpointsOptio
 // copied field by field, so that a field added to Snapshot cannot reach
 // the JSON without a name chosen here.
 type snapshotRow struct {
-	ID        int64  `json:"id"`
-	Kind      string `json:"kind"`   // checkpoint | savepoint
-	Type      string `json:"type"`   // full | incremental | changelog
-	Format    string `json:"format"` // NATIVE | CANONICAL
-	Completed int64  `json:"completed"`
-	Size      int64  `json:"size"`
+	ID        int64            `json:"id"`
+	Kind      string           `json:"kind"`   // checkpoint | savepoint
+	Type      string           `json:"type"`   // full | incremental | changelog
+	Format    savepoint.Format `json:"format"` // NATIVE | CANONICAL
+	Completed int64            `json:"completed"`
+	Size      int64            `json:"size"`
 	// Added is what the snapshot wrote itself (Flink's checkpointed_size).
 	Added    int64  `json:"checkpointedSize"`
 	Path     string `json:"path"`
@@ -164,12 +164,12 @@ func jobSnapshots(f *Factory, o *CheckpointsOptions, id string) ([]restore.Snaps
 			case r.Incremental:
 				typ = "incremental"
 			}
-			row := restore.Snapshot{ID: r.ID, Kind: restore.KindOf(r.Type), Type: typ, Format: r.Format, Completed: r.Completed,
+			row := restore.Snapshot{ID: r.ID, Kind: restore.KindOf(savepoint.Kind(r.Type)), Type: typ, Format: savepoint.Format(r.Format), Completed: r.Completed,
 				Size: r.Size, Added: r.Added, Path: r.Path, JobID: id, Restored: r.Restored, Owner: restore.OwnerUser, Changelog: r.Changelog}
 			if r.Owned {
 				row.Owner = restore.OwnerJob
 			}
-			if !gflink && r.Type == savepoint.KindCheckpoint {
+			if !gflink && r.Type == string(savepoint.KindCheckpoint) {
 				row.Format = savepoint.FormatNative
 			}
 			rows = append(rows, row)
@@ -291,7 +291,7 @@ func printSnapshots(f *Factory, rows []restore.Snapshot) {
 		if c := r.Changelog; c != nil {
 			kind = r.Kind + " (changelog: " + materializations(c) + ", log " + humanSize(c.LogBytes) + ")"
 		}
-		return []string{fmt.Sprint(r.ID), kind, r.Format, completed, humanSize(r.Size), humanSize(r.Added), ownerText(r), path}
+		return []string{fmt.Sprint(r.ID), kind, string(r.Format), completed, humanSize(r.Size), humanSize(r.Added), ownerText(r), path}
 	}
 	if f.IO.OutTTY && !f.IO.NoColor {
 		tw := tablewriter.NewWriter(f.IO.Out)

@@ -480,7 +480,7 @@ func jobCheckpointDir(conf *config.Configuration, jobID string) string {
 
 // claimNotice says in one line which claim mode applies and what gflink
 // may delete.
-func claimNotice(r *restore.Resolved, mode string, conf *config.Configuration) string {
+func claimNotice(r *restore.Resolved, mode engine.RecoveryClaimMode, conf *config.Configuration) string {
 	ptr := savepoint.URI(r.Dir)
 	switch mode {
 	case engine.ClaimModeClaim:
@@ -529,7 +529,7 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, src *restoreSource
 		Problem string `json:"problem,omitempty"`
 	}
 	var rows []row
-	out.println("Checking the restore of %s from %s (checkpoint %d, %s):", g.Name, ptr, r.Metadata.CheckpointID, strings.ToLower(r.Metadata.Kind))
+	out.println("Checking the restore of %s from %s (checkpoint %d, %s):", g.Name, ptr, r.Metadata.CheckpointID, strings.ToLower(string(r.Metadata.Kind)))
 	for _, x := range rep.Rows {
 		states := ""
 		if x.State != nil {

@@ -62,8 +62,8 @@ func newSavepointCmd(f *Factory, g *globalOptions, runF func(*SavepointOptions) 
 func formatType(s string) (string, error) {
 	switch strings.ToUpper(s) {
 	case "":
-		return savepoint.FormatCanonical, nil
-	case savepoint.FormatCanonical, savepoint.FormatNative:
+		return string(savepoint.FormatCanonical), nil
+	case string(savepoint.FormatCanonical), string(savepoint.FormatNative):
 		return strings.ToUpper(s), nil
 	}
 	return "", fmt.Errorf("Could not parse value for enum class org.apache.flink.core.execution.SavepointFormatType. Expected one of: [[CANONICAL, NATIVE]] (-type %s)", s)

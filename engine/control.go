@@ -52,11 +52,11 @@ func (jm *jobMaster) savepointTarget(dir string) (string, error) {
 	return savepoint.LocalPath(dir)
 }
 
-func parseFormat(format string) (string, error) {
+func parseFormat(format string) (savepoint.Format, error) {
 	switch format {
-	case "", savepoint.FormatCanonical, "canonical":
+	case "", string(savepoint.FormatCanonical), "canonical":
 		return savepoint.FormatCanonical, nil
-	case savepoint.FormatNative, "native":
+	case string(savepoint.FormatNative), "native":
 		return savepoint.FormatNative, nil
 	}
 	return "", fmt.Errorf("Could not parse value for enum class org.apache.flink.core.execution.SavepointFormatType. Expected one of: [[CANONICAL, NATIVE]] (got %q)", format)
@@ -183,7 +183,7 @@ type JobInfo struct {
 	CheckpointConfig checkpoint.Config
 	// StateBackend is hashmap or rocksdb; Incremental says whether its
 	// checkpoints are incremental.
-	StateBackend string
+	StateBackend StateBackendKind
 	Incremental  bool
 	// Changelog is the changelog's configuration (Enabled: in use).
 	Changelog      ChangelogInfo

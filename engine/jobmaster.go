@@ -35,7 +35,7 @@ type JobOptions struct {
 	// ClaimMode says who owns the restored snapshot: NO_CLAIM (default)
 	// and LEGACY leave it alone; CLAIM makes it the job's own checkpoint,
 	// deleted when subsumed or when the job ends under the retention policy.
-	ClaimMode string
+	ClaimMode RecoveryClaimMode
 	// Clock and Rand are for tests; real time and randomness if nil.
 	Clock func() time.Time
 	Rand  *mrand.Rand
@@ -358,7 +358,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		if cl.interval > 0 {
 			every = "every " + config.FormatDuration(cl.interval)
 		}
-		jm.log.Info("Using the changelog state backend over "+jm.backends.name(), "log", cl.where(), "materialization", every)
+		jm.log.Info("Using the changelog state backend over "+string(jm.backends.name()), "log", cl.where(), "materialization", every)
 		if restored != "" {
 			jm.log.Info("The changelog materializes the state restored from " + restored + " before the first checkpoint: no checkpoint of this job refers to the restored snapshot, whatever the claim mode.")
 		}
@@ -370,8 +370,8 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 // whether the job owns it (may delete it).
 type RetainedSnapshot struct {
 	ID                  int64
-	Kind                string // CHECKPOINT, SAVEPOINT, SYNC_SAVEPOINT
-	Format              string
+	Kind                savepoint.Kind // CHECKPOINT, SAVEPOINT, SYNC_SAVEPOINT
+	Format              savepoint.Format
 	Path                string // file: URI; "" for checkpoints in memory
 	CompletionTimestamp int64
 	Size                int64
@@ -456,7 +456,7 @@ func (g *JobGraph) description() restore.Job {
 // PlanRestore matches a snapshot against a job graph, as a job restored
 // from it would — for `run --check`, which reports the plan without
 // running anything.
-func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend string) (*restore.Plan, error) {
+func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend StateBackendKind) (*restore.Plan, error) {
 	plan, err := MapRestore(g, fsys, r, allowNonRestoredState, backend)
 	if err != nil {
 		return nil, err
@@ -475,12 +475,12 @@ func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestored
 
 // MapRestore is PlanRestore without the check of restored source splits:
 // how the snapshot's state maps onto the job's operators.
-func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend string) (*restore.Plan, error) {
+func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend StateBackendKind) (*restore.Plan, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
 	return restore.NewPlan(fsys, r, g.description(), restore.Options{
-		AllowNonRestoredState: allowNonRestoredState, StateBackend: backend})
+		AllowNonRestoredState: allowNonRestoredState, StateBackend: string(backend)})
 }
 
 // RestoredSourceMismatch says why the splits plan restores into the source
@@ -740,7 +740,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	}
 	loc := p.Location
 	md := &savepoint.Metadata{JobID: jm.jobID, JobName: jm.graph.Name,
-		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: jm.backends.name(),
+		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: string(jm.backends.name()),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
 	var acks []checkpoint.Ack
 	var finals []bool

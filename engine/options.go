@@ -10,14 +10,17 @@ import (
 	"github.com/gflink/gflink/engine/state"
 )
 
+// StateBackendKind names a state backend (state.backend.type).
+type StateBackendKind string
+
 // The state backends: Go maps in memory, and an embedded LSM tree (Pebble)
 // under Flink's name for its LSM backend.
 const (
-	StateBackendHashMap = "hashmap"
-	StateBackendRocksDB = "rocksdb"
+	StateBackendHashMap StateBackendKind = "hashmap"
+	StateBackendRocksDB StateBackendKind = "rocksdb"
 )
 
-func parseStateBackend(s string) (string, error) {
+func parseStateBackend(s string) (StateBackendKind, error) {
 	switch lower := toLower(s); lower {
 	case "hashmap", "jobmanager", "filesystem":
 		// Flink 1.x's legacy backend names meant the heap backend too.
@@ -63,7 +66,7 @@ var (
 		WithDescription("The number of key groups, which bounds rescaling. -1: min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768) per operator.")
 	PipelineName = config.String("pipeline.name").
 			WithDescription("The job's name. Default: the name the job gives itself.")
-	StateBackend = config.NewOption("state.backend.type", parseStateBackend, func(s string) string { return s },
+	StateBackend = config.NewOption("state.backend.type", parseStateBackend, func(k StateBackendKind) string { return string(k) },
 		"hashmap or rocksdb (jobmanager and filesystem, Flink 1.x's legacy names, mean hashmap too)").
 		WithDefault(StateBackendHashMap).WithDeprecatedKeys("state.backend").
 		WithDescription("Where keyed state lives while the job runs: hashmap keeps it in Go maps, rocksdb in an embedded LSM tree per stateful subtask (Pebble), bounded by disk rather than memory.")
@@ -148,11 +151,21 @@ func NewEnvironmentFromConfig(c *config.Configuration, o EnvironmentOptions) (*E
 	return NewEnvironment(o), nil
 }
 
-// Claim modes (execution.state-recovery.claim-mode).
+// RecoveryClaimMode says who owns a restored snapshot
+// (execution.state-recovery.claim-mode, Flink's RecoveryClaimMode).
+type RecoveryClaimMode string
+
+// Claim modes.
 const (
-	ClaimModeClaim   = "CLAIM"
-	ClaimModeNoClaim = "NO_CLAIM"
-	ClaimModeLegacy  = "LEGACY"
+	// ClaimModeClaim: the job owns the snapshot, and deletes it once a
+	// newer checkpoint subsumes it.
+	ClaimModeClaim RecoveryClaimMode = "CLAIM"
+	// ClaimModeNoClaim: the snapshot is never touched; the first
+	// checkpoint is a full one.
+	ClaimModeNoClaim RecoveryClaimMode = "NO_CLAIM"
+	// ClaimModeLegacy: deprecated; never deleted, but its shared files may
+	// be referred to.
+	ClaimModeLegacy RecoveryClaimMode = "LEGACY"
 )
 
 // State recovery options: what `run -s`, `-n` and `-cm` set.
@@ -164,7 +177,7 @@ var (
 	IgnoreUnclaimedState = config.Bool("execution.state-recovery.ignore-unclaimed-state").WithDefault(false).
 				WithDeprecatedKeys("execution.savepoint.ignore-unclaimed-state").
 				WithDescription("Start even if the snapshot holds state of operators the job no longer has (dropping it); what `run -n` sets.")
-	ClaimMode = config.Enum("execution.state-recovery.claim-mode", "RecoveryClaimMode", ClaimModeClaim, ClaimModeNoClaim, ClaimModeLegacy).
+	ClaimMode = config.EnumOf("execution.state-recovery.claim-mode", "RecoveryClaimMode", ClaimModeClaim, ClaimModeNoClaim, ClaimModeLegacy).
 			WithDefault(ClaimModeNoClaim).WithDeprecatedKeys("execution.savepoint-restore-mode").
 			WithDescription("Who owns the restored snapshot: NO_CLAIM (never touched), CLAIM (the job's own: deleted when subsumed), LEGACY (deprecated; never deleted).")
 )

@@ -14,10 +14,10 @@ import (
 type RestoreSource struct {
 	*restore.Resolved
 	AllowNonRestoredState bool
-	ClaimMode             string
+	ClaimMode             RecoveryClaimMode
 	// StateBackend is the job's state backend: a checkpoint or native
 	// savepoint restores only into the one that wrote it.
-	StateBackend string
+	StateBackend StateBackendKind
 }
 
 // ResolveRestore finds the snapshot execution.state-recovery.path (-s)

@@ -23,7 +23,7 @@ import (
 // stateful subtask (rocksdb), in a working directory of the job's that is
 // removed when the job ends.
 type stateBackends struct {
-	kind        string
+	kind        StateBackendKind
 	incremental bool        // execution.checkpointing.incremental
 	dir         *lsm.JobDir // rocksdb only
 	// jobDir is the job's checkpoint directory, and claim whether the job
@@ -159,7 +159,7 @@ func lsmLocalDir(c *config.Configuration) (string, error) {
 }
 
 // name is the backend's name (hashmap or rocksdb).
-func (b *stateBackends) name() string {
+func (b *stateBackends) name() StateBackendKind {
 	if b == nil {
 		return StateBackendHashMap
 	}

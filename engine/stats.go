@@ -12,9 +12,9 @@ import (
 // API reports it.
 type CheckpointStats struct {
 	ID                 int64
-	Status             string // IN_PROGRESS, COMPLETED, FAILED
-	Type               string // CHECKPOINT, SAVEPOINT, SYNC_SAVEPOINT
-	Format             string // for savepoints: CANONICAL or NATIVE
+	Status             string           // IN_PROGRESS, COMPLETED, FAILED
+	Type               savepoint.Kind   // CHECKPOINT, SAVEPOINT, SYNC_SAVEPOINT
+	Format             savepoint.Format // for savepoints: CANONICAL or NATIVE
 	TriggerTimestamp   int64
 	LatestAckTimestamp int64
 	StateSize          int64
@@ -43,7 +43,7 @@ func (c *CheckpointStats) CheckpointType() string {
 	if c.Unaligned && !c.IsSavepoint() {
 		return "UNALIGNED_CHECKPOINT"
 	}
-	return c.Type
+	return string(c.Type)
 }
 
 // IsSavepoint reports whether the snapshot is a savepoint.

@@ -939,8 +939,9 @@ func TestPlanMaxParallelism(t *testing.T) {
 
 func TestNativeSnapshotOnlyIntoItsBackend(t *testing.T) {
 	for _, tc := range []struct {
-		format, backend string
-		ok              bool
+		format  savepoint.Format
+		backend string
+		ok      bool
 	}{
 		{savepoint.FormatNative, "hashmap", true},
 		{savepoint.FormatCanonical, "rocksdb", true},

@@ -17,11 +17,11 @@ import (
 // lists it: found on disk, or reported by a running job.
 type Snapshot struct {
 	ID        int64
-	Kind      string // KindCheckpoint or KindSavepoint
-	Type      string // "full" or "incremental"
-	Format    string // savepoint.FormatNative or savepoint.FormatCanonical
-	Completed int64  // Unix milliseconds
-	Size      int64  // bytes of state, as a running job reports it
+	Kind      string           // KindCheckpoint or KindSavepoint
+	Type      string           // "full" or "incremental"
+	Format    savepoint.Format // FormatNative or FormatCanonical
+	Completed int64            // Unix milliseconds
+	Size      int64            // bytes of state, as a running job reports it
 	// Added is what this snapshot wrote itself (Flink's checkpointed
 	// size): Size minus the shared files earlier checkpoints uploaded.
 	Added int64
@@ -58,7 +58,7 @@ const (
 
 // KindOf names a snapshot kind of _metadata (savepoint.KindCheckpoint,
 // savepoint.KindSavepoint) as Snapshot.Kind does.
-func KindOf(metadataKind string) string {
+func KindOf(metadataKind savepoint.Kind) string {
 	if metadataKind == savepoint.KindCheckpoint {
 		return KindCheckpoint
 	}

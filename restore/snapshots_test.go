@@ -15,7 +15,7 @@ import (
 
 // writeFound writes a complete snapshot of the given kind, completed at
 // completed, and returns what FindSnapshots should say of it.
-func writeFound(t *testing.T, dir string, id int64, kind string, completed int64) restore.Snapshot {
+func writeFound(t *testing.T, dir string, id int64, kind savepoint.Kind, completed int64) restore.Snapshot {
 	t.Helper()
 	m := writeSnapshot(t, dir, id, keyedOp("counter", 128, 0, 3))
 	m.Kind, m.CompletionTimestamp = kind, completed

@@ -35,17 +35,26 @@ var (
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
 )
 
-// Snapshot kinds, as in Flink's REST API (checkpoint_type).
+// Kind is what a snapshot is: a checkpoint or a savepoint, named as in
+// Flink's REST API (checkpoint_type).
+type Kind string
+
+// Snapshot kinds.
 const (
-	KindCheckpoint    = "CHECKPOINT"
-	KindSavepoint     = "SAVEPOINT"
-	KindSyncSavepoint = "SYNC_SAVEPOINT" // taken by stop-with-savepoint
+	KindCheckpoint    Kind = "CHECKPOINT"
+	KindSavepoint     Kind = "SAVEPOINT"
+	KindSyncSavepoint Kind = "SYNC_SAVEPOINT" // taken by stop-with-savepoint
 )
 
-// Savepoint formats (Flink's SavepointFormatType). Checkpoints are NATIVE.
+// Format is how a snapshot's state is written (Flink's
+// SavepointFormatType): CANONICAL, which any backend restores, or NATIVE,
+// the backend's own. Checkpoints are NATIVE.
+type Format string
+
+// Snapshot formats.
 const (
-	FormatCanonical = "CANONICAL"
-	FormatNative    = "NATIVE"
+	FormatCanonical Format = "CANONICAL"
+	FormatNative    Format = "NATIVE"
 )
 
 // Metadata describes one completed checkpoint or savepoint.
@@ -54,8 +63,8 @@ type Metadata struct {
 	JobID        string `json:"jobId"`
 	JobName      string `json:"jobName,omitempty"`
 	CheckpointID int64  `json:"checkpointId"`
-	Kind         string `json:"kind"`
-	Format       string `json:"format"`
+	Kind         Kind   `json:"kind"`
+	Format       Format `json:"format"`
 	// Backend is the state backend that wrote the state ("hashmap"). A
 	// NATIVE snapshot can only be restored into the same backend.
 	Backend string `json:"stateBackend"`

@@ -16,10 +16,10 @@ type TaskID int
 // SnapshotType says what a checkpoint is for.
 type SnapshotType struct {
 	// Kind is savepoint.KindCheckpoint, KindSavepoint or KindSyncSavepoint.
-	Kind string
+	Kind savepoint.Kind
 	// Format is savepoint.FormatNative for checkpoints, CANONICAL or NATIVE
 	// for savepoints.
-	Format string
+	Format savepoint.Format
 	// Drain marks a stop-with-savepoint that first finishes the job's input.
 	Drain bool
 	// Full marks a manually triggered full checkpoint.

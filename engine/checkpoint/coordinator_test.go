@@ -170,7 +170,7 @@ func reason(t testing.TB, name string) error {
 	return r
 }
 
-var kinds = map[string]string{
+var kinds = map[string]savepoint.Kind{
 	"checkpoint": savepoint.KindCheckpoint,
 	"savepoint":  savepoint.KindSavepoint,
 	"sync":       savepoint.KindSyncSavepoint,
@@ -1845,7 +1845,7 @@ func TestCoordinatorProperties(t *testing.T) {
 				}
 				m.apply(m.c.TaskFinished(m.now, task, final))
 			case 9: // user trigger
-				kind := rapid.SampledFrom([]string{savepoint.KindCheckpoint, savepoint.KindSavepoint, savepoint.KindSyncSavepoint}).Draw(rt, "kind")
+				kind := rapid.SampledFrom([]savepoint.Kind{savepoint.KindCheckpoint, savepoint.KindSavepoint, savepoint.KindSyncSavepoint}).Draw(rt, "kind")
 				acts, err := m.c.Trigger(m.now, &Request{Type: SnapshotType{Kind: kind}})
 				allRunning, live := true, false
 				for _, s := range m.state {

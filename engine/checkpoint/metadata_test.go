@@ -40,7 +40,7 @@ func TestAssembleOperators(t *testing.T) {
 func TestKeepOnEnd(t *testing.T) {
 	for _, tc := range []struct {
 		failed, canceled bool
-		retention        string
+		retention        ExternalizedCheckpointRetention
 		want             bool
 	}{
 		{false, false, RetainOnCancellation, false}, // finished: never kept

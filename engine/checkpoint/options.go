@@ -14,23 +14,38 @@ import (
 	"github.com/gflink/gflink/savepoint"
 )
 
+// CheckpointingMode is the checkpointing mode
+// (execution.checkpointing.mode).
+type CheckpointingMode string
+
 // Checkpointing modes.
 const (
-	ExactlyOnce = "EXACTLY_ONCE"
-	AtLeastOnce = "AT_LEAST_ONCE"
+	// ExactlyOnce aligns barriers: a snapshot holds exactly the effect of
+	// the records before its barrier.
+	ExactlyOnce CheckpointingMode = "EXACTLY_ONCE"
+	// AtLeastOnce does not: records after one input's barrier may be in
+	// the snapshot and replayed.
+	AtLeastOnce CheckpointingMode = "AT_LEAST_ONCE"
 )
 
-// Retention policies (execution.checkpointing.externalized-checkpoint-retention).
+// ExternalizedCheckpointRetention says which checkpoints outlive the job
+// (execution.checkpointing.externalized-checkpoint-retention).
+type ExternalizedCheckpointRetention string
+
+// Retention policies.
 const (
-	NoExternalized       = "NO_EXTERNALIZED_CHECKPOINTS"
-	RetainOnCancellation = "RETAIN_ON_CANCELLATION"
-	DeleteOnCancellation = "DELETE_ON_CANCELLATION"
+	NoExternalized       ExternalizedCheckpointRetention = "NO_EXTERNALIZED_CHECKPOINTS"
+	RetainOnCancellation ExternalizedCheckpointRetention = "RETAIN_ON_CANCELLATION"
+	DeleteOnCancellation ExternalizedCheckpointRetention = "DELETE_ON_CANCELLATION"
 )
 
-// Storage names (execution.checkpointing.storage).
+// StorageKind is where checkpoints go (execution.checkpointing.storage).
+type StorageKind string
+
+// Checkpoint storages.
 const (
-	StorageJobManager = "jobmanager"
-	StorageFilesystem = "filesystem"
+	StorageJobManager StorageKind = "jobmanager"
+	StorageFilesystem StorageKind = "filesystem"
 )
 
 func checkLocalPath(p string) error {
@@ -50,7 +65,7 @@ var (
 		}).
 		WithAccepted("a duration of at least 10 ms, e.g. '10 s' or '500 ms' (a bare number means milliseconds); unset or 0 disables checkpointing").
 		WithDescription("How often checkpoints are triggered. Unset (the default) or 0 disables checkpointing.")
-	Mode = config.Enum("execution.checkpointing.mode", "CheckpointingMode", ExactlyOnce, AtLeastOnce).
+	Mode = config.EnumOf("execution.checkpointing.mode", "CheckpointingMode", ExactlyOnce, AtLeastOnce).
 		WithDefault(ExactlyOnce).
 		WithDescription("EXACTLY_ONCE aligns barriers (tasks with several inputs block the inputs whose barrier arrived); AT_LEAST_ONCE does not block, so records after a barrier may be counted twice after recovery.")
 	Timeout = config.Duration("execution.checkpointing.timeout").WithDefault(10 * time.Minute).
@@ -75,7 +90,7 @@ var (
 	TolerableFailed = config.Int("execution.checkpointing.tolerable-failed-checkpoints").WithDefault(0).
 			WithCheck(config.NonNegative).WithAccepted("an integer >= 0").
 			WithDescription("How many consecutive checkpoint failures (expiry, storage errors, failed async writes) are tolerated before the job fails.")
-	Retention = config.Enum("execution.checkpointing.externalized-checkpoint-retention", "ExternalizedCheckpointRetention",
+	Retention = config.EnumOf("execution.checkpointing.externalized-checkpoint-retention", "ExternalizedCheckpointRetention",
 		NoExternalized, RetainOnCancellation, DeleteOnCancellation).
 		WithDefault(NoExternalized).
 		WithDescription("Which checkpoints survive the job: NO_EXTERNALIZED_CHECKPOINTS deletes them whenever the job ends; DELETE_ON_CANCELLATION keeps them when the job FAILED; RETAIN_ON_CANCELLATION keeps them when it FAILED or was CANCELED. All are deleted when the job FINISHES.")
@@ -92,7 +107,7 @@ var (
 			WithCheck(checkLocalPath).
 			WithAccepted("a local directory, as a path or a file: URI").
 			WithDescription("The default directory for savepoints.")
-	StorageOption = config.Enum("execution.checkpointing.storage", "CheckpointStorage", StorageJobManager, StorageFilesystem).
+	StorageOption = config.EnumOf("execution.checkpointing.storage", "CheckpointStorage", StorageJobManager, StorageFilesystem).
 			WithDeprecatedKeys("state.checkpoint-storage").
 			WithDescription("jobmanager keeps checkpoints in memory (lost with the process); filesystem writes them under execution.checkpointing.dir. Unset: filesystem if a directory is set, else jobmanager.")
 	AfterTasksFinish = config.Bool("execution.checkpointing.checkpoints-after-tasks-finish").WithDefault(true).
@@ -127,16 +142,16 @@ func Options() []config.AnyOption {
 // Config is the checkpointing configuration of a job.
 type Config struct {
 	Interval         time.Duration // 0: periodic checkpoints disabled
-	Mode             string
+	Mode             CheckpointingMode
 	Timeout          time.Duration
 	MinPause         time.Duration
 	MaxConcurrent    int
 	TolerableFailed  int
-	Retention        string
+	Retention        ExternalizedCheckpointRetention
 	NumRetained      int
 	Dir              string // local absolute path, "" if none
 	SavepointDir     string // local absolute path, "" if none
-	Storage          string
+	Storage          StorageKind
 	AfterTasksFinish bool
 	InlineThreshold  int64
 	// Unaligned: checkpoints (not savepoints) are unaligned; EXACTLY_ONCE only.
@@ -234,7 +249,7 @@ func ConfigFrom(c *config.Configuration) (Config, []string, error) {
 		warnings = append(warnings, "execution.checkpointing.aligned-checkpoint-timeout and execution.checkpointing.unaligned.forced have no effect without execution.checkpointing.unaligned.enabled: true.")
 	}
 	if cfg.Retention != NoExternalized && cfg.Storage == StorageJobManager && cfg.Dir == "" && cfg.Enabled() {
-		warnings = append(warnings, "execution.checkpointing.externalized-checkpoint-retention is "+cfg.Retention+
+		warnings = append(warnings, "execution.checkpointing.externalized-checkpoint-retention is "+string(cfg.Retention)+
 			" but checkpoints are kept in memory (no execution.checkpointing.dir): nothing will outlive the process.")
 	}
 	return cfg, warnings, errors.Join(errs...)

@@ -729,7 +729,7 @@ func (s *Storage) Discard(loc *Location, md *savepoint.Metadata) error {
 // (execution.checkpointing.externalized-checkpoint-retention): kept when
 // it failed, unless never externalized; when cancelled, only with
 // RETAIN_ON_CANCELLATION; never when it finished.
-func KeepOnEnd(failed, canceled bool, r string) bool {
+func KeepOnEnd(failed, canceled bool, r ExternalizedCheckpointRetention) bool {
 	switch {
 	case failed:
 		return r != NoExternalized

@@ -172,7 +172,7 @@ func TestUploadNative(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write := func(id int64, kind string, incremental bool) (savepoint.SubtaskState, map[string]savepoint.NativeFile, bool) {
+	write := func(id int64, kind savepoint.Kind, incremental bool) (savepoint.SubtaskState, map[string]savepoint.NativeFile, bool) {
 		t.Helper()
 		loc, err := s.Location(id, SnapshotType{Kind: kind, Format: savepoint.FormatNative}, filepath.Join(base, "sp"))
 		if err != nil {

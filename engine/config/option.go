@@ -258,14 +258,24 @@ func String(key string) *Option[string] {
 // case-insensitively and returned in its canonical spelling. enumName is used
 // in the error message, as Flink names the enum class.
 func Enum(key, enumName string, constants ...string) *Option[string] {
-	return NewOption(key, func(s string) (string, error) {
+	return EnumOf(key, enumName, constants...)
+}
+
+// EnumOf is Enum for a named string type: the option's value is one of the
+// type's constants.
+func EnumOf[T ~string](key, enumName string, constants ...T) *Option[T] {
+	names := make([]string, len(constants))
+	for i, c := range constants {
+		names[i] = string(c)
+	}
+	return NewOption(key, func(s string) (T, error) {
 		for _, c := range constants {
-			if strings.EqualFold(s, c) {
+			if strings.EqualFold(s, string(c)) {
 				return c, nil
 			}
 		}
-		return "", fmt.Errorf("Could not parse value for enum %s. Expected one of: [%s]", enumName, strings.Join(constants, ", "))
-	}, func(s string) string { return s }, "one of "+strings.Join(constants, ", ")+" (case-insensitive)")
+		return "", fmt.Errorf("Could not parse value for enum %s. Expected one of: [%s]", enumName, strings.Join(names, ", "))
+	}, func(v T) string { return string(v) }, "one of "+strings.Join(names, ", ")+" (case-insensitive)")
 }
 
 // Positive is a check for integers that must be > 0.

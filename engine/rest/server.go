@@ -747,7 +747,7 @@ func checkpointStatistics(c *engine.CheckpointStats) *CheckpointStatistics {
 		out.Tasks[id] = t.TaskCheckpointStatistics
 	}
 	if c.IsSavepoint() {
-		out.SavepointFormat = c.Format
+		out.SavepointFormat = string(c.Format)
 	}
 	switch c.Status {
 	case "COMPLETED":
@@ -782,7 +782,7 @@ func (s *Server) checkpointStats() CheckpointingStatistics {
 		out.History = append(out.History, *checkpointStatistics(&st.History[i]))
 	}
 	for _, r := range info.Retained {
-		out.Retained = append(out.Retained, RetainedJSON{ID: r.ID, Type: r.Kind, Format: r.Format, Path: r.Path,
+		out.Retained = append(out.Retained, RetainedJSON{ID: r.ID, Type: string(r.Kind), Format: string(r.Format), Path: r.Path,
 			Completed: r.CompletionTimestamp, Size: r.Size, Added: r.Added, Incremental: r.Incremental, Changelog: r.Changelog, Owned: r.Owned, Restored: r.Restored})
 	}
 	return out
@@ -871,7 +871,7 @@ func (s *Server) checkpointConfig() CheckpointConfigInfo {
 	if info.StateBackend == "rocksdb" {
 		backend = "EmbeddedRocksDBStateBackend"
 	}
-	return CheckpointConfigInfo{Mode: strings.ToLower(cfg.Mode), Interval: interval, Timeout: cfg.Timeout.Milliseconds(),
+	return CheckpointConfigInfo{Mode: strings.ToLower(string(cfg.Mode)), Interval: interval, Timeout: cfg.Timeout.Milliseconds(),
 		MinPause: cfg.MinPause.Milliseconds(), MaxConcurrent: cfg.MaxConcurrent,
 		Externalization: ExternalizationConfig{Enabled: cfg.Retention != checkpoint.NoExternalized,
 			DeleteOnCancellation: cfg.Retention != checkpoint.RetainOnCancellation},
