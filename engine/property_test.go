@@ -70,6 +70,9 @@ type schedule struct {
 	// materializeMs.
 	changelog     bool
 	materializeMs int
+	// fanout: the job is the second topology (fanOutPipeline) instead of
+	// word count.
+	fanout bool
 }
 
 func drawSchedule(seed int64) schedule {
@@ -92,12 +95,13 @@ func drawSchedule(seed int64) schedule {
 	s.incremental = r.IntN(2) == 0
 	s.changelog = r.IntN(2) == 0
 	s.materializeMs = 5 + r.IntN(30)
+	s.fanout = r.IntN(2) == 0
 	return s
 }
 
 func (s schedule) String() string {
-	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s incremental=%v changelog=%v materialize=%dms",
-		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend, s.incremental, s.changelog, s.materializeMs)
+	return fmt.Sprintf("seed=%d p=%d %s interval=%dms lines=%d fail-after-records=%d max-failures=%d checkpoint-file-failure=%d tolerable=%d backend=%s incremental=%v changelog=%v materialize=%dms fanout=%v",
+		s.seed, s.p, s.mode, s.intervalMs, s.lines, s.failAfter, s.failures, s.ckFailAt, s.tolerable, s.backend, s.incremental, s.changelog, s.materializeMs, s.fanout)
 }
 
 const propWordsPerLine, propDistinct = 5, 50
@@ -108,20 +112,69 @@ func (s schedule) generator() *connectors.WordGenerator {
 		WordsPerLine: propWordsPerLine, Rate: 20_000}
 }
 
-// want is every (word,count) update of a failure-free run, once each.
-func (s schedule) want() map[string]int {
+// want is, per output directory, every update of a failure-free run, once
+// each: for word count every (word,count); for the fan-out topology the
+// odd word counts in "odd" and every (letter,n) of the second keyed stage
+// in "letters".
+func (s schedule) want() map[string]map[string]int {
 	g := s.generator()
 	counts := map[string]int{}
-	want := map[string]int{}
+	words, odd, letters := map[string]int{}, map[string]int{}, map[string]int{}
+	perLetter := map[string]int{}
 	var buf []byte
 	for i := int64(0); i < int64(s.lines); i++ {
 		buf = g.Line(i, buf)
 		for _, w := range strings.Fields(string(buf)) {
 			counts[w]++
-			want[fmt.Sprintf("%s,%d", w, counts[w])] = 1
+			words[fmt.Sprintf("%s,%d", w, counts[w])] = 1
+			if counts[w]%2 == 1 {
+				odd[fmt.Sprintf("%s,%d", w, counts[w])] = 1
+			}
+			perLetter[w[:1]]++
+			letters[fmt.Sprintf("%s,%d", w[:1], perLetter[w[:1]])] = 1
 		}
 	}
-	return want
+	if s.fanout {
+		return map[string]map[string]int{"odd": odd, "letters": letters}
+	}
+	return map[string]map[string]int{"out": words}
+}
+
+// countBy is a keyed count for the fan-out topology: each record of a key
+// is emitted as (key, how many of the key so far).
+type countBy[IN any] struct{ n engine.ValueState[int64] }
+
+func (c *countBy[IN]) Open(ctx *engine.Context[string]) (err error) {
+	c.n, err = engine.GetValueState[int64](ctx, "n")
+	return err
+}
+
+func (c *countBy[IN]) ProcessElement(ctx *engine.Context[string], _ IN, out engine.Collector[jobs.WordCountRecord]) error {
+	n, _ := c.n.Value()
+	c.n.Update(n + 1)
+	out.Collect(jobs.WordCountRecord{Word: ctx.CurrentKey(), Count: n + 1})
+	return nil
+}
+
+// fanOutPipeline is the property test's second topology: two keyed stages
+// at different parallelism, a fan-out, a filter and a rebalance —
+//
+//	source(p) → split → keyBy(word) count(p) ┬→ filter(odd) → rebalance → sink "odd" (3)
+//	                                          └→ keyBy(first letter) count(p+1) → sink "letters" (p+1)
+func fanOutPipeline(env *engine.Environment, src engine.Source[string], p int, dir string) {
+	lines := engine.FromSource[string](env, src, "gen").UID("source")
+	words := engine.FlatMap(lines, func(l string, out engine.Collector[string]) {
+		for _, w := range strings.Fields(l) {
+			out.Collect(w)
+		}
+	}).Name("split").UID("split")
+	counts := engine.Process(engine.KeyBy(words, func(w string) string { return w }), &countBy[string]{}).
+		Name("count words").UID("words")
+	counts.Filter(func(r jobs.WordCountRecord) bool { return r.Count%2 == 1 }).Name("odd").UID("odd").Rebalance().
+		SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: filepath.Join(dir, "odd")}).UID("sink-odd").Parallelism(3)
+	engine.Process(engine.KeyBy(counts, func(r jobs.WordCountRecord) string { return r.Word[:1] }), &countBy[jobs.WordCountRecord]{}).
+		Name("count letters").UID("letters").Parallelism(p+1).
+		SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: filepath.Join(dir, "letters")}).UID("sink-letters").Parallelism(p + 1)
 }
 
 // run runs word count into the two-phase-commit file sink under the
@@ -143,8 +196,12 @@ func (s schedule) run() (o outcome, err error) {
 	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
 
 	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: s.p, Stdout: &syncBuffer{}})
-	jobs.WordCountPipeline(engine.FromSource[string](env, s.generator(), "gen").UID("source")).
-		SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: out}).UID("sink")
+	if s.fanout {
+		fanOutPipeline(env, s.generator(), s.p, dir)
+	} else {
+		jobs.WordCountPipeline(engine.FromSource[string](env, s.generator(), "gen").UID("source")).
+			SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: out}).UID("sink")
+	}
 	g, err := env.Build()
 	if err != nil {
 		return o, err
@@ -211,30 +268,31 @@ func (s schedule) run() (o outcome, err error) {
 	if left, _ := filepath.Glob(filepath.Join(ck, "dstl-base", "*", "dstl", "*")); len(left) > 0 {
 		return o, fmt.Errorf("%d changelog files left after the job finished, e.g. %s", len(left), left[0])
 	}
-	got, err := partUpdates(out)
-	if err != nil {
-		return o, err
-	}
-	want := s.want()
-	var missing, dup, extra []string
-	for u := range want {
-		if got[u] == 0 {
-			missing = append(missing, u)
+	for name, want := range s.want() {
+		got, err := partUpdates(filepath.Join(dir, name))
+		if err != nil {
+			return o, err
 		}
-	}
-	for u, n := range got {
-		if want[u] == 0 {
-			extra = append(extra, u)
-		} else if n > 1 {
-			dup = append(dup, u)
+		var missing, dup, extra []string
+		for u := range want {
+			if got[u] == 0 {
+				missing = append(missing, u)
+			}
 		}
-	}
-	if len(missing) > 0 {
-		return o, fmt.Errorf("%d updates missing from the committed output, e.g. %v", len(missing), missing[:min(3, len(missing))])
-	}
-	if s.mode == "EXACTLY_ONCE" && (len(dup) > 0 || len(extra) > 0) {
-		return o, fmt.Errorf("%d updates committed twice (e.g. %v), %d that a failure-free run never emits (e.g. %v)",
-			len(dup), dup[:min(3, len(dup))], len(extra), extra[:min(3, len(extra))])
+		for u, n := range got {
+			if want[u] == 0 {
+				extra = append(extra, u)
+			} else if n > 1 {
+				dup = append(dup, u)
+			}
+		}
+		if len(missing) > 0 {
+			return o, fmt.Errorf("%s: %d updates missing from the committed output, e.g. %v", name, len(missing), missing[:min(3, len(missing))])
+		}
+		if s.mode == "EXACTLY_ONCE" && (len(dup) > 0 || len(extra) > 0) {
+			return o, fmt.Errorf("%s: %d updates committed twice (e.g. %v), %d that a failure-free run never emits (e.g. %v)",
+				name, len(dup), dup[:min(3, len(dup))], len(extra), extra[:min(3, len(extra))])
+		}
 	}
 	return o, nil
 }
@@ -268,9 +326,9 @@ func partUpdates(dir string) (map[string]int, error) {
 // EXACTLY_ONCE or AT_LEAST_ONCE, a checkpoint interval, a task failure after
 // a random number of records (up to three times), and a checkpoint file
 // write that fails (failing the job over mid-checkpoint when no checkpoint
-// failure is tolerated) — runs word count into the two-phase-commit file
-// sink under each, and compares the committed output with the failure-free
-// one. Each schedule is small (100–300 lines) so that a thousand run in
+// failure is tolerated) — runs word count, or the fan-out topology, into
+// two-phase-commit file sinks under each, and compares the committed output
+// with the failure-free one. Each schedule is small (100–300 lines) so that a thousand run in
 // every `go test`.
 func TestPropertyEndToEnd(t *testing.T) {
 	n := *propSchedules
