@@ -62,10 +62,22 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
-		for _, d := range deps {
-			// Nothing but main and cli (a user's gflink) imports cmd.
-			if (d == mod+"/cmd" || strings.HasPrefix(d, mod+"/cmd/")) && pkg != mod && pkg != mod+"/cli" {
+		// Nothing but main and cli (a user's gflink) imports cmd itself;
+		// programs reach it through cli, and no library package may depend
+		// on the command line at all.
+		isCmd := func(p string) bool { return under(p, mod+"/cmd") }
+		for _, d := range strings.Fields(imports) {
+			if isCmd(d) && pkg != mod && pkg != mod+"/cli" && !isCmd(pkg) {
 				t.Errorf("%s imports %s: nothing but main and cli may import cmd", pkg, d)
+			}
+		}
+		library := false
+		for _, l := range []string{"/engine", "/stream", "/connectors", "/savepoint", "/restore"} {
+			library = library || under(pkg, mod+l)
+		}
+		for _, d := range deps {
+			if library && isCmd(d) {
+				t.Errorf("%s depends on %s: no library package may depend on the command line", pkg, d)
 			}
 			// The job master knows high availability only as the
 			// engine.HighAvailability interface; ZooKeeper is engine/ha's.
