@@ -189,6 +189,16 @@ func (s DataStream[T]) Shuffle() DataStream[T] {
 	return s
 }
 
+// Broadcast sends every record to every subtask of the next operator.
+// The subtasks receive the same values: a record that holds a pointer,
+// slice or map must not be modified by the functions that receive it.
+// In-flight records of an unaligned checkpoint on a broadcast exchange
+// restore only at the receiving operator's parallelism.
+func (s DataStream[T]) Broadcast() DataStream[T] {
+	s.part = partitionBroadcast
+	return s
+}
+
 // MapErr is Map for a function that can fail: an error fails the task,
 // and the restart strategy decides what follows.
 func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[OUT] {

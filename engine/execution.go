@@ -277,7 +277,7 @@ func (g *JobGraph) exchanges() []restore.Exchange {
 }
 
 func exchangeOf(v *vertex, in *edge, maxPar int) restore.Exchange {
-	return restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == partitionHash,
+	return restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == partitionHash, Broadcast: in.part == partitionBroadcast,
 		Parallelism: v.parallelism, MaxParallelism: maxPar}
 }
 

@@ -25,10 +25,11 @@ const (
 	partitionHash
 	partitionRebalance
 	partitionShuffle
+	partitionBroadcast
 )
 
 func (p partitionKind) String() string {
-	return [...]string{"FORWARD", "HASH", "REBALANCE", "SHUFFLE"}[p]
+	return [...]string{"FORWARD", "HASH", "REBALANCE", "SHUFFLE", "BROADCAST"}[p]
 }
 
 // node is one transformation of the job: a source, an operator or a sink.

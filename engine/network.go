@@ -369,7 +369,18 @@ func (w *recordWriter[T]) Collect(v T) {
 		x ^= x << 17
 		w.rnd = x
 		i = int((x >> 32) * uint64(len(w.targets)) >> 32)
+	case partitionBroadcast:
+		for i := range w.targets {
+			w.collectTo(i, v)
+		}
+		return
 	}
+	w.collectTo(i, v)
+}
+
+// collectTo appends a record to channel i's batch and sends the batch when
+// it is full.
+func (w *recordWriter[T]) collectTo(i int, v T) {
 	b := w.bufs[i]
 	if b == nil {
 		b, _ = w.acquire(i)

@@ -173,7 +173,7 @@ func fanOutPipeline(env *engine.Environment, src engine.Source[string], p int, d
 	counts.Filter(func(r jobs.WordCountRecord) bool { return r.Count%2 == 1 }).Name("odd").UID("odd").Rebalance().
 		SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: filepath.Join(dir, "odd")}).UID("sink-odd").Parallelism(3)
 	engine.Process(engine.KeyBy(counts, func(r jobs.WordCountRecord) string { return r.Word[:1] }), &countBy[jobs.WordCountRecord]{}).
-		Name("count letters").UID("letters").Parallelism(p+1).
+		Name("count letters").UID("letters").Parallelism(p + 1).
 		SinkTo(&connectors.FileSink[jobs.WordCountRecord]{Dir: filepath.Join(dir, "letters")}).UID("sink-letters").Parallelism(p + 1)
 }
 

@@ -15,6 +15,9 @@ type Exchange struct {
 	// Keyed: a keyBy; records are routed by key group. Otherwise each
 	// receiving subtask's records go to one new subtask.
 	Keyed bool
+	// Broadcast: every record went to every receiving subtask; its records
+	// in flight restore only at the same parallelism (each subtask's own).
+	Broadcast bool
 	// Parallelism and MaxParallelism are the receiving operator's.
 	Parallelism, MaxParallelism int
 }
@@ -83,6 +86,10 @@ func InFlightFor(m *savepoint.Metadata, x Exchange) ([][]InFlight, error) {
 	slices.SortStableFunc(pieces, func(a, b piece) int {
 		return cmp.Or(cmp.Compare(a.recv, b.recv), cmp.Compare(a.send, b.send), compareBool(a.output, b.output))
 	})
+	if x.Broadcast && oldRecvPar != x.Parallelism {
+		return nil, fmt.Errorf("records in flight from %s to %s, a broadcast exchange, were captured at parallelism %d and cannot be restored at %d: restore at parallelism %d, or from a savepoint (savepoints are aligned and hold no records in flight)",
+			x.From, x.To, oldRecvPar, x.Parallelism, oldRecvPar)
+	}
 	out := make([][]InFlight, x.Parallelism)
 	for _, p := range pieces {
 		if p.recv < 0 || p.recv >= oldRecvPar || p.h.Keyed != x.Keyed {

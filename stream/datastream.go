@@ -36,6 +36,12 @@ func (s DataStream[T]) Rebalance() DataStream[T] { return DataStream[T]{s.s.Reba
 // Shuffle sends the records to the next operator's subtasks at random.
 func (s DataStream[T]) Shuffle() DataStream[T] { return DataStream[T]{s.s.Shuffle()} }
 
+// Broadcast sends every record to every subtask of the next operator.
+// The subtasks receive the same values: a record holding a pointer, slice
+// or map must not be modified by them. Records in flight in an unaligned
+// checkpoint of a broadcast exchange restore only at the same parallelism.
+func (s DataStream[T]) Broadcast() DataStream[T] { return DataStream[T]{s.s.Broadcast()} }
+
 // Filter keeps the records for which f returns true.
 func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] { return DataStream[T]{s.s.Filter(f)} }
 
