@@ -99,15 +99,48 @@ func (e *execution) sourceEmitted(t *task, n int64) {
 // a fresh start).
 func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &execution{jm: jm, attempt: jm.attempt, cancel: cancel, done: ctx.Done(), clock: jm.clock,
+	d := &deployment{jm: jm, plan: plan, e: jm.newExecution(cancel, ctx.Done(), plan),
+		tasksOf: map[*vertex][]*task{}, vertexOf: map[*node]*vertex{}}
+	d.createTasks()
+	d.connectChannels()
+	if plan != nil && plan.Meta != nil && plan.Meta.HasChannelState() {
+		if err := d.e.planInFlight(plan, d.tasksOf); err != nil {
+			cancel()
+			return err
+		}
+	}
+	d.buildChains()
+	if err := d.assignFreshSplits(); err != nil {
+		cancel()
+		return err
+	}
+	jm.exec = d.e
+	d.start()
+	return nil
+}
+
+// deployment is an attempt being built: its tasks by vertex, and the
+// channels between them.
+type deployment struct {
+	jm       *jobMaster
+	plan     *restore.Plan
+	e        *execution
+	tasksOf  map[*vertex][]*task
+	vertexOf map[*node]*vertex
+	// targets[edge][sender] lists the channels a sending subtask writes
+	// to, indexed by receiving subtask (one for forward edges).
+	targets map[*edge][][]any
+}
+
+// newExecution starts the bookkeeping of a new attempt: its number, run id
+// and the max parallelism of each operator (the restored snapshot's, for
+// operators it has state of).
+func (jm *jobMaster) newExecution(cancel context.CancelFunc, done <-chan struct{}, plan *restore.Plan) *execution {
+	e := &execution{jm: jm, attempt: jm.attempt, cancel: cancel, done: done, clock: jm.clock,
 		maxPar: map[string]int{}, runID: NewJobID()[:8], previousRunIDs: slices.Clone(jm.runIDs)}
 	jm.runIDs = append(jm.runIDs, e.runID)
 	jm.attempt++
-	svc := &taskServices{jobID: jm.jobID, attempt: e.attempt, runID: e.runID, previousRunIDs: e.previousRunIDs,
-		checkpointing: jm.cpCfg.Enabled(), fs: jm.fs, storage: jm.storage.Worker(), backends: jm.backends,
-		log: jm.log, clock: e.clock, jm: e}
-	g := jm.graph
-	for _, n := range g.nodes {
+	for _, n := range jm.graph.nodes {
 		e.maxPar[n.uid] = n.maxParallelism
 		if plan != nil {
 			if op := plan.Operators[n.uid]; op != nil {
@@ -115,15 +148,20 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 			}
 		}
 	}
+	return e
+}
+
+// createTasks makes every subtask of every vertex, with its input gate.
+func (d *deployment) createTasks() {
+	jm, e := d.jm, d.e
+	svc := &taskServices{jobID: jm.jobID, attempt: e.attempt, runID: e.runID, previousRunIDs: e.previousRunIDs,
+		checkpointing: jm.cpCfg.Enabled(), fs: jm.fs, storage: jm.storage.Worker(), backends: jm.backends,
+		log: jm.log, clock: e.clock, jm: e}
 	exactlyOnce := jm.cpCfg.Mode == checkpoint.ExactlyOnce
 	waitFinal := jm.cpCfg.Enabled() && jm.cpCfg.AfterTasksFinish
-
-	// Tasks and their gates.
-	tasksOf := map[*vertex][]*task{}
-	vertexOf := map[*node]*vertex{}
-	for _, v := range g.vertices {
+	for _, v := range jm.graph.vertices {
 		for _, n := range v.nodes {
-			vertexOf[n] = v
+			d.vertexOf[n] = v
 		}
 		numCh := 0
 		for _, in := range v.inputs {
@@ -136,7 +174,7 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 		for i := 0; i < v.parallelism; i++ {
 			t := &task{id: checkpoint.TaskID(len(e.tasks)), svc: svc, v: v, subtask: i,
 				name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
-				mail: newMailbox(), done: ctx.Done(), exactlyOnce: exactlyOnce, waitFinal: waitFinal,
+				mail: newMailbox(), done: e.done, exactlyOnce: exactlyOnce, waitFinal: waitFinal,
 				wake: make(chan struct{}, 1)}
 			for _, in := range v.inputs {
 				t.inPeers = append(t.inPeers, in.from.uid)
@@ -151,17 +189,20 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 				t.al = newAligner(numCh, exactlyOnce)
 			}
 			e.tasks = append(e.tasks, t)
-			tasksOf[v] = append(tasksOf[v], t)
+			d.tasksOf[v] = append(d.tasksOf[v], t)
 		}
 	}
-	// Channels: targets[edge][sender] lists the channels a sending subtask
-	// writes to, indexed by receiving subtask (one for forward edges).
-	targets := map[*edge][][]any{}
-	for _, v := range g.vertices {
+}
+
+// connectChannels makes the channels of every edge: one per sending and
+// receiving subtask (one per subtask for forward edges).
+func (d *deployment) connectChannels() {
+	d.targets = map[*edge][][]any{}
+	for _, v := range d.jm.graph.vertices {
 		for k, in := range v.inputs {
-			up := vertexOf[in.from]
+			up := d.vertexOf[in.from]
 			per := make([][]any, up.parallelism)
-			for i, recv := range tasksOf[v] {
+			for i, recv := range d.tasksOf[v] {
 				for j := range up.parallelism {
 					if in.part == partitionForward && i != j {
 						continue
@@ -170,21 +211,19 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 					recv.chanInfo = append(recv.chanInfo, chanInfo{edge: k, sender: j})
 				}
 			}
-			targets[in] = per
+			d.targets[in] = per
 		}
 	}
-	if plan != nil && plan.Meta != nil && plan.Meta.HasChannelState() {
-		if err := e.planInFlight(plan, tasksOf); err != nil {
-			cancel()
-			return err
-		}
-	}
-	// Chains, writers and restore contexts.
-	for _, v := range g.vertices {
-		for i, t := range tasksOf[v] {
+}
+
+// buildChains builds each task's chain of operators, tail first, with the
+// writers of its outputs and each operator's restore context.
+func (d *deployment) buildChains() {
+	for _, v := range d.jm.graph.vertices {
+		for i, t := range d.tasksOf[v] {
 			var outs []any
 			for _, oe := range v.outputs {
-				c, w := oe.from.out.newWriter(targets[oe][i], oe.part, oe.hash, e.maxPar[oe.to.uid],
+				c, w := oe.from.out.newWriter(d.targets[oe][i], oe.part, oe.hash, d.e.maxPar[oe.to.uid],
 					defaultBatchSize, i, t)
 				outs = append(outs, c)
 				t.writers = append(t.writers, w)
@@ -196,18 +235,18 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 			t.ops = make([]operator, len(v.nodes))
 			t.uids = make([]string, len(v.nodes))
 			t.restore = make([]*opContext, len(v.nodes))
-			blocks := &savepoint.BlockReader{FS: jm.fs}
-			if plan != nil {
-				blocks.Dir = plan.Dir
+			blocks := &savepoint.BlockReader{FS: d.jm.fs}
+			if d.plan != nil {
+				blocks.Dir = d.plan.Dir
 			}
 			for k := len(v.nodes) - 1; k >= 0; k-- {
 				n := v.nodes[k]
 				in, op := n.build(&buildContext{name: displayName(n)}, out)
 				out = in
 				t.ops[k], t.uids[k] = op, n.uid
-				oc := &opContext{t: t, uid: n.uid, maxPar: e.maxPar[n.uid], blocks: blocks}
-				if plan != nil {
-					if p := plan.Operators[n.uid]; p != nil {
+				oc := &opContext{t: t, uid: n.uid, maxPar: d.e.maxPar[n.uid], blocks: blocks}
+				if d.plan != nil {
+					if p := d.plan.Operators[n.uid]; p != nil {
 						oc.restore = &p.Subtasks[i]
 					}
 				}
@@ -219,19 +258,21 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 			t.head = out
 		}
 	}
-	// Fresh sources get their splits, round-robin.
-	for _, n := range g.nodes {
-		if n.kind != kindSource || (plan != nil && plan.Operators[n.uid] != nil) {
+}
+
+// assignFreshSplits gives the sources that restore nothing their splits,
+// round-robin (every split to every reader of a union source).
+func (d *deployment) assignFreshSplits() error {
+	for _, n := range d.jm.graph.nodes {
+		if n.kind != kindSource || (d.plan != nil && d.plan.Operators[n.uid] != nil) {
 			continue
 		}
 		splits, err := n.enumerate(n.parallelism)
 		if err != nil {
-			cancel()
 			return fmt.Errorf("enumerate splits of %s: %w", displayName(n), err)
 		}
-		v := vertexOf[n]
 		union := unionSplits(n.source)
-		for i, t := range tasksOf[v] {
+		for i, t := range d.tasksOf[d.vertexOf[n]] {
 			mine := splits // a union source's readers pick their own
 			if !union {
 				mine = nil
@@ -243,12 +284,18 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 				{Name: sourceReaderStateName, Mode: savepoint.SplitDistribute, Items: mine}}}
 		}
 	}
-	jm.exec = e
+	return nil
+}
+
+// start tells the coordinator the attempt's tasks and their upstream tasks,
+// and starts their goroutines.
+func (d *deployment) start() {
+	jm, e := d.jm, d.e
 	infos := make([]checkpoint.TaskInfo, len(e.tasks))
 	for i, t := range e.tasks {
 		infos[i] = checkpoint.TaskInfo{ID: t.id, Source: t.source != nil}
 		for _, ci := range t.chanInfo {
-			infos[i].Upstream = append(infos[i].Upstream, tasksOf[vertexOf[t.v.inputs[ci.edge].from]][ci.sender].id)
+			infos[i].Upstream = append(infos[i].Upstream, d.tasksOf[d.vertexOf[t.v.inputs[ci.edge].from]][ci.sender].id)
 		}
 	}
 	jm.coord.Start(jm.clock(), infos)
@@ -261,7 +308,6 @@ func (jm *jobMaster) deploy(plan *restore.Plan) error {
 		e.wg.Add(1)
 		go t.run()
 	}
-	return nil
 }
 
 // exchanges lists the job's data exchanges between chains, for the records

@@ -241,9 +241,37 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.clock = time.Now
 	}
 	jm.timestamps[StatusInitializing] = jm.clock().UnixMilli()
-	cfg, warnings, err := checkpoint.ConfigFrom(c)
+	if err := jm.configureCheckpointing(c); err != nil {
+		return nil, err
+	}
+	cl, err := jm.configureChangelog(c)
 	if err != nil {
 		return nil, err
+	}
+	if err := jm.configureFailover(c, o); err != nil {
+		return nil, err
+	}
+	nextID, err := jm.planRestore(c, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := jm.startCoordinator(o, nextID); err != nil {
+		return nil, err
+	}
+	// Last, as it creates the rocksdb backend's working directory, which
+	// run removes when the job ends.
+	if err := jm.openStateBackends(c, o, cl); err != nil {
+		return nil, err
+	}
+	return jm, nil
+}
+
+// configureCheckpointing reads the checkpointing options and the checkpoint
+// storage, and logs what endangers the connectors' guarantees.
+func (jm *jobMaster) configureCheckpointing(c *config.Configuration) error {
+	cfg, warnings, err := checkpoint.ConfigFrom(c)
+	if err != nil {
+		return err
 	}
 	for _, w := range warnings {
 		jm.log.Warn(w)
@@ -252,7 +280,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 		jm.log.Warn("execution.checkpointing.checkpoints-after-tasks-finish is false: once a task has finished, no checkpoint completes, so two-phase-commit sinks never commit what they wrote after the last checkpoint before the input ended (the file sink leaves it in hidden pending files), and a failure after that restarts from that older checkpoint.")
 	}
 	jm.cpCfg = cfg
-	for _, n := range g.nodes {
+	for _, n := range jm.graph.nodes {
 		if nr, ok := n.source.(NonReplayableSource); ok {
 			jm.log.Warn(nr.NotReplayable())
 		}
@@ -264,55 +292,76 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 			}
 		}
 	}
-	cl, clWarnings, err := changelogFrom(c, cfg, jm.jobID)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range clWarnings {
-		jm.log.Warn(w)
-	}
-	jm.clInfo = changelogInfo(c, cl)
-	rng := o.Rand
-	if rng == nil {
-		rng = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
-	}
-	if jm.strat, err = restart.FromConfig(c, cfg.Enabled(), rng); err != nil {
-		return nil, err
-	}
-	jm.faults = o.Faults
-	if jm.faults == nil {
-		jm.faults = faultsFromConfig(c, jm.log)
-	}
-
 	jobDir := ""
 	if cfg.Storage == checkpoint.StorageFilesystem {
 		jobDir = savepoint.JobCheckpointDir(cfg.Dir, jm.jobID)
 	}
 	jm.storage = &checkpoint.Storage{StorageWorker: checkpoint.StorageWorker{FS: jm.fs, JobDir: jobDir, JobID: jm.jobID, InlineThreshold: cfg.InlineThreshold}}
+	return nil
+}
+
+// configureChangelog reads the changelog's options (nil when it is off).
+func (jm *jobMaster) configureChangelog(c *config.Configuration) (*changelogConfig, error) {
+	cl, warnings, err := changelogFrom(c, jm.cpCfg, jm.jobID)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		jm.log.Warn(w)
+	}
+	jm.clInfo = changelogInfo(c, cl)
 	if cl != nil {
 		jm.storage.ChangelogDir = cl.dir
 	}
+	return cl, nil
+}
 
+// configureFailover sets up the restart strategy and fault injection.
+func (jm *jobMaster) configureFailover(c *config.Configuration, o JobOptions) error {
+	rng := o.Rand
+	if rng == nil {
+		rng = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+	}
+	var err error
+	if jm.strat, err = restart.FromConfig(c, jm.cpCfg.Enabled(), rng); err != nil {
+		return err
+	}
+	jm.faults = o.Faults
+	if jm.faults == nil {
+		jm.faults = faultsFromConfig(c, jm.log)
+	}
+	return nil
+}
+
+// planRestore maps the snapshot to restore (if any) onto the job and
+// returns the id its first checkpoint takes.
+func (jm *jobMaster) planRestore(c *config.Configuration, o JobOptions) (int64, error) {
 	nextID := int64(1)
 	if o.Restore != nil {
 		backend, err := StateBackend.Get(c)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		plan, err := PlanRestore(g, jm.fs, o.Restore, o.AllowNonRestoredState, backend)
+		plan, err := PlanRestore(jm.graph, jm.fs, o.Restore, o.AllowNonRestoredState, backend)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		jm.plan = plan
 		nextID = o.Restore.Metadata.CheckpointID + 1
 	}
-	nextID = max(nextID, o.FirstCheckpointID)
-	for _, v := range g.vertices {
+	return max(nextID, o.FirstCheckpointID), nil
+}
+
+// startCoordinator makes the checkpoint coordinator, hands it the restored
+// snapshot (owned by the job under CLAIM), and creates the checkpoint
+// directory.
+func (jm *jobMaster) startCoordinator(o JobOptions, nextID int64) error {
+	for _, v := range jm.graph.vertices {
 		for i := 0; i < v.parallelism; i++ {
 			jm.taskStates[taskKey{v.id, i}] = ExecCreated
 		}
 	}
-	jm.coord = checkpoint.NewCoordinator(cfg, nextID)
+	jm.coord = checkpoint.NewCoordinator(jm.cpCfg, nextID)
 	if jm.plan != nil {
 		md := jm.plan.Meta
 		jm.stats.restored(md, jm.plan.Dir, jm.clock())
@@ -326,44 +375,51 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 			jm.storage.Register(md.CheckpointID, h.Loc, md)
 		}
 	}
-	if cfg.Enabled() {
+	if jm.cpCfg.Enabled() {
 		if err := jm.storage.Init(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	jm.refreshRetained()
-	// Last, as it creates the rocksdb backend's working directory, which
-	// run removes when the job ends.
+	return nil
+}
+
+// openStateBackends makes the job's state backends (and the changelog's
+// storage when it is on).
+func (jm *jobMaster) openStateBackends(c *config.Configuration, o JobOptions, cl *changelogConfig) error {
 	restored := ""
 	if jm.plan != nil {
 		restored = jm.plan.Pointer
 	}
 	keyed := 0
-	for _, n := range g.nodes {
+	for _, n := range jm.graph.nodes {
 		if n.keyed {
 			keyed += n.parallelism
 		}
 	}
-	if jm.backends, err = newStateBackends(c, jm.jobID, jm.storage.JobDir, restored, o.ClaimMode == ClaimModeClaim, keyed, jm.log); err != nil {
-		return nil, err
+	var err error
+	if jm.backends, err = newStateBackends(c, backendsOptions{jobID: jm.jobID, jobDir: jm.storage.JobDir, restored: restored,
+		claim: o.ClaimMode == ClaimModeClaim, keyedSubtasks: keyed, log: jm.log}); err != nil {
+		return err
 	}
 	jm.storage.ChangelogMemory = jm.backends.changelogMemory
-	if cl != nil {
-		if err := cl.init(jm.fs); err != nil {
-			jm.backends.close()
-			return nil, err
-		}
-		jm.backends.changelog = cl
-		every := "never (state.changelog.periodic-materialize.enabled: false)"
-		if cl.interval > 0 {
-			every = "every " + config.FormatDuration(cl.interval)
-		}
-		jm.log.Info("Using the changelog state backend over "+string(jm.backends.name()), "log", cl.where(), "materialization", every)
-		if restored != "" {
-			jm.log.Info("The changelog materializes the state restored from " + restored + " before the first checkpoint: no checkpoint of this job refers to the restored snapshot, whatever the claim mode.")
-		}
+	if cl == nil {
+		return nil
 	}
-	return jm, nil
+	if err := cl.init(jm.fs); err != nil {
+		jm.backends.close()
+		return err
+	}
+	jm.backends.changelog = cl
+	every := "never (state.changelog.periodic-materialize.enabled: false)"
+	if cl.interval > 0 {
+		every = "every " + config.FormatDuration(cl.interval)
+	}
+	jm.log.Info("Using the changelog state backend over "+string(jm.backends.name()), "log", cl.where(), "materialization", every)
+	if restored != "" {
+		jm.log.Info("The changelog materializes the state restored from " + restored + " before the first checkpoint: no checkpoint of this job refers to the restored snapshot, whatever the claim mode.")
+	}
+	return nil
 }
 
 // RetainedSnapshot is a checkpoint or savepoint the job keeps or took, and

@@ -377,7 +377,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	if ctx.restore != nil {
 		native = ctx.restore.Native
 	}
-	backend, err := newKeyedBackend(o.backends, o.keySer, ctx.maxPar, kgr, ctx.uid, t.subtask, t.svc.attempt, ctx.blocks.FS, ctx.blocks.Dir, native)
+	backend, err := newKeyedBackend(o.backends, o.keySer, keyedBackendOptions{maxPar: ctx.maxPar, keyGroups: kgr, uid: ctx.uid,
+		subtask: t.subtask, attempt: t.svc.attempt, fs: ctx.blocks.FS, snapshotDir: ctx.blocks.Dir, native: native})
 	if err != nil {
 		return err
 	}

@@ -52,11 +52,25 @@ func (b *stateBackends) changelogConfig() *changelogConfig {
 	return b.changelog
 }
 
+// backendsOptions says what the state backends of a job are for.
+type backendsOptions struct {
+	jobID string
+	// jobDir is the job's checkpoint directory.
+	jobDir string
+	// restored is the snapshot the job restores ("" for none), and claim
+	// whether it restores it in CLAIM mode.
+	restored string
+	claim    bool
+	// keyedSubtasks is the number of keyed subtasks, among which managed
+	// memory is split.
+	keyedSubtasks int
+	log           *slog.Logger
+}
+
 // newStateBackends reads the backend's options; for rocksdb it creates the
 // job's working directory (removing those that killed processes left).
-// subtasks is the number of keyed subtasks, among which managed memory is
-// split.
-func newStateBackends(c *config.Configuration, jobID, jobDir, restored string, claim bool, subtasks int, log *slog.Logger) (*stateBackends, error) {
+func newStateBackends(c *config.Configuration, o backendsOptions) (*stateBackends, error) {
+	jobID, jobDir, restored, claim, subtasks, log := o.jobID, o.jobDir, o.restored, o.claim, o.keyedSubtasks, o.log
 	kind, err := StateBackend.Get(c)
 	if err != nil {
 		return nil, err
@@ -182,14 +196,28 @@ func (b *stateBackends) close() error {
 	return b.dir.Close()
 }
 
+// keyedBackendOptions says which keyed operator subtask a backend is for,
+// and what it restores.
+type keyedBackendOptions struct {
+	maxPar           int
+	keyGroups        state.KeyGroupRange
+	uid              string
+	subtask, attempt int
+	// fs and snapshotDir are where the restored snapshot is; native lists
+	// its LSM files to restore.
+	fs          vfs.FS
+	snapshotDir string
+	native      []restore.NativeRestore
+}
+
 // newKeyedBackend makes the backend of one keyed operator subtask. native
 // lists the old subtasks' LSM files to restore (in the snapshot directory
 // snapDir of fsys): the files of one old subtask with exactly this key-group
 // range are opened as they are; otherwise (rescaling) each old subtask's
 // files are opened on the side and the key groups of this subtask copied
 // over. Canonical blocks are restored later (RestoreKeyGroups).
-func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[K], maxPar int, kgr state.KeyGroupRange, uid string, subtask, attempt int,
-	fsys vfs.FS, snapDir string, native []restore.NativeRestore) (state.Backend[K], error) {
+func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[K], o keyedBackendOptions) (state.Backend[K], error) {
+	maxPar, kgr, uid, subtask, attempt, fsys, snapDir, native := o.maxPar, o.keyGroups, o.uid, o.subtask, o.attempt, o.fs, o.snapshotDir, o.native
 	if b == nil || b.kind != StateBackendRocksDB {
 		if len(native) > 0 {
 			return nil, fmt.Errorf("operator %s has native rocksdb state, which the %s backend cannot restore", uid, b.name())
