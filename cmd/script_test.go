@@ -551,9 +551,18 @@ func cmdKillJob(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Check(p.Kill())
 	deadline := testutil.Deadline(30 * time.Second)
-	for reg.Alive(e.PID) && time.Now().Before(deadline) {
+	for (reg.Alive(e.PID) || threadsLeft(e.PID)) && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// threadsLeft reports whether threads of a killed process other than its
+// leader are still exiting: the leader turns zombie while they do, and the
+// process's files — its LSM directory's lock among them — are closed only
+// when the last of them has exited.
+func threadsLeft(pid int) bool {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err == nil && len(ents) > 1
 }
 
 // killJobs kills the processes of jobs still registered as running.
