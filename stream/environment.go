@@ -27,6 +27,7 @@ type Environment struct {
 	e    *engine.Environment
 	conf *config.Configuration // nil when the command line owns the run
 	log  *slog.Logger
+	ran  bool
 }
 
 // Options configure an Environment made by NewEnvironment.
@@ -102,6 +103,9 @@ type JobExecutionResult struct {
 // environment runs one job, once; Execute is not available to jobs run by
 // gflink's command line, which runs them itself.
 func (env *Environment) Execute(ctx context.Context) (JobExecutionResult, error) {
+	if env.ran {
+		return JobExecutionResult{}, errors.New("Execute: this environment has run its job already; build the job again on a new environment to run it again")
+	}
 	if env.conf == nil {
 		return JobExecutionResult{}, errors.New("Execute: this environment belongs to gflink's command line, which runs the job itself; return from the job's Build instead")
 	}
@@ -110,7 +114,7 @@ func (env *Environment) Execute(ctx context.Context) (JobExecutionResult, error)
 		return JobExecutionResult{}, err
 	}
 	conf := env.conf
-	env.conf = nil // one run per environment: the graph's operators are now in use
+	env.ran = true // one run per environment: the graph's operators are now in use
 	opts := engine.JobOptions{Config: conf, Logger: env.log}
 	src, err := engine.ResolveRestore(vfs.Default, conf, env.log)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/cli"
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/stream"
@@ -379,5 +380,48 @@ func TestPartitioningsUnalignedExactlyOnce(t *testing.T) {
 				t.Fatalf("%d of %d records committed", len(seen), len(want))
 			}
 		})
+	}
+}
+
+// TestExecuteTwice: an environment runs one job, once; a second Execute
+// says so instead of running the operators again.
+func TestExecuteTwice(t *testing.T) {
+	env, err := stream.NewEnvironment(stream.Options{Stdout: &syncBuffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.FromSource[int64](env, &connectors.Elements[int64]{Items: numbers(3)}, "n").Print()
+	if res, err := env.Execute(context.Background()); err != nil || res.Status != "FINISHED" {
+		t.Fatalf("first Execute: %+v, %v", res, err)
+	}
+	if _, err := env.Execute(context.Background()); err == nil || !strings.Contains(err.Error(), "has run its job already") {
+		t.Fatalf("second Execute: %v, want a refusal", err)
+	}
+}
+
+// TestNewEnvironmentBadConfig: a bad value is refused naming the key.
+func TestNewEnvironmentBadConfig(t *testing.T) {
+	_, err := stream.NewEnvironment(stream.Options{Config: map[string]string{"parallelism.default": "zero"}})
+	if err == nil || !strings.Contains(err.Error(), "parallelism.default") {
+		t.Fatalf("error %v, want one naming parallelism.default", err)
+	}
+}
+
+// TestExecuteUnderTheCommandLine: a job's Build that calls Execute on the
+// environment the command line handed it is told to return instead.
+func TestExecuteUnderTheCommandLine(t *testing.T) {
+	var got error
+	job := stream.Job{Name: "selfrun", Build: func(env *stream.Environment, _ []string) error {
+		stream.FromSource[int64](env, &connectors.Elements[int64]{Items: numbers(3)}, "n").Print()
+		_, got = env.Execute(context.Background())
+		return nil
+	}}
+	home := t.TempDir()
+	t.Setenv("GFLINK_HOME", home)
+	if code := cli.Run([]string{"run", "-Drest.bind-port=0", "selfrun"}, job); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if got == nil || !strings.Contains(got.Error(), "return from the job's Build") {
+		t.Fatalf("Execute under the command line: %v", got)
 	}
 }
