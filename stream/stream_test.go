@@ -1,15 +1,12 @@
 package stream_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,19 +52,12 @@ type line struct {
 func readLines(t *testing.T, dir string) []line {
 	t.Helper()
 	var out []line
-	files, _ := filepath.Glob(filepath.Join(dir, "part-*"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Fields(string(b)) {
-			p := strings.Split(l, ",")
-			s, _ := strconv.Atoi(p[1])
-			v, _ := strconv.ParseInt(p[2], 10, 64)
-			c, _ := strconv.ParseInt(p[3], 10, 64)
-			out = append(out, line{p[0], s, v, c})
-		}
+	for _, l := range testutil.CommittedLines(t, dir) {
+		p := strings.Split(l, ",")
+		s, _ := strconv.Atoi(p[1])
+		v, _ := strconv.ParseInt(p[2], 10, 64)
+		c, _ := strconv.ParseInt(p[3], 10, 64)
+		out = append(out, line{p[0], s, v, c})
 	}
 	return out
 }
@@ -93,18 +83,8 @@ func build(env *stream.Environment, items []int64, rate float64, out string) {
 func TestOperatorStateExactlyOnce(t *testing.T) {
 	const n = 20000
 	dir := t.TempDir()
-	var log syncBuffer
-	env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: map[string]string{
-		"parallelism.default":                   "2",
-		"execution.checkpointing.interval":      "20 ms",
-		"execution.checkpointing.dir":           filepath.Join(dir, "chk"),
-		"restart-strategy.type":                 "fixed-delay",
-		"restart-strategy.fixed-delay.delay":    "1 ms",
-		"restart-strategy.fixed-delay.attempts": "5",
-		"fault-injection.fail-after-records":    "3000",
-		"fault-injection.after-checkpoints":     "2",
-		"fault-injection.max-failures":          "2",
-	}})
+	var log testutil.SyncBuffer
+	env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: testutil.FailingJob(dir, 2, 3000, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +92,7 @@ func TestOperatorStateExactlyOnce(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if r := strings.Count(log.String(), "from checkpoint"); r != 2 {
-		t.Fatalf("%d restores from a checkpoint, want 2:\n%s", r, &log)
-	}
+	testutil.CheckRestores(t, log.String(), 2)
 	seen := map[int64]bool{}
 	counts := map[int]map[int64]bool{}
 	for _, l := range readLines(t, filepath.Join(dir, "out")) {
@@ -158,21 +136,27 @@ func TestOperatorStateRescaled(t *testing.T) {
 			"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
 		}
 	}
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	env, err := stream.NewEnvironment(stream.Options{Config: conf("2"), Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	build(env, numbers(n), 20000, out)
+	// Cancel once three checkpoints have completed; the watcher also ends
+	// when the job does.
 	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		deadline := testutil.Deadline(30 * time.Second)
-		for strings.Count(log.String(), "Completed checkpoint") < 3 && time.Now().Before(deadline) {
+		for strings.Count(log.String(), "Completed checkpoint") < 3 && time.Now().Before(deadline) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
 		cancel()
 	}()
 	res, err := env.Execute(ctx)
+	cancel()
+	<-watched
 	if res.Status != "CANCELED" || len(res.Retained) == 0 {
 		t.Fatalf("first run: %+v, %v; want CANCELED with a retained checkpoint", res, err)
 	}
@@ -233,23 +217,6 @@ func TestOperatorStateOutsideOpen(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Tag emits each record with the subtask that received it.
 type Tag struct{ rc *stream.RuntimeContext }
 
@@ -266,18 +233,8 @@ func (f *Tag) FlatMap(v int64, out stream.Collector[string]) error {
 func TestBroadcastExactlyOnce(t *testing.T) {
 	const n = 6000
 	dir := t.TempDir()
-	var log syncBuffer
-	env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: map[string]string{
-		"parallelism.default":                   "2",
-		"execution.checkpointing.interval":      "20 ms",
-		"execution.checkpointing.dir":           filepath.Join(dir, "chk"),
-		"restart-strategy.type":                 "fixed-delay",
-		"restart-strategy.fixed-delay.delay":    "1 ms",
-		"restart-strategy.fixed-delay.attempts": "5",
-		"fault-injection.fail-after-records":    "1500",
-		"fault-injection.after-checkpoints":     "2",
-		"fault-injection.max-failures":          "2",
-	}})
+	var log testutil.SyncBuffer
+	env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: testutil.FailingJob(dir, 2, 1500, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,22 +244,13 @@ func TestBroadcastExactlyOnce(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if r := strings.Count(log.String(), "from checkpoint"); r != 2 {
-		t.Fatalf("%d restores from a checkpoint, want 2:\n%s", r, &log)
-	}
+	testutil.CheckRestores(t, log.String(), 2)
 	seen := map[string]bool{}
-	files, _ := filepath.Glob(filepath.Join(dir, "out", "part-*"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, l := range testutil.CommittedLines(t, filepath.Join(dir, "out")) {
+		if seen[l] {
+			t.Fatalf("%s committed twice", l)
 		}
-		for _, l := range strings.Fields(string(b)) {
-			if seen[l] {
-				t.Fatalf("%s committed twice", l)
-			}
-			seen[l] = true
-		}
+		seen[l] = true
 	}
 	for s := range 3 {
 		for v := 1; v <= n; v++ {
@@ -323,19 +271,8 @@ func TestPartitioningsUnalignedExactlyOnce(t *testing.T) {
 	for _, unaligned := range []string{"false", "true"} {
 		t.Run("unaligned="+unaligned, func(t *testing.T) {
 			dir := t.TempDir()
-			var log syncBuffer
-			env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: map[string]string{
-				"parallelism.default":                       "2",
-				"execution.checkpointing.interval":          "20 ms",
-				"execution.checkpointing.unaligned.enabled": unaligned,
-				"execution.checkpointing.dir":               filepath.Join(dir, "chk"),
-				"restart-strategy.type":                     "fixed-delay",
-				"restart-strategy.fixed-delay.delay":        "1 ms",
-				"restart-strategy.fixed-delay.attempts":     "5",
-				"fault-injection.fail-after-records":        "2000",
-				"fault-injection.after-checkpoints":         "2",
-				"fault-injection.max-failures":              "2",
-			}})
+			var log testutil.SyncBuffer
+			env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: testutil.FailingJob(dir, 2, 2000, 2, "execution.checkpointing.unaligned.enabled", unaligned)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,9 +287,7 @@ func TestPartitioningsUnalignedExactlyOnce(t *testing.T) {
 			if _, err := env.Execute(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if r := strings.Count(log.String(), "from checkpoint"); r != 2 {
-				t.Fatalf("%d restores from a checkpoint, want 2:\n%s", r, &log)
-			}
+			testutil.CheckRestores(t, log.String(), 2)
 			want := map[string]bool{}
 			for v := int64(1); v <= n; v++ {
 				want[fmt.Sprintf("a,%d", 2*v)] = true
@@ -363,18 +298,11 @@ func TestPartitioningsUnalignedExactlyOnce(t *testing.T) {
 				}
 			}
 			seen := map[string]bool{}
-			files, _ := filepath.Glob(filepath.Join(dir, "out", "part-*"))
-			for _, f := range files {
-				data, err := os.ReadFile(f)
-				if err != nil {
-					t.Fatal(err)
+			for _, l := range testutil.CommittedLines(t, filepath.Join(dir, "out")) {
+				if seen[l] || !want[l] {
+					t.Fatalf("%s committed twice or never expected (seen before: %v)", l, seen[l])
 				}
-				for _, l := range strings.Fields(string(data)) {
-					if seen[l] || !want[l] {
-						t.Fatalf("%s committed twice or never expected (seen before: %v)", l, seen[l])
-					}
-					seen[l] = true
-				}
+				seen[l] = true
 			}
 			if len(seen) != len(want) {
 				t.Fatalf("%d of %d records committed", len(seen), len(want))
@@ -386,7 +314,7 @@ func TestPartitioningsUnalignedExactlyOnce(t *testing.T) {
 // TestExecuteTwice: an environment runs one job, once; a second Execute
 // says so instead of running the operators again.
 func TestExecuteTwice(t *testing.T) {
-	env, err := stream.NewEnvironment(stream.Options{Stdout: &syncBuffer{}})
+	env, err := stream.NewEnvironment(stream.Options{Stdout: &testutil.SyncBuffer{}})
 	if err != nil {
 		t.Fatal(err)
 	}

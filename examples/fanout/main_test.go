@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,9 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/stream"
 )
 
@@ -40,24 +39,6 @@ func batch(text string, threshold int64) []string {
 	}
 	for l, a := range letters {
 		out = append(out, fmt.Sprintf("letter(%s,%d,%d)", l, a.distinct, a.total))
-	}
-	slices.Sort(out)
-	return out
-}
-
-func committed(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		out = append(out, strings.Fields(string(b))...)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	slices.Sort(out)
 	return out
@@ -92,18 +73,10 @@ func TestFanOutExactlyOnceUnderFailures(t *testing.T) {
 	if err := os.WriteFile(in, []byte(words), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
-	env, err := stream.NewEnvironment(stream.Options{Config: map[string]string{
-		"parallelism.default":                   "3",
-		"execution.checkpointing.interval":      "20 ms",
-		"execution.checkpointing.dir":           "file://" + filepath.Join(dir, "chk"),
-		"restart-strategy.type":                 "fixed-delay",
-		"restart-strategy.fixed-delay.delay":    "1 ms",
-		"restart-strategy.fixed-delay.attempts": "5",
-		"fault-injection.fail-after-records":    "1000",
-		"fault-injection.after-checkpoints":     "2",
-		"fault-injection.max-failures":          "2",
-	}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	var log testutil.SyncBuffer
+	env, err := stream.NewEnvironment(stream.Options{
+		Config: testutil.FailingJob(dir, 3, 1000, 2),
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,28 +87,9 @@ func TestFanOutExactlyOnceUnderFailures(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n, r := strings.Count(log.String(), "injected failure"), strings.Count(log.String(), "from checkpoint"); n != 2 || r != 2 {
-		t.Errorf("%d injected failures and %d restores logged, want 2 and 2:\n%s", n, r, &log)
-	}
-	got, want := committed(t, out), batch(words, 20)
+	testutil.CheckRestores(t, log.String(), 2)
+	got, want := testutil.CommittedLines(t, out), batch(words, 20)
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d results committed, %d expected:\ngot  %v\nwant %v", len(got), len(want), got, want)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/stream"
 )
 
@@ -23,18 +22,10 @@ import (
 func TestLedgerExactlyOnceUnderFailures(t *testing.T) {
 	const n, accounts = 30000, 37
 	dir := t.TempDir()
-	var log syncBuffer
-	env, err := stream.NewEnvironment(stream.Options{Config: map[string]string{
-		"parallelism.default":                   "2",
-		"execution.checkpointing.interval":      "20 ms",
-		"execution.checkpointing.dir":           "file://" + filepath.Join(dir, "chk"),
-		"restart-strategy.type":                 "fixed-delay",
-		"restart-strategy.fixed-delay.delay":    "1 ms",
-		"restart-strategy.fixed-delay.attempts": "5",
-		"fault-injection.fail-after-records":    "2000",
-		"fault-injection.after-checkpoints":     "2",
-		"fault-injection.max-failures":          "3",
-	}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	var log testutil.SyncBuffer
+	env, err := stream.NewEnvironment(stream.Options{
+		Config: testutil.FailingJob(dir, 2, 2000, 3),
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +37,7 @@ func TestLedgerExactlyOnceUnderFailures(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if f, r := strings.Count(log.String(), "injected failure"), strings.Count(log.String(), "from checkpoint"); f != 3 || r != 3 {
-		t.Errorf("%d injected failures and %d restores logged, want 3 and 3:\n%s", f, r, &log)
-	}
+	testutil.CheckRestores(t, log.String(), 3)
 
 	// The oracle: the transfers themselves.
 	sum, count := map[int64]int64{}, map[int64]int64{}
@@ -109,21 +98,4 @@ func TestRestoredSplitsChecked(t *testing.T) {
 	if err := s.CheckRestoredSplits([][]byte{encodeSplit(3, 10)}); err != nil {
 		t.Error(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,9 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/stream"
 )
 
@@ -41,32 +40,12 @@ func batchSessions(clicks []Click, gap int64) []string {
 	return out
 }
 
-// committed reads the lines of the committed part files in dir (pending and
-// in-progress files start with a dot).
-func committed(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		out = append(out, strings.Fields(string(b))...)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // TestSessionsExactlyOnceUnderFailures runs the job at parallelism 2 with
 // checkpoints and two injected failures, and compares the committed sessions
 // with the batch computation.
 func TestSessionsExactlyOnceUnderFailures(t *testing.T) {
 	dir := t.TempDir()
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	r := rand.New(rand.NewPCG(1, 2))
 	var clicks []Click
 	var lines []string
@@ -81,17 +60,9 @@ func TestSessionsExactlyOnceUnderFailures(t *testing.T) {
 	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env, err := stream.NewEnvironment(stream.Options{Config: map[string]string{
-		"parallelism.default":                   "2",
-		"execution.checkpointing.interval":      "20 ms",
-		"execution.checkpointing.dir":           "file://" + filepath.Join(dir, "chk"),
-		"restart-strategy.type":                 "fixed-delay",
-		"restart-strategy.fixed-delay.delay":    "1 ms",
-		"restart-strategy.fixed-delay.attempts": "5",
-		"fault-injection.fail-after-records":    "3000",
-		"fault-injection.after-checkpoints":     "2",
-		"fault-injection.max-failures":          "2",
-	}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	env, err := stream.NewEnvironment(stream.Options{
+		Config: testutil.FailingJob(dir, 2, 3000, 2),
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +73,8 @@ func TestSessionsExactlyOnceUnderFailures(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// The failures happened, and each restored a checkpoint.
-	if n, r := strings.Count(log.String(), "injected failure"), strings.Count(log.String(), "from checkpoint"); n != 2 || r != 2 {
-		t.Errorf("%d injected failures and %d restores logged, want 2 and 2:\n%s", n, r, &log)
-	}
-	got, want := committed(t, out), batchSessions(clicks, 30_000)
+	testutil.CheckRestores(t, log.String(), 2)
+	got, want := testutil.CommittedLines(t, out), batchSessions(clicks, 30_000)
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d sessions committed, %d expected; first difference: %s", len(got), len(want), firstDiff(got, want))
 	}
@@ -153,22 +121,4 @@ func asUsage(err error, ue **stream.UsageError) bool {
 	u, ok := err.(*stream.UsageError)
 	*ue = u
 	return ok
-}
-
-// syncBuffer is a log destination for the job's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

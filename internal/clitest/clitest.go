@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,22 +130,7 @@ func CountsOf(outputs ...string) map[string]int64 {
 }
 
 // SyncBuffer is a buffer a process writes while the test reads it.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type SyncBuffer = testutil.SyncBuffer
 
 // WaitOutput waits (30 s, scaled) until b holds want.
 func WaitOutput(t *testing.T, b *SyncBuffer, want string) {
