@@ -303,9 +303,9 @@ func (passThrough) ProcessElement(_ *Context[int], x int, out Collector[int]) er
 
 type countingEncoder struct{ calls []int }
 
-func (e *countingEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+func (e *countingEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 	e.calls = append(e.calls, kg)
-	return append(dst, 1, 2, 3)
+	return append(dst, 1, 2, 3), nil
 }
 
 // TestAbortedSnapshotStopsEncoding: once its checkpoint is aborted, the
@@ -316,11 +316,11 @@ func TestAbortedSnapshotStopsEncoding(t *testing.T) {
 	tk := &task{}
 	enc := &countingEncoder{}
 	ae := abortableEncoder{enc: enc, aborted: func() bool { return tk.isAborted(7) }}
-	if got := ae.EncodeKeyGroup(nil, 0); string(got) != "\x01\x02\x03" {
+	if got, _ := ae.EncodeKeyGroup(nil, 0); string(got) != "\x01\x02\x03" {
 		t.Fatalf("before the abort: %v", got)
 	}
 	tk.aborted = map[int64]bool{7: true, 9: true}
-	if got := ae.EncodeKeyGroup(nil, 1); len(got) != 1 || got[0] != 0 || len(enc.calls) != 1 {
+	if got, _ := ae.EncodeKeyGroup(nil, 1); len(got) != 1 || got[0] != 0 || len(enc.calls) != 1 {
 		t.Fatalf("after the abort: %v, encoder called for %v", got, enc.calls)
 	}
 	tk.forgetAborted(7)

@@ -264,10 +264,10 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 // checkpoint encoder does (see abortableEncoder).
 type yieldingEncoder struct{ s state.Snapshot }
 
-func (e yieldingEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
-	dst = e.s.EncodeKeyGroup(dst, kg)
+func (e yieldingEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
+	dst, err := e.s.EncodeKeyGroup(dst, kg)
 	runtime.Gosched()
-	return dst
+	return dst, err
 }
 
 func randomID() string {

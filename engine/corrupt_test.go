@@ -337,6 +337,7 @@ func TestCorruptSSTFailsTheTask(t *testing.T) {
 				t.Fatalf("status %s; want FAILED", res.Status)
 			}
 			msg := res.Err.Error()
+			t.Logf("failed with: %s", msg)
 			named := slices.ContainsFunc(corrupted, func(p string) bool { return strings.Contains(msg, p) })
 			if !named || strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine ") {
 				t.Errorf("the job failed with %q; want a message naming the damaged file (one of %v), no panic", msg, corrupted)

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine/state"
@@ -23,6 +24,14 @@ type inputQueue[T any] struct {
 	// the gate.
 	received []uint32
 	ser      state.Serializer[T]
+	// head is the task's first operator; keyed is head if it takes the
+	// key groups of a keyed exchange.
+	head  Collector[T]
+	keyed keyGroupCollector[T]
+	// alignTimer fires at the aligned-checkpoint timeout of alignFor, the
+	// checkpoint whose alignment is in progress (armAlignTimer).
+	alignTimer *time.Timer
+	alignFor   int64
 }
 
 // receive takes b from the gate: it is recorded by the unaligned
@@ -97,11 +106,11 @@ type unalignedInput interface {
 	notify(c *channelCapture, ch int32, seq uint32)
 }
 
-// runInput drives a task fed by an input gate.
+// runInput drives a task fed by an input gate: batches (restored in-flight
+// records first), mail and timers, until the input ends.
 func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
-	al := t.al
-	keyed, _ := head.(keyGroupCollector[T])
-	q := &inputQueue[T]{t: t, g: g, received: make([]uint32, len(g.channels)), ser: state.SerializerFor[T]()}
+	q := &inputQueue[T]{t: t, g: g, received: make([]uint32, len(g.channels)), ser: state.SerializerFor[T](), head: head}
+	q.keyed, _ = head.(keyGroupCollector[T])
 	t.input = q
 	if len(t.inFlight) > 0 {
 		restored, err := readInFlight[T](t, q.ser)
@@ -110,110 +119,16 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		}
 		q.queue = restored
 	}
-	priority := &t.mail.priority
-	process := func(b netBatch[T]) error {
-		if b.ch >= 0 && al.blocked(b.ch) {
-			q.stash = append(q.stash, b) // held back for alignment
-			return nil
-		}
-		i := b.off
-		// A barrier waiting in the mailbox stops the batch at the next
-		// record: the rest goes back to the front of the queue.
-		if b.kgs != nil && keyed != nil {
-			for j := i; j < min(i+prefetchAhead, len(b.kgs)); j++ {
-				keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
-			}
-			for ; i < len(b.recs) && !priority.Load(); i++ {
-				if j := i + prefetchAhead; j < len(b.kgs) {
-					keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
-				}
-				kh := b.kgs[i]
-				keyed.CollectInKeyGroup(b.recs[i], int(uint16(kh)), uint32(kh>>32))
-			}
-		} else {
-			for ; i < len(b.recs) && !priority.Load(); i++ {
-				head.Collect(b.recs[i])
-			}
-		}
-		if i < len(b.recs) || b.ev != nil && priority.Load() {
-			// Cut short, or an event that must wait for the barrier
-			// (the end of an input could complete an alignment the
-			// barrier turned unaligned).
-			b.off = i
-			q.queue = append(q.queue, netBatch[T]{})
-			copy(q.queue[1:], q.queue)
-			q.queue[0] = b
-			return nil
-		}
-		ev, ch := b.ev, b.ch
-		g.recycle(b)
-		if ev != nil {
-			return t.onEvent(ch, ev)
-		}
-		return nil
-	}
-	epoch := al.epoch
-	// alignTimer puts a priority mail at the aligned-checkpoint timeout of
-	// the alignment in progress (alignFor's): through the mailbox, so that
-	// it cuts the input batch in progress short like a barrier, however
-	// slow its records are.
-	var alignTimer *time.Timer
-	var alignFor int64
-	defer func() {
-		if alignTimer != nil {
-			alignTimer.Stop()
-		}
-	}()
+	defer q.stopAlignTimer()
+	epoch := t.al.epoch
 	for t.inputOpen() {
-		if id, until := t.alignmentDeadline(); id != alignFor {
-			alignFor = id
-			if alignTimer != nil {
-				alignTimer.Stop()
-			}
-			if id != 0 {
-				d := time.Duration(until-t.svc.clock().UnixMilli()) * time.Millisecond
-				alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: id}) })
-			}
-		}
-		var err error
-		if priority.Load() {
-			err = t.handleMail()
-		} else if blocked, werr := t.waitOutput(); blocked || werr != nil {
-			// Output held back: no input until it is sent (backpressure),
-			// but mail is handled meanwhile.
-			err = werr
-		} else {
-			if len(t.captures) > 0 {
-				q.receiveAvailable()
-			}
-			if len(q.queue) > 0 {
-				b := q.queue[0]
-				q.queue[0] = netBatch[T]{}
-				q.queue = q.queue[1:]
-				err = process(b)
-				t.maybeFlushOnTimeout()
-			} else {
-				select {
-				case b := <-g.in:
-					q.receive(b)
-					err = process(b)
-					t.maybeFlushOnTimeout()
-				case <-t.mail.notify:
-					err = t.handleMail()
-				case <-t.timerC:
-					t.timerC, t.timerAt = nil, 0
-					err = t.fireTimers()
-				case <-t.done:
-					return errTaskCanceled
-				}
-			}
-		}
-		if err != nil {
+		q.armAlignTimer()
+		if err := q.step(); err != nil {
 			return err
 		}
-		if al.epoch != epoch {
+		if t.al.epoch != epoch {
 			q.unstash()
-			epoch = al.epoch
+			epoch = t.al.epoch
 		}
 		if len(g.in) == 0 && len(q.queue) == 0 {
 			t.onIdle()
@@ -221,6 +136,126 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 		t.armTimer()
 	}
 	return t.afterInput()
+}
+
+// step does one thing: handles priority mail, waits once for held-back
+// output, or processes one batch (the queue's first, else the gate's next),
+// mail or a due timer.
+func (q *inputQueue[T]) step() error {
+	t := q.t
+	if t.mail.priority.Load() {
+		return t.handleMail()
+	}
+	if blocked, err := t.waitOutput(); blocked || err != nil {
+		// Output held back: no input until it is sent (backpressure),
+		// but mail is handled meanwhile.
+		return err
+	}
+	if len(t.captures) > 0 {
+		q.receiveAvailable()
+	}
+	if len(q.queue) > 0 {
+		b := q.queue[0]
+		q.queue[0] = netBatch[T]{}
+		q.queue = q.queue[1:]
+		err := q.process(b)
+		t.maybeFlushOnTimeout()
+		return err
+	}
+	select {
+	case b := <-q.g.in:
+		q.receive(b)
+		err := q.process(b)
+		t.maybeFlushOnTimeout()
+		return err
+	case <-t.mail.notify:
+		return t.handleMail()
+	case <-t.timerC:
+		t.timerC, t.timerAt = nil, 0
+		return t.fireTimers()
+	case <-t.done:
+		return errTaskCanceled
+	}
+}
+
+// armAlignTimer puts a priority mail at the aligned-checkpoint timeout of
+// the alignment in progress: through the mailbox, so that it cuts the
+// input batch in progress short like a barrier, however slow its records
+// are.
+func (q *inputQueue[T]) armAlignTimer() {
+	t := q.t
+	id, until := t.alignmentDeadline()
+	if id == q.alignFor {
+		return
+	}
+	q.alignFor = id
+	q.stopAlignTimer()
+	if id != 0 {
+		d := time.Duration(until-t.svc.clock().UnixMilli()) * time.Millisecond
+		q.alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: id}) })
+	}
+}
+
+func (q *inputQueue[T]) stopAlignTimer() {
+	if q.alignTimer != nil {
+		q.alignTimer.Stop()
+		q.alignTimer = nil
+	}
+}
+
+// process hands a batch's records to the task's head operator, then its
+// event to the task. A batch of a channel blocked for alignment is held
+// back; a batch cut short by a barrier waiting in the mailbox goes back to
+// the front of the queue with the rest.
+func (q *inputQueue[T]) process(b netBatch[T]) error {
+	if b.ch >= 0 && q.t.al.blocked(b.ch) {
+		q.stash = append(q.stash, b) // held back for alignment
+		return nil
+	}
+	priority := &q.t.mail.priority
+	i := q.collect(b, priority)
+	if i < len(b.recs) || b.ev != nil && priority.Load() {
+		// Cut short, or an event that must wait for the barrier (the end
+		// of an input could complete an alignment the barrier turned
+		// unaligned).
+		b.off = i
+		q.queue = append(q.queue, netBatch[T]{})
+		copy(q.queue[1:], q.queue)
+		q.queue[0] = b
+		return nil
+	}
+	ev, ch := b.ev, b.ch
+	q.g.recycle(b)
+	if ev != nil {
+		return q.t.onEvent(ch, ev)
+	}
+	return nil
+}
+
+// collect hands b's records from b.off on to the head operator until a
+// barrier waits in the mailbox (priority), and returns where it stopped.
+// A keyed operator fed by a keyed exchange takes each record with its key
+// group and hash, and is told of the records prefetchAhead ahead.
+func (q *inputQueue[T]) collect(b netBatch[T], priority *atomic.Bool) int {
+	i := b.off
+	if keyed := q.keyed; b.kgs != nil && keyed != nil {
+		for j := i; j < min(i+prefetchAhead, len(b.kgs)); j++ {
+			keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
+		}
+		for ; i < len(b.recs) && !priority.Load(); i++ {
+			if j := i + prefetchAhead; j < len(b.kgs) {
+				keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
+			}
+			kh := b.kgs[i]
+			keyed.CollectInKeyGroup(b.recs[i], int(uint16(kh)), uint32(kh>>32))
+		}
+		return i
+	}
+	head := q.head
+	for ; i < len(b.recs) && !priority.Load(); i++ {
+		head.Collect(b.recs[i])
+	}
+	return i
 }
 
 // waitOutput sends what the task's writers hold back; if some is still

@@ -317,14 +317,18 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// (state.Prefetchers: hashmap from the hash, rocksdb from the key).
 	prefetch state.Prefetcher
 	keyWarm  state.KeyPrefetcher[K]
-	clErr    error
-	ended    bool // endInput was called: all input is processed
-	name     string
-	fn       KeyedProcessFunction[K, IN, OUT]
-	keyFn    func(IN) K
-	keySer   state.KeySerializer[K]
-	out      Collector[OUT]
-	ctx      Context[K]
+	// failing is the store under the state if its accessors can fail
+	// (state.Failing: the LSM's), checked after every call into the
+	// function; nil for the hashmap, so that its record path pays nothing.
+	failing state.Failing
+	clErr   error
+	ended   bool // endInput was called: all input is processed
+	name    string
+	fn      KeyedProcessFunction[K, IN, OUT]
+	keyFn   func(IN) K
+	keySer  state.KeySerializer[K]
+	out     Collector[OUT]
+	ctx     Context[K]
 }
 
 func newKeyedProcessOperator[K comparable, IN, OUT any](rt *buildContext, fn KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
@@ -339,6 +343,43 @@ func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
 		fail(o.name, err)
 	}
+	if o.failing != nil {
+		o.failIfStateFailed()
+	}
+}
+
+// failIfStateFailed fails the task if the store under the state failed
+// while the function ran (state accessors have no error result; see
+// state.Failing). What the function emitted after the failure was dropped
+// by failGuard.
+func (o *keyedProcessOperator[K, IN, OUT]) failIfStateFailed() {
+	if err := o.failing.Err(); err != nil {
+		fail(o.name, err)
+	}
+}
+
+// stateErr is err, or else the store's failure, if any.
+func (o *keyedProcessOperator[K, IN, OUT]) stateErr(err error) error {
+	if err == nil && o.failing != nil {
+		err = o.failing.Err()
+	}
+	return err
+}
+
+// failGuard drops what a function emits once the store under its state has
+// failed: from then on its state reads found nothing and its writes were
+// not made, so its output may be wrong. The task fails as soon as the
+// function returns, before a record emitted after the failure could leave
+// the operator.
+type failGuard[T any] struct {
+	out     Collector[T]
+	failing state.Failing
+}
+
+func (g *failGuard[T]) Collect(v T) {
+	if g.failing.Err() == nil {
+		g.out.Collect(v)
+	}
 }
 
 // CollectInKeyGroup takes a record from a keyed exchange with the key
@@ -351,6 +392,9 @@ func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash 
 	}
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
 		fail(o.name, err)
+	}
+	if o.failing != nil {
+		o.failIfStateFailed()
 	}
 }
 
@@ -381,6 +425,10 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 		subtask: t.subtask, attempt: t.svc.attempt, fs: ctx.blocks.FS, snapshotDir: ctx.blocks.Dir, native: native})
 	if err != nil {
 		return err
+	}
+	if f, ok := backend.(state.Failing); ok {
+		o.failing = f
+		o.out = &failGuard[OUT]{out: o.out, failing: f}
 	}
 	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.svc.log)
@@ -434,7 +482,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
 			return err
 		}
 	}
-	return nil
+	return o.stateErr(nil)
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCapture, error) {
@@ -457,8 +505,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCap
 // checkpoints and native savepoints written to a directory (the backend
 // decides whether it has a native format), canonical blocks otherwise.
 func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*opCapture, error) {
-	if o.clErr != nil {
-		return nil, o.clErr
+	if err := o.stateErr(o.clErr); err != nil {
+		return nil, err
 	}
 	// A checkpoint written to a directory may be the changelog's tail; a
 	// savepoint, or checkpoint --full, is the wrapped backend's own.
@@ -510,10 +558,10 @@ func (o *keyedProcessOperator[K, IN, OUT]) fireTimers(now int64) error {
 	if !ok {
 		// Timers without a handler are dropped, as Flink's default OnTimer
 		// does nothing.
-		return o.ptimers.FireDue(now, func(int64) error { return nil })
+		return o.stateErr(o.ptimers.FireDue(now, func(int64) error { return nil }))
 	}
 	o.ctx.domain = ProcessingTime
-	return o.ptimers.FireDue(now, func(ts int64) error { return th.OnTimer(&o.ctx, ts, o.out) })
+	return o.stateErr(o.ptimers.FireDue(now, func(ts int64) error { return th.OnTimer(&o.ctx, ts, o.out) }))
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
@@ -523,12 +571,12 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 	o.watermark = wm
 	th, ok := o.fn.(TimerHandler[K, OUT])
 	o.ctx.domain = EventTime
-	return o.etimers.FireDue(wm, func(ts int64) error {
+	return o.stateErr(o.etimers.FireDue(wm, func(ts int64) error {
 		if !ok {
 			return nil
 		}
 		return th.OnTimer(&o.ctx, ts, o.out)
-	})
+	}))
 }
 
 // endInput: with all input processed, event time reaches its end, so every

@@ -348,7 +348,10 @@ func (t *task) keepFinalState() error {
 			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
 		}
 	}
-	snaps := encodeCaptures(t.subtask, caps)
+	snaps, err := encodeCaptures(t.subtask, caps)
+	if err != nil {
+		return fmt.Errorf("final snapshot: %w", err)
+	}
 	t.finalMu.Lock()
 	t.final = snaps
 	t.finalMu.Unlock()
@@ -366,10 +369,6 @@ func protect(f func() error) (err error) {
 			case error:
 				if errors.Is(e, errTaskCanceled) {
 					err = errTaskCanceled
-					return
-				}
-				if sf := (*state.Failure)(nil); errors.As(e, &sf) {
-					err = e // storage failed under a state accessor: the message says what
 					return
 				}
 				err = fmt.Errorf("panic: %w\n%s", e, debug.Stack())
@@ -712,7 +711,9 @@ func (t *task) asyncLoop() {
 		err := protect(func() (err error) {
 			if j.keep {
 				// Kept in memory for later checkpoints: encode it whole.
-				snaps = encodeCaptures(t.subtask, j.caps)
+				if snaps, err = encodeCaptures(t.subtask, j.caps); err != nil {
+					return err
+				}
 			} else {
 				snaps = streamCaptures(t.subtask, j.caps)
 				for i := range snaps {
@@ -788,18 +789,18 @@ type abortableEncoder struct {
 	aborted func() bool
 }
 
-func (e abortableEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+func (e abortableEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 	if e.aborted() {
-		return append(dst, 0) // no state: skipped
+		return append(dst, 0), nil // no state: skipped
 	}
-	dst = e.enc.EncodeKeyGroup(dst, kg)
+	dst, err := e.enc.EncodeKeyGroup(dst, kg)
 	// Give the processor back between key groups. The encoder runs beside
 	// the task and its sources; with more runnable goroutines than cores the
 	// runtime preempts only every 10 ms, which the task then spends waiting
 	// for a core (measured: ~10 ms stalls at 1 M keys on 2 cores). A key
 	// group is ~1 ms of encoding at 1 M keys, so this bounds the wait to that.
 	runtime.Gosched()
-	return dst
+	return dst, err
 }
 
 // streamCaptures describes captures for WriteSubtask, which encodes their
@@ -842,7 +843,8 @@ func releaseCaptures(caps []namedCapture) {
 
 // encodeCaptures turns captures into snapshots encoded whole, in memory
 // (for one kept after the task finished), and releases them.
-func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnapshot {
+func encodeCaptures(subtask int, caps []namedCapture) ([]checkpoint.OperatorSnapshot, error) {
+	defer releaseCaptures(caps)
 	snaps := streamCaptures(subtask, caps)
 	for i := range snaps {
 		s := &snaps[i]
@@ -850,7 +852,10 @@ func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 			continue
 		}
 		for kg := s.Start; kg <= s.End; kg++ {
-			data := s.Encoder.EncodeKeyGroup(nil, kg)
+			data, err := s.Encoder.EncodeKeyGroup(nil, kg)
+			if err != nil {
+				return nil, fmt.Errorf("operator %s key group %d: %w", s.UID, kg, err)
+			}
 			if len(data) == 1 && data[0] == 0 {
 				continue // no state in this key group
 			}
@@ -859,8 +864,7 @@ func encodeCaptures(subtask int, caps []namedCapture) []checkpoint.OperatorSnaps
 		s.Encoder = nil
 	}
 	countEntries(snaps, caps)
-	releaseCaptures(caps)
-	return snaps
+	return snaps, nil
 }
 
 // countEntries fills in the entries of states whose backend counted them

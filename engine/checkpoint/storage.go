@@ -184,7 +184,7 @@ func (s *Storage) Location(id int64, typ SnapshotType, target string) (*Location
 // holding it all in memory first. A key group without state encodes as the
 // single byte 0 and is left out.
 type KeyGroupEncoder interface {
-	EncodeKeyGroup(dst []byte, kg int) []byte
+	EncodeKeyGroup(dst []byte, kg int) ([]byte, error)
 }
 
 // WriteSubtask writes the state of a task's operators into loc and returns
@@ -196,115 +196,154 @@ func (s *StorageWorker) WriteSubtask(loc *Location, snaps []OperatorSnapshot) (m
 	out := make(map[string]savepoint.SubtaskState, len(snaps))
 	var scratch []byte // one key group's encoding, reused
 	for _, snap := range snaps {
-		f := &spillFile{fs: s.FS, dir: loc.Dir, threshold: s.InlineThreshold}
-		var w *savepoint.StateFileWriter
-		add := func(payload []byte) (int64, int64, error) {
-			if w == nil { // the file starts with its first block
-				w = savepoint.NewStateFileWriter(f)
-			}
-			return w.AddBlock(payload)
-		}
-		st := savepoint.SubtaskState{Index: snap.Subtask}
-		stream := &savepoint.StreamStateHandle{}
-		err := func() error {
-			defer func() {
-				// An encoder that panics leaves no open or partial file.
-				if r := recover(); r != nil {
-					f.abort()
-					panic(r)
-				}
-			}()
-			if snap.Native != nil {
-				kh, n, err := s.uploadNative(loc, snap.Native)
-				if err != nil {
-					return err
-				}
-				st.Keyed, st.Bytes = kh, n
-				kh.Start, kh.End = snap.Start, snap.End
-			} else if snap.Changelog != nil {
-				mat, log, n, err := snap.Changelog()
-				if err != nil {
-					return err
-				}
-				kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Changelog: log}
-				if mat != nil {
-					kh.KeyGroups, kh.Stream, kh.Native = mat.KeyGroups, mat.Stream, mat.Native
-				}
-				st.Keyed, st.Bytes = kh, n
-			} else if snap.Keyed {
-				kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Stream: stream}
-				addKG := func(kg int, data []byte) error {
-					off, n, err := add(data)
-					kh.KeyGroups = append(kh.KeyGroups, savepoint.KeyGroupOffset{KeyGroup: kg, Offset: off, Length: n})
-					return err
-				}
-				if snap.Encoder != nil {
-					for kg := snap.Start; kg <= snap.End; kg++ {
-						scratch = snap.Encoder.EncodeKeyGroup(scratch[:0], kg)
-						if len(scratch) == 1 && scratch[0] == 0 {
-							continue // no state in this key group
-						}
-						if err := addKG(kg, scratch); err != nil {
-							return err
-						}
-					}
-				}
-				for _, kg := range snap.KeyGroups {
-					if err := addKG(kg.KeyGroup, kg.Data); err != nil {
-						return err
-					}
-				}
-				st.Keyed = kh
-			}
-			if snap.OperatorState != nil {
-				off, n, err := add(snap.OperatorState)
-				if err != nil {
-					return err
-				}
-				st.Operator = &savepoint.StreamStateHandle{Offset: off, Length: n}
-			}
-			for _, c := range []struct {
-				from []ChannelState
-				to   *[]savepoint.ChannelStateHandle
-			}{{snap.InputChannels, &st.InputChannels}, {snap.OutputChannels, &st.OutputChannels}} {
-				for _, cs := range c.from {
-					off, n, err := add(cs.Data)
-					if err != nil {
-						return err
-					}
-					*c.to = append(*c.to, savepoint.ChannelStateHandle{Peer: cs.Peer, Channel: cs.Channel,
-						Keyed: cs.Keyed, Records: cs.Records, Stream: savepoint.StreamStateHandle{Offset: off, Length: n}})
-				}
-			}
-			return nil
-		}()
-		if err == nil {
-			stream.Inline, stream.Path, err = f.finish()
-		}
+		sf := &subtaskFile{f: &spillFile{fs: s.FS, dir: loc.Dir, threshold: s.InlineThreshold},
+			stream: &savepoint.StreamStateHandle{}, scratch: scratch}
+		st, err := sf.write(s, loc, snap)
 		if err != nil {
-			f.abort()
 			return nil, fmt.Errorf("write state of operator %s subtask %d: %w", snap.UID, snap.Subtask, err)
 		}
-		if w == nil {
-			if snap.Native == nil && snap.Changelog == nil {
-				st.Keyed = nil
-			}
-			st.Operator = nil
-			out[snap.UID] = st
-			continue
-		}
-		st.Bytes += w.Size()
-		if st.Operator != nil {
-			st.Operator.Path, st.Operator.Inline = stream.Path, stream.Inline
-		}
-		for _, hs := range [][]savepoint.ChannelStateHandle{st.InputChannels, st.OutputChannels} {
-			for i := range hs {
-				hs[i].Stream.Path, hs[i].Stream.Inline = stream.Path, stream.Inline
-			}
-		}
+		scratch = sf.scratch
 		out[snap.UID] = st
 	}
 	return out, nil
+}
+
+// subtaskFile is the state file of one operator subtask. It starts with
+// its first block, so an operator with nothing to write has none, and it is
+// inlined into the metadata when it stays below the threshold.
+type subtaskFile struct {
+	f *spillFile
+	w *savepoint.StateFileWriter // nil until the first block
+	// stream is where the blocks are, filled in once the file is
+	// finished; the handles written before that point to it.
+	stream  *savepoint.StreamStateHandle
+	scratch []byte
+}
+
+func (sf *subtaskFile) add(payload []byte) (int64, int64, error) {
+	if sf.w == nil {
+		sf.w = savepoint.NewStateFileWriter(sf.f)
+	}
+	return sf.w.AddBlock(payload)
+}
+
+// write writes one operator's state and returns its handle.
+func (sf *subtaskFile) write(s *StorageWorker, loc *Location, snap OperatorSnapshot) (savepoint.SubtaskState, error) {
+	st := savepoint.SubtaskState{Index: snap.Subtask}
+	err := func() error {
+		defer func() {
+			// An encoder that panics (a bug: a key group encoded twice)
+			// leaves no open or partial file.
+			if r := recover(); r != nil {
+				sf.f.abort()
+				panic(r)
+			}
+		}()
+		if err := sf.writeKeyed(s, loc, snap, &st); err != nil {
+			return err
+		}
+		return sf.writeOperatorAndChannels(snap, &st)
+	}()
+	if err == nil {
+		sf.stream.Inline, sf.stream.Path, err = sf.f.finish()
+	}
+	if err != nil {
+		sf.f.abort()
+		return st, err
+	}
+	if sf.w == nil {
+		if snap.Native == nil && snap.Changelog == nil {
+			st.Keyed = nil
+		}
+		st.Operator = nil
+		return st, nil
+	}
+	st.Bytes += sf.w.Size()
+	if st.Operator != nil {
+		st.Operator.Path, st.Operator.Inline = sf.stream.Path, sf.stream.Inline
+	}
+	for _, hs := range [][]savepoint.ChannelStateHandle{st.InputChannels, st.OutputChannels} {
+		for i := range hs {
+			hs[i].Stream.Path, hs[i].Stream.Inline = sf.stream.Path, sf.stream.Inline
+		}
+	}
+	return st, nil
+}
+
+// writeKeyed writes an operator's keyed state: native files uploaded, a
+// changelog's handles, or canonical key-group blocks into the file.
+func (sf *subtaskFile) writeKeyed(s *StorageWorker, loc *Location, snap OperatorSnapshot, st *savepoint.SubtaskState) error {
+	switch {
+	case snap.Native != nil:
+		kh, n, err := s.uploadNative(loc, snap.Native)
+		if err != nil {
+			return err
+		}
+		st.Keyed, st.Bytes = kh, n
+		kh.Start, kh.End = snap.Start, snap.End
+	case snap.Changelog != nil:
+		mat, log, n, err := snap.Changelog()
+		if err != nil {
+			return err
+		}
+		kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Changelog: log}
+		if mat != nil {
+			kh.KeyGroups, kh.Stream, kh.Native = mat.KeyGroups, mat.Stream, mat.Native
+		}
+		st.Keyed, st.Bytes = kh, n
+	case snap.Keyed:
+		kh := &savepoint.KeyedStateHandle{Start: snap.Start, End: snap.End, Stream: sf.stream}
+		addKG := func(kg int, data []byte) error {
+			off, n, err := sf.add(data)
+			kh.KeyGroups = append(kh.KeyGroups, savepoint.KeyGroupOffset{KeyGroup: kg, Offset: off, Length: n})
+			return err
+		}
+		for kg := snap.Start; snap.Encoder != nil && kg <= snap.End; kg++ {
+			var err error
+			if sf.scratch, err = snap.Encoder.EncodeKeyGroup(sf.scratch[:0], kg); err != nil {
+				return fmt.Errorf("key group %d: %w", kg, err)
+			}
+			if len(sf.scratch) == 1 && sf.scratch[0] == 0 {
+				continue // no state in this key group
+			}
+			if err := addKG(kg, sf.scratch); err != nil {
+				return err
+			}
+		}
+		for _, kg := range snap.KeyGroups {
+			if err := addKG(kg.KeyGroup, kg.Data); err != nil {
+				return err
+			}
+		}
+		st.Keyed = kh
+	}
+	return nil
+}
+
+// writeOperatorAndChannels writes an operator's operator state and the
+// in-flight records of its input and output channels into the file.
+func (sf *subtaskFile) writeOperatorAndChannels(snap OperatorSnapshot, st *savepoint.SubtaskState) error {
+	if snap.OperatorState != nil {
+		off, n, err := sf.add(snap.OperatorState)
+		if err != nil {
+			return err
+		}
+		st.Operator = &savepoint.StreamStateHandle{Offset: off, Length: n}
+	}
+	for _, c := range []struct {
+		from []ChannelState
+		to   *[]savepoint.ChannelStateHandle
+	}{{snap.InputChannels, &st.InputChannels}, {snap.OutputChannels, &st.OutputChannels}} {
+		for _, cs := range c.from {
+			off, n, err := sf.add(cs.Data)
+			if err != nil {
+				return err
+			}
+			*c.to = append(*c.to, savepoint.ChannelStateHandle{Peer: cs.Peer, Channel: cs.Channel,
+				Keyed: cs.Keyed, Records: cs.Records, Stream: savepoint.StreamStateHandle{Offset: off, Length: n}})
+		}
+	}
+	return nil
 }
 
 // WriteMaterialized writes a changelog backend's materialization — the
@@ -323,13 +362,10 @@ func (s *StorageWorker) WriteMaterialized(start, end int, enc KeyGroupEncoder) (
 	kh := &savepoint.KeyedStateHandle{Start: start, End: end}
 	var scratch []byte
 	err := func() (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("encode the materialization: %v", r)
-			}
-		}()
 		for kg := start; kg <= end; kg++ {
-			scratch = enc.EncodeKeyGroup(scratch[:0], kg)
+			if scratch, err = enc.EncodeKeyGroup(scratch[:0], kg); err != nil {
+				return fmt.Errorf("key group %d: %w", kg, err)
+			}
 			if len(scratch) == 1 && scratch[0] == 0 {
 				continue
 			}

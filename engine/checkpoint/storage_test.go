@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,15 +51,15 @@ func TestStorageCreatesOwnerOnlyFiles(t *testing.T) {
 // and every third one have no state: the single byte 0).
 type fakeEncoder struct{ calls int }
 
-func (e *fakeEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+func (e *fakeEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 	e.calls++
 	if kg%3 == 0 {
-		return append(dst, 0)
+		return append(dst, 0), nil
 	}
 	for range kg * 100 {
 		dst = append(dst, byte(kg))
 	}
-	return dst
+	return dst, nil
 }
 
 // TestWriteSubtaskStreamsKeyGroups: state streamed from an encoder, one key
@@ -69,7 +70,7 @@ func TestWriteSubtaskStreamsKeyGroups(t *testing.T) {
 	enc := &fakeEncoder{}
 	var whole []KeyGroupData
 	for kg := 0; kg <= 9; kg++ {
-		if b := enc.EncodeKeyGroup(nil, kg); !(len(b) == 1 && b[0] == 0) {
+		if b, _ := enc.EncodeKeyGroup(nil, kg); !(len(b) == 1 && b[0] == 0) {
 			whole = append(whole, KeyGroupData{KeyGroup: kg, Data: b})
 		}
 	}
@@ -124,14 +125,44 @@ func TestWriteSubtaskStreamsKeyGroups(t *testing.T) {
 
 type panicEncoder struct{}
 
-func (panicEncoder) EncodeKeyGroup(dst []byte, kg int) []byte {
+func (panicEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 	if kg == 2 {
 		panic("a serializer failed")
 	}
 	for range 100 {
 		dst = append(dst, 1)
 	}
-	return dst
+	return dst, nil
+}
+
+// failingEncoder's store fails at key group 2 (a corrupt SST file under an
+// LSM snapshot).
+type failingEncoder struct{}
+
+func (failingEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
+	if kg == 2 {
+		return dst, errors.New("pebble: corrupt block in 000012.sst")
+	}
+	for range 100 {
+		dst = append(dst, 1)
+	}
+	return dst, nil
+}
+
+// TestWriteSubtaskEncoderErrorLeavesNoFile: an encoder whose store fails
+// midway fails the write with an error naming the operator, the subtask,
+// the key group and the store's message, and leaves no file.
+func TestWriteSubtaskEncoderErrorLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	s := &Storage{StorageWorker: StorageWorker{FS: vfs.Default}}
+	_, err := s.WriteSubtask(&Location{ID: 1, Dir: dir}, []OperatorSnapshot{{UID: "op", Subtask: 1, Keyed: true, Start: 0, End: 3, Encoder: failingEncoder{}}})
+	const want = "write state of operator op subtask 1: key group 2: pebble: corrupt block in 000012.sst"
+	if err == nil || err.Error() != want {
+		t.Errorf("WriteSubtask: %v; want %q", err, want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
 }
 
 // TestWriteSubtaskEncoderPanicLeavesNoFile: an encoder that panics midway

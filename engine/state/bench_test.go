@@ -39,7 +39,7 @@ func benchBackend(tb testing.TB, n int) (*KeyedBackend[string], ValueState[int64
 func encodeSnapshot(be *KeyedBackend[string], dst []byte) []byte {
 	s := be.Snapshot()
 	for kg := range 128 {
-		dst = s.EncodeKeyGroup(dst[:0], kg)
+		dst = encodeKG(s, dst[:0], kg)
 	}
 	s.Release()
 	return dst
@@ -132,7 +132,7 @@ func BenchmarkWriteDuringSnapshot(b *testing.B) {
 		go func() {
 			var dst []byte
 			for kg := range 128 {
-				dst = s.EncodeKeyGroup(dst[:0], kg)
+				dst = encodeKG(s, dst[:0], kg)
 			}
 			s.Release()
 			close(encoded)
@@ -212,7 +212,7 @@ func BenchmarkRestore(b *testing.B) {
 			s := be.Snapshot()
 			var blocks []KeyGroupBlock
 			for kg := range 128 {
-				blocks = append(blocks, KeyGroupBlock{kg, s.EncodeKeyGroup(nil, kg)})
+				blocks = append(blocks, KeyGroupBlock{kg, encodeKG(s, nil, kg)})
 			}
 			s.Release()
 			be = nil

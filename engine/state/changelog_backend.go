@@ -219,6 +219,15 @@ func (b *ChangelogBackend[K]) KeyGroupOf(k K) int           { return b.inner.Key
 // queue is the wrapped backend's when the changelog is off).
 func (b *ChangelogBackend[K]) CurrentKey() K { return b.inner.CurrentKey() }
 
+// Err is the wrapped backend's first storage failure (Failing), if it can
+// fail.
+func (b *ChangelogBackend[K]) Err() error {
+	if f, ok := b.inner.(Failing); ok {
+		return f.Err()
+	}
+	return nil
+}
+
 func (b *ChangelogBackend[K]) SetCurrentKey(k K) { b.SetCurrentKeyAndGroup(k, b.inner.KeyGroupOf(k)) }
 
 func (b *ChangelogBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {
@@ -508,7 +517,9 @@ type ChangelogState struct {
 func (s *ChangelogSnapshot) KeyGroupRange() KeyGroupRange { return s.kgr }
 
 // EncodeKeyGroup: a changelog checkpoint has no canonical blocks.
-func (s *ChangelogSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte { return append(dst, 0) }
+func (s *ChangelogSnapshot) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
+	return append(dst, 0), nil
+}
 
 // Release: nothing is pinned.
 func (s *ChangelogSnapshot) Release() { s.released = true }

@@ -45,7 +45,7 @@ func newCLHarness(t testing.TB, maxPar int, now func() time.Time, interval time.
 			var size int64
 			r := s.KeyGroupRange()
 			for kg := r.Start; kg <= r.End; kg++ {
-				b := s.EncodeKeyGroup(nil, kg)
+				b := encodeKG(s, nil, kg)
 				if len(b) == 1 && b[0] == 0 {
 					continue
 				}
@@ -346,7 +346,7 @@ func BenchmarkChangelogReplay(b *testing.B) {
 	}
 	var blocks []KeyGroupBlock
 	for kg := range 128 {
-		blocks = append(blocks, KeyGroupBlock{KeyGroup: kg, Block: bs.EncodeKeyGroup(nil, kg)})
+		blocks = append(blocks, KeyGroupBlock{KeyGroup: kg, Block: encodeKG(bs, nil, kg)})
 	}
 	bs.Release()
 	var index, apply time.Duration

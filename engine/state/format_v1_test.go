@@ -77,7 +77,7 @@ func TestFormatV1Snapshot(t *testing.T) {
 		fb := savepoint.NewStateFileBuilder()
 		kh := &savepoint.KeyedStateHandle{Start: kgr.Start, End: kgr.End, Stream: &savepoint.StreamStateHandle{Path: "state"}}
 		for kg := kgr.Start; kg <= kgr.End; kg++ {
-			off, n := fb.AddBlock(snap.EncodeKeyGroup(nil, kg))
+			off, n := fb.AddBlock(encodeKG(snap, nil, kg))
 			kh.KeyGroups = append(kh.KeyGroups, savepoint.KeyGroupOffset{KeyGroup: kg, Offset: off, Length: n})
 		}
 		snap.Release()
@@ -142,7 +142,7 @@ func TestFormatV1Snapshot(t *testing.T) {
 	snap := b.Snapshot()
 	defer snap.Release()
 	for kg := kgr.Start; kg <= kgr.End; kg++ {
-		if got := snap.EncodeKeyGroup(nil, kg); string(got) != string(blocks[kg]) {
+		if got := encodeKG(snap, nil, kg); string(got) != string(blocks[kg]) {
 			t.Errorf("key group %d encodes differently from the committed v1 snapshot:\n got %x\nwant %x", kg, got, blocks[kg])
 		}
 	}

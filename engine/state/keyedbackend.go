@@ -60,8 +60,9 @@ type SnapshotOptions struct {
 type Snapshot interface {
 	KeyGroupRange() KeyGroupRange
 	// EncodeKeyGroup appends the canonical block of one key group
-	// (savepoint/FORMAT.md) and releases that key group.
-	EncodeKeyGroup(dst []byte, kg int) []byte
+	// (savepoint/FORMAT.md) and releases that key group. An error is the
+	// store under the snapshot failing.
+	EncodeKeyGroup(dst []byte, kg int) ([]byte, error)
 	// Release ends the snapshot; it is idempotent.
 	Release()
 }

@@ -151,7 +151,7 @@ func TestPropertyLayeredSnapshots(t *testing.T) {
 		encodeOne := func(o *open, i int) {
 			kg := o.left[i]
 			o.left = slices.Delete(o.left, i, i+1)
-			got := o.snap.EncodeKeyGroup(nil, kg)
+			got := encodeKG(o.snap, nil, kg)
 			if want := refEncode(o.at, kg, maxP); !bytes.Equal(got, want) {
 				t.Fatalf("key group %d encodes as\n%x\nwant (state at the barrier)\n%x", kg, got, want)
 			}
@@ -269,7 +269,7 @@ func TestPropertyLayeredSnapshots(t *testing.T) {
 		}
 		last := b.Snapshot()
 		for kg := range maxP {
-			if got, want := last.EncodeKeyGroup(nil, kg), refEncode(cur, kg, maxP); !bytes.Equal(got, want) {
+			if got, want := encodeKG(last, nil, kg), refEncode(cur, kg, maxP); !bytes.Equal(got, want) {
 				t.Fatalf("after folding, key group %d encodes as\n%x\nwant\n%x", kg, got, want)
 			}
 		}
@@ -331,7 +331,7 @@ func checkSnapshotSorted(t *testing.T, b *KeyedBackend[string], maxP int, want m
 	snap := b.Snapshot()
 	defer snap.Release()
 	for kg := range maxP {
-		blk := snap.EncodeKeyGroup(nil, kg)
+		blk := encodeKG(snap, nil, kg)
 		// Every payload's entries must be in strictly increasing order of
 		// encoded key (timers: key, then timestamp).
 		rest := blk
@@ -435,7 +435,7 @@ func TestLayeredSnapshotsEncodeConcurrently(t *testing.T) {
 		wg.Go(func() {
 			out := map[int][]byte{}
 			for _, kg := range rand.Perm(maxP) {
-				out[kg] = snap.EncodeKeyGroup(nil, kg)
+				out[kg] = encodeKG(snap, nil, kg)
 			}
 			snap.Release()
 			results[round] = out
@@ -481,7 +481,7 @@ func TestRestoreKeyGroupsInParallel(t *testing.T) {
 	snap := b.Snapshot()
 	var blocks []KeyGroupBlock
 	for kg := range maxP {
-		blocks = append(blocks, KeyGroupBlock{kg, snap.EncodeKeyGroup(nil, kg)})
+		blocks = append(blocks, KeyGroupBlock{kg, encodeKG(snap, nil, kg)})
 	}
 	snap.Release()
 	for _, workers := range []int{1, 4} {
@@ -599,7 +599,7 @@ func TestSnapshotReleasesKeyGroupsOnce(t *testing.T) {
 		b.SetCurrentKey(fmt.Sprint(i))
 		v.Update(-1)
 	}
-	s1.EncodeKeyGroup(nil, 2)
+	encodeKG(s1, nil, 2)
 	s1.ReleaseKeyGroup(2) // again: harmless
 	s1.ReleaseKeyGroup(99)
 	func() {
@@ -608,7 +608,7 @@ func TestSnapshotReleasesKeyGroupsOnce(t *testing.T) {
 				t.Error("encoding a released key group must panic")
 			}
 		}()
-		s1.EncodeKeyGroup(nil, 2)
+		encodeKG(s1, nil, 2)
 	}()
 	s1.Release()
 	s1.Release()
@@ -616,7 +616,7 @@ func TestSnapshotReleasesKeyGroupsOnce(t *testing.T) {
 		t.Fatal("s2 is open: its key groups must keep their overlays")
 	}
 	for kg := range 4 {
-		s2.EncodeKeyGroup(nil, kg)
+		encodeKG(s2, nil, kg)
 	}
 	b.FoldLayers()
 	if n := b.overlays(); n != 0 {

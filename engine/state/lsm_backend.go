@@ -71,6 +71,8 @@ type LSMBackend[K comparable] struct {
 	warmKey []byte
 
 	states map[string]lsmState
+	// err is the first failure of the store under a state accessor (fail).
+	err error
 	// known are states in the store that no operator declared (yet): the
 	// store was restored from native files, which carry their ids.
 	known   map[string]lsmMeta
@@ -195,8 +197,13 @@ func rawKey(kg int, name string) []byte {
 func (b *LSMBackend[K]) get(key []byte) ([]byte, bool) {
 	var ok bool
 	var err error
+	if b.err != nil {
+		return nil, false
+	}
 	b.val, ok, err = b.kv.Get(key, b.val[:0])
-	must(err)
+	if b.fail(err) {
+		return nil, false
+	}
 	return b.val, ok
 }
 
@@ -219,24 +226,43 @@ func lsmBackendOf[K comparable](be Backend[K]) (*LSMBackend[K], error) {
 	return b, nil
 }
 
-// must turns a store failure into a panic: state accessors have no error
-// result, and the task turns a panic into a failure of the attempt (the
-// job then restarts from its last checkpoint).
-func must(err error) {
-	if err != nil {
-		panic(&Failure{Err: err})
+// fail records err, a failure of the store under a state accessor, which
+// has no error result (state reads and writes cannot fail in the hashmap
+// backend, and an error result on every Value and Update would burden every
+// job for the one backend that can). The first failure sticks: Err returns
+// it, the accessors that follow read nothing and write nothing, and the
+// operator fails the task once the function returns, before anything it
+// emitted after the failure leaves the operator (see the keyed operator's
+// failGuard). fail reports whether there was a failure.
+func (b *LSMBackend[K]) fail(err error) bool {
+	if err == nil {
+		return false
 	}
+	if b.err == nil {
+		b.err = &Failure{Err: err}
+	}
+	return true
 }
 
+// Err returns the first failure of the store under a state accessor, or
+// nil.
+func (b *LSMBackend[K]) Err() error { return b.err }
+
 // Failure is the storage under a state failing (a corrupt or unreadable
-// file) inside a state accessor, which has no error result: it is raised
-// as a panic, which the task turns into a failure of the attempt with this
-// message and no stack trace — the message says what failed, and nothing
+// file, a full disk) inside a state accessor. The task fails with its
+// message and no stack trace: the message says what failed, and nothing
 // in the code is wrong.
 type Failure struct{ Err error }
 
 func (f *Failure) Error() string { return "state backend: " + f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
+
+// Failing is a backend whose state accessors can fail (the store under the
+// LSM backend): Err returns the first failure, after which the accessors
+// do nothing. Backends that hold state in memory do not implement it.
+type Failing interface {
+	Err() error
+}
 
 func lsmRegister[K comparable, S lsmState](b *LSMBackend[K], name string, kind Kind, create func(id uint16) S) (S, error) {
 	var zero S
@@ -451,8 +477,8 @@ func forEachStatePayload(block []byte, f func(name string, kind Kind, typ string
 func (b *LSMBackend[K]) DropUnregistered() []string {
 	for name, m := range b.known {
 		lo := binary.BigEndian.AppendUint16(nil, m.id)
-		must(b.kv.DeleteRange(lo, prefixEnd(lo)))
-		must(b.kv.Delete(metaKey(name)))
+		b.fail(b.kv.DeleteRange(lo, prefixEnd(lo)))
+		b.fail(b.kv.Delete(metaKey(name)))
 		b.pending[name] = nil // listed below
 	}
 	clear(b.known)
@@ -464,7 +490,7 @@ func (b *LSMBackend[K]) DropUnregistered() []string {
 		// [FF FF][kg][name] with kg < UpperBoundMaxParallelism, so
 		// [FF FF][UpperBoundMaxParallelism] bounds them all.
 		lo := binary.BigEndian.AppendUint16(nil, rawID)
-		must(b.kv.DeleteRange(lo, rawKey(UpperBoundMaxParallelism, "")))
+		b.fail(b.kv.DeleteRange(lo, rawKey(UpperBoundMaxParallelism, "")))
 	}
 	clear(b.pending)
 	return names
@@ -584,8 +610,8 @@ func (s *lsmSnapshot) KeyGroupRange() KeyGroupRange { return s.kgRange }
 func (s *lsmSnapshot) EntryCounts() map[string]int64 { return s.counts }
 
 // EncodeKeyGroup appends the canonical block of key group kg. A failure to
-// read the store panics (the caller declines the checkpoint).
-func (s *lsmSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
+// read the store is returned (the caller declines the checkpoint).
+func (s *lsmSnapshot) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0) // the number of states, fixed below
 	n := 0
@@ -601,23 +627,32 @@ func (s *lsmSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 		if st.st != nil {
 			lo = kgPrefix(lo[:0], st.st.id(), kg)
 			it, err := s.kv.NewIter(lo, prefixEnd(lo))
-			must(err)
+			if err != nil {
+				return dst, err
+			}
 			s.scratch, count, err = st.st.encode(it, s.scratch[:0])
-			must(errors.Join(err, it.Close()))
+			if err := errors.Join(err, it.Close()); err != nil {
+				return dst, err
+			}
 			if count > 0 {
 				payload = binary.AppendUvarint(nil, uint64(count))
 			}
 		} else {
 			k := rawKey(kg, st.name)
 			it, err := s.kv.NewIter(k, append(slices.Clone(k), 0))
-			must(err)
-			if it.First() {
-				_, _, p, err := readRawValue(it.Value())
-				must(err)
-				s.scratch = append(s.scratch[:0], p...)
-				count = int(payloadCount(p))
+			if err != nil {
+				return dst, err
 			}
-			must(errors.Join(it.Error(), it.Close()))
+			if it.First() {
+				var p []byte
+				if _, _, p, err = readRawValue(it.Value()); err == nil {
+					s.scratch = append(s.scratch[:0], p...)
+					count = int(payloadCount(p))
+				}
+			}
+			if err := errors.Join(err, it.Error(), it.Close()); err != nil {
+				return dst, err
+			}
 			if count > 0 {
 				payload = []byte{} // the kept payload has its count
 			}
@@ -636,7 +671,7 @@ func (s *lsmSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 	if s.encoded++; s.encoded == s.kgRange.Len() && s.onCounts != nil {
 		s.onCounts(s.counts)
 	}
-	return dst
+	return dst, nil
 }
 
 // Release closes the store's snapshot.
@@ -678,17 +713,23 @@ func (s *lsmValueState[K, V]) Value() (V, bool) {
 		return zero, false
 	}
 	v, _, err := s.ser.Decode(val)
-	must(err)
+	if s.b.fail(err) {
+		var zero V
+		return zero, false
+	}
 	return v, true
 }
 
 func (s *lsmValueState[K, V]) Update(v V) {
 	b := s.b
+	if b.err != nil {
+		return
+	}
 	b.val = s.ser.Append(b.val[:0], v)
-	must(b.kv.Set(b.stateKey(s.sid), b.val))
+	b.fail(b.kv.Set(b.stateKey(s.sid), b.val))
 }
 
-func (s *lsmValueState[K, V]) Clear() { must(s.b.kv.Delete(s.b.stateKey(s.sid))) }
+func (s *lsmValueState[K, V]) Clear() { s.b.del(s.b.stateKey(s.sid)) }
 
 // encode: each entry is key, value: the store's key after the prefix and
 // its value.
@@ -781,9 +822,13 @@ func (s *lsmListState[K, V]) Get() []V {
 	var vs []V
 	for src := val; len(src) > 0; {
 		elem, rest, err := readBytes(src)
-		must(err)
+		if s.b.fail(err) {
+			return nil
+		}
 		v, _, err := s.ser.Decode(elem)
-		must(err)
+		if s.b.fail(err) {
+			return nil
+		}
 		vs, src = append(vs, v), rest
 	}
 	return vs
@@ -791,8 +836,11 @@ func (s *lsmListState[K, V]) Get() []V {
 
 func (s *lsmListState[K, V]) Add(v V) {
 	b := s.b
+	if b.err != nil {
+		return
+	}
 	b.val = appendBytes(b.val[:0], s.ser.Append(b.key2[:0], v))
-	must(b.kv.Merge(b.stateKey(s.sid), b.val))
+	b.fail(b.kv.Merge(b.stateKey(s.sid), b.val))
 }
 
 func (s *lsmListState[K, V]) Update(vs []V) {
@@ -801,15 +849,18 @@ func (s *lsmListState[K, V]) Update(vs []V) {
 		s.Clear()
 		return
 	}
+	if b.err != nil {
+		return
+	}
 	b.val = b.val[:0]
 	for _, v := range vs {
 		b.key2 = s.ser.Append(b.key2[:0], v)
 		b.val = appendBytes(b.val, b.key2)
 	}
-	must(b.kv.Set(b.stateKey(s.sid), b.val))
+	b.fail(b.kv.Set(b.stateKey(s.sid), b.val))
 }
 
-func (s *lsmListState[K, V]) Clear() { must(s.b.kv.Delete(s.b.stateKey(s.sid))) }
+func (s *lsmListState[K, V]) Clear() { s.b.del(s.b.stateKey(s.sid)) }
 
 // encode: each entry is key, uvarint n, n values; the store holds the
 // values length-prefixed.
@@ -904,18 +955,24 @@ func (s *lsmMapState[K, UK, UV]) Get(uk UK) (UV, bool) {
 		return zero, false
 	}
 	v, _, err := s.uvSer.Decode(val)
-	must(err)
+	if s.b.fail(err) {
+		var zero UV
+		return zero, false
+	}
 	return v, true
 }
 
 func (s *lsmMapState[K, UK, UV]) Put(uk UK, uv UV) {
 	b := s.b
+	if b.err != nil {
+		return
+	}
 	k := s.userKey(uk)
 	b.val = s.uvSer.Append(b.val[:0], uv)
-	must(b.kv.Set(k, b.val))
+	b.fail(b.kv.Set(k, b.val))
 }
 
-func (s *lsmMapState[K, UK, UV]) Remove(uk UK) { must(s.b.kv.Delete(s.userKey(uk))) }
+func (s *lsmMapState[K, UK, UV]) Remove(uk UK) { s.b.del(s.userKey(uk)) }
 
 func (s *lsmMapState[K, UK, UV]) Contains(uk UK) bool {
 	_, ok := s.Get(uk)
@@ -923,37 +980,43 @@ func (s *lsmMapState[K, UK, UV]) Contains(uk UK) bool {
 }
 
 func (s *lsmMapState[K, UK, UV]) All(f func(UK, UV) bool) {
-	p := slices.Clone(s.b.stateKey(s.sid))
-	it, err := s.b.kv.NewIter(p, prefixEnd(p))
-	must(err)
-	defer it.Close()
+	b := s.b
+	if b.err != nil {
+		return
+	}
+	p := slices.Clone(b.stateKey(s.sid))
+	it, err := b.kv.NewIter(p, prefixEnd(p))
+	if b.fail(err) {
+		return
+	}
+	defer func() { b.fail(it.Close()) }()
 	for ok := it.First(); ok; ok = it.Next() {
 		uk, _, err := s.ukSer.Decode(it.Key()[len(p):])
-		must(err)
+		if b.fail(err) {
+			return
+		}
 		uv, _, err := s.uvSer.Decode(it.Value())
-		must(err)
+		if b.fail(err) {
+			return
+		}
 		if !f(uk, uv) {
 			return
 		}
 	}
-	must(it.Error())
+	b.fail(it.Error())
 }
 
 func (s *lsmMapState[K, UK, UV]) Len() int {
 	p := slices.Clone(s.b.stateKey(s.sid))
-	it, err := s.b.kv.NewIter(p, prefixEnd(p))
-	must(err)
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
-	}
-	must(errors.Join(it.Error(), it.Close()))
-	return n
+	return s.b.count(p, prefixEnd(p))
 }
 
 func (s *lsmMapState[K, UK, UV]) Clear() {
+	if s.b.err != nil {
+		return
+	}
 	p := s.b.stateKey(s.sid)
-	must(s.b.kv.DeleteRange(p, prefixEnd(p)))
+	s.b.fail(s.b.kv.DeleteRange(p, prefixEnd(p)))
 }
 
 // encode: each entry is key, uvarint n, n × (user key, user value); the
@@ -1077,13 +1140,15 @@ func (t *lsmTimers[K]) Register(ts int64) {
 	if t.exists(k) {
 		return
 	}
-	must(t.b.kv.Set(k, nil))
+	if t.b.err != nil || t.b.fail(t.b.kv.Set(k, nil)) {
+		return
+	}
 	if !t.requeue {
 		heap.Push(&t.q, queued[K]{timer[K]{t.b.currentKey, ts}, t.b.kg})
 	}
 }
 
-func (t *lsmTimers[K]) Delete(ts int64) { must(t.b.kv.Delete(t.timerKey(ts))) }
+func (t *lsmTimers[K]) Delete(ts int64) { t.b.del(t.timerKey(ts)) }
 
 // queuedKey returns the store key of a queued timer.
 func (t *lsmTimers[K]) queuedKey(q queued[K]) []byte {
@@ -1113,18 +1178,24 @@ func (t *lsmTimers[K]) rebuildQueue() {
 	for kg := t.b.kgRange.Start; kg <= t.b.kgRange.End; kg++ {
 		p := kgPrefix(nil, t.sid, kg)
 		it, err := t.b.kv.NewIter(p, prefixEnd(p))
-		must(err)
+		if t.b.fail(err) {
+			break
+		}
 		for ok := it.First(); ok; ok = it.Next() {
 			kk := it.Key()[4:]
 			if len(kk) < 8 {
 				continue
 			}
-			key, _, err := t.b.keySer.Decode(kk[:len(kk)-8])
-			must(err)
+			key, _, derr := t.b.keySer.Decode(kk[:len(kk)-8])
+			if err = derr; err != nil {
+				break
+			}
 			ts := int64(binary.BigEndian.Uint64(kk[len(kk)-8:]) ^ (1 << 63))
 			t.q = append(t.q, queued[K]{timer[K]{key, ts}, kg})
 		}
-		must(errors.Join(it.Error(), it.Close()))
+		if t.b.fail(errors.Join(err, it.Error(), it.Close())) {
+			break
+		}
 	}
 	heap.Init(&t.q)
 }
@@ -1133,10 +1204,13 @@ func (t *lsmTimers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
 	for {
 		ts, ok := t.Next()
 		if !ok || ts > upTo {
-			return nil
+			return t.b.err // a failed store finds no timers: that is no end
 		}
 		q := heap.Pop(&t.q).(queued[K])
-		must(t.b.kv.Delete(t.queuedKey(q)))
+		if err := t.b.kv.Delete(t.queuedKey(q)); err != nil {
+			t.b.fail(err)
+			return t.b.err
+		}
 		t.b.SetCurrentKeyAndGroup(q.key, q.kg)
 		if err := fire(q.ts); err != nil {
 			return err
@@ -1147,13 +1221,32 @@ func (t *lsmTimers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
 // Len counts the live timers (a scan of the store).
 func (t *lsmTimers[K]) Len() int {
 	lo := binary.BigEndian.AppendUint16(nil, t.sid)
-	it, err := t.b.kv.NewIter(lo, prefixEnd(lo))
-	must(err)
+	return t.b.count(lo, prefixEnd(lo))
+}
+
+// del deletes key, unless the store has failed.
+func (b *LSMBackend[K]) del(key []byte) {
+	if b.err == nil {
+		b.fail(b.kv.Delete(key))
+	}
+}
+
+// count counts the store's keys in [lo, hi): 0 once the store has failed.
+func (b *LSMBackend[K]) count(lo, hi []byte) int {
+	if b.err != nil {
+		return 0
+	}
+	it, err := b.kv.NewIter(lo, hi)
+	if b.fail(err) {
+		return 0
+	}
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		n++
 	}
-	must(errors.Join(it.Error(), it.Close()))
+	if b.fail(errors.Join(it.Error(), it.Close())) {
+		return 0
+	}
 	return n
 }
 

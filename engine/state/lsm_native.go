@@ -205,8 +205,8 @@ func (n *NativeSnapshot) Shared(name string) (savepoint.NativeFile, bool) {
 }
 
 // EncodeKeyGroup is not available: a native snapshot is files.
-func (n *NativeSnapshot) EncodeKeyGroup([]byte, int) []byte {
-	panic("state: a native snapshot has no canonical blocks")
+func (n *NativeSnapshot) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
+	return dst, errors.New("state: a native snapshot has no canonical blocks")
 }
 
 // Release removes the local files (once written).

@@ -126,8 +126,9 @@ func (s *KeyedSnapshot) Release() {
 //
 // States with no entries in the key group are left out. Strings are
 // uvarint-length-prefixed UTF-8. It panics if the key group was released
-// (encoded already); Release must not run while it does.
-func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
+// (encoded already): that is a bug of the caller; Release must not run
+// while it does. Memory does not fail, so the error is always nil.
+func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 	kgi := kg - s.kgRange.Start
 	s.mu.Lock()
 	if kgi < 0 || kgi >= len(s.released) || s.released[kgi] {
@@ -175,7 +176,7 @@ func (s *KeyedSnapshot) EncodeKeyGroup(dst []byte, kg int) []byte {
 	}
 	dst = putStateCount(dst, start, n)
 	s.ReleaseKeyGroup(kg)
-	return dst
+	return dst, nil
 }
 
 // putStateCount writes a key-group block's number of states, n, into the

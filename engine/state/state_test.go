@@ -165,7 +165,7 @@ func snapshotBytes(s *KeyedSnapshot) map[int][]byte {
 	out := map[int][]byte{}
 	r := s.KeyGroupRange()
 	for kg := r.Start; kg <= r.End; kg++ {
-		out[kg] = s.EncodeKeyGroup(nil, kg)
+		out[kg] = encodeKG(s, nil, kg)
 	}
 	s.Release()
 	return out

@@ -160,7 +160,7 @@ func TestOrderedEncodeOfTwoSnapshotsAtOnce(t *testing.T) {
 		for s := range snaps {
 			wg.Go(func() {
 				for kg := range maxP {
-					got[s][kg] = snaps[s].EncodeKeyGroup(nil, kg)
+					got[s][kg] = encodeKG(snaps[s], nil, kg)
 				}
 				snaps[s].Release()
 			})
@@ -178,7 +178,7 @@ func TestOrderedEncodeOfTwoSnapshotsAtOnce(t *testing.T) {
 		}
 		want := fresh.Snapshot()
 		for kg := range maxP {
-			if w := want.EncodeKeyGroup(nil, kg); !bytes.Equal(got[0][kg], w) {
+			if w := encodeKG(want, nil, kg); !bytes.Equal(got[0][kg], w) {
 				t.Fatalf("round %d, key group %d: encodes as\n%x\nwant\n%x", round, kg, got[0][kg], w)
 			}
 		}

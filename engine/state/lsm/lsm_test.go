@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -97,7 +98,7 @@ func encodeSnapshot(s state.Snapshot) []state.KeyGroupBlock {
 	r := s.KeyGroupRange()
 	out := make([]state.KeyGroupBlock, 0, r.Len())
 	for kg := r.Start; kg <= r.End; kg++ {
-		out = append(out, state.KeyGroupBlock{KeyGroup: kg, Block: s.EncodeKeyGroup(nil, kg)})
+		out = append(out, state.KeyGroupBlock{KeyGroup: kg, Block: encodeKG(s, nil, kg)})
 	}
 	return out
 }
@@ -548,8 +549,8 @@ func (m *machine) encode(sp *snapPair, kg int) {
 	}
 	sp.encoded[kg] = true
 	prefix := []byte("xyz")[:rapid.IntRange(0, 3).Draw(t, "prefix")]
-	hb := sp.h.EncodeKeyGroup(slices.Clone(prefix), kg)
-	lb := sp.l.EncodeKeyGroup(slices.Clone(prefix), kg)
+	hb := encodeKG(sp.h, slices.Clone(prefix), kg)
+	lb := encodeKG(sp.l, slices.Clone(prefix), kg)
 	if !bytes.HasPrefix(hb, prefix) || !bytes.HasPrefix(lb, prefix) {
 		t.Fatalf("snapshot %d, key group %d: EncodeKeyGroup lost dst's prefix %q: %q, %q", sp.id, kg, prefix, hb, lb)
 	}
@@ -1247,5 +1248,77 @@ func TestPrefetchKeyWarmsWhatIsRead(t *testing.T) {
 	}
 	if n == 0 || n == 200 {
 		t.Fatalf("%d of 200 keys in %v: the test needs keys in and out of the range", n, r)
+	}
+}
+
+// encodeKG encodes a key group of a snapshot whose store cannot fail here;
+// a failure panics, which fails the test.
+func encodeKG(s state.Snapshot, dst []byte, kg int) []byte {
+	b, err := s.EncodeKeyGroup(dst, kg)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// failingStore is an LSM store whose reads and writes fail once failing
+// is set (a corrupt block, a full disk).
+type failingStore struct {
+	*lsm.Store
+	failing bool
+}
+
+var errStore = errors.New("pebble: corrupt block 000012.sst")
+
+func (f *failingStore) Get(key, dst []byte) ([]byte, bool, error) {
+	if f.failing {
+		return dst, false, errStore
+	}
+	return f.Store.Get(key, dst)
+}
+
+func (f *failingStore) Set(key, value []byte) error {
+	if f.failing {
+		return errStore
+	}
+	return f.Store.Set(key, value)
+}
+
+// TestStoreFailureIsAnError: a state accessor whose store fails neither
+// panics nor pretends: the backend's Err returns a state.Failure wrapping
+// the store's error (the task fails with it), the read returns nothing,
+// and no later write reaches the store.
+func TestStoreFailureIsAnError(t *testing.T) {
+	st, err := lsm.Open(lsm.Options{Dir: filepath.Join(t.TempDir(), "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &failingStore{Store: st}
+	b := state.NewLSMBackend[string](fs, keySer, maxPar, fullRange)
+	defer b.Dispose()
+	v, err := state.GetValueState[int64](b, valueName, state.SerializerFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetCurrentKey("a")
+	v.Update(1)
+	if b.Err() != nil {
+		t.Fatalf("Err before any failure: %v", b.Err())
+	}
+	fs.failing = true
+	if got, ok := v.Value(); ok || got != 0 {
+		t.Errorf("a failed read returned %d, %v", got, ok)
+	}
+	var f *state.Failure
+	if err := b.Err(); !errors.As(err, &f) || !errors.Is(err, errStore) {
+		t.Fatalf("Err = %v; want a state.Failure wrapping %v", err, errStore)
+	}
+	fs.failing = false
+	v.Update(2) // after the failure: not written
+	if got, ok := v.Value(); ok || got != 0 {
+		t.Errorf("after the failure, Value = %d, %v: the backend went on", got, ok)
+	}
+	if b.Err() == nil || !strings.Contains(b.Err().Error(), "state backend: pebble: corrupt block 000012.sst") {
+		t.Errorf("Err = %v", b.Err())
 	}
 }
