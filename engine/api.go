@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
 )
 
@@ -90,7 +91,7 @@ type DataStream[T any] struct {
 	// part is how records go to the next operator connected to this
 	// stream: forward (chained when it can be) unless Rebalance or Shuffle
 	// said otherwise. Flink keeps it in a virtual partition node.
-	part partitionKind
+	part network.ShipStrategy
 }
 
 // UID sets the operator's uid, the name its state has in snapshots. Set it
@@ -178,14 +179,14 @@ func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
 // Rebalance distributes records round-robin over the next operator's
 // subtasks.
 func (s DataStream[T]) Rebalance() DataStream[T] {
-	s.part = partitionRebalance
+	s.part = network.ShipRebalance
 	return s
 }
 
 // Shuffle distributes records over the next operator's subtasks at random
 // (uniformly).
 func (s DataStream[T]) Shuffle() DataStream[T] {
-	s.part = partitionShuffle
+	s.part = network.ShipShuffle
 	return s
 }
 
@@ -195,7 +196,7 @@ func (s DataStream[T]) Shuffle() DataStream[T] {
 // In-flight records of an unaligned checkpoint on a broadcast exchange
 // restore only at the receiving operator's parallelism.
 func (s DataStream[T]) Broadcast() DataStream[T] {
-	s.part = partitionBroadcast
+	s.part = network.ShipBroadcast
 	return s
 }
 
@@ -283,7 +284,7 @@ func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn KeyedProcess
 	n.keyed, n.stateful = true, true
 	keySer := ks.keySer
 	keyFn := ks.key
-	env.connect(ks.s.n, n, partitionHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
+	env.connect(ks.s.n, n, network.ShipHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
 	n.build = func(rt *buildContext, out any) (any, operator) {
 		op := newKeyedProcessOperator(rt, fn, keyFn, keySer, out.(Collector[OUT]))
 		return Collector[T](op), op

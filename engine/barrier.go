@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/gflink/gflink/engine/internal/network"
+
 // aligner decides, for a task with several input channels, when a
 // checkpoint barrier has arrived on every channel and the task may
 // snapshot. It is pure bookkeeping; the task loop acts on its answers.
@@ -23,7 +25,7 @@ type aligner struct {
 	lastDone    int64 // barriers up to here are done or aborted: stale
 
 	// EXACTLY_ONCE
-	current    barrier // being aligned; id 0: none
+	current    network.Barrier // being aligned; id 0: none
 	blockedCh  []bool
 	numBlocked int
 	epoch      int // changes whenever channels are blocked or released
@@ -40,7 +42,7 @@ type aligner struct {
 }
 
 type seenBarrier struct {
-	b  barrier
+	b  network.Barrier
 	ch []bool
 }
 
@@ -51,8 +53,8 @@ func newAligner(numChannels int, exactlyOnce bool) *aligner {
 
 // alignResult is what the task must do after an event.
 type alignResult struct {
-	snapshot *barrier // take this checkpoint now
-	aborted  int64    // this checkpoint's alignment was given up
+	snapshot *network.Barrier // take this checkpoint now
+	aborted  int64            // this checkpoint's alignment was given up
 }
 
 func (a *aligner) blocked(ch int32) bool { return a.numBlocked > 0 && a.blockedCh[ch] }
@@ -69,11 +71,11 @@ func (a *aligner) releaseAll() {
 	a.epoch++
 }
 
-func (a *aligner) onBarrier(ch int32, b barrier) alignResult {
-	if b.id <= a.lastDone || a.abortedAhead[b.id] {
+func (a *aligner) onBarrier(ch int32, b network.Barrier) alignResult {
+	if b.ID <= a.lastDone || a.abortedAhead[b.ID] {
 		return alignResult{} // a late barrier of a checkpoint already done or given up
 	}
-	if a.exactlyOnce && a.current.id != 0 && b.id < a.current.id {
+	if a.exactlyOnce && a.current.ID != 0 && b.ID < a.current.ID {
 		// An older checkpoint's barrier while a newer one aligns: that
 		// checkpoint was given up here; its barrier must neither block the
 		// channel nor count towards the newer alignment (the channel's
@@ -81,22 +83,22 @@ func (a *aligner) onBarrier(ch int32, b barrier) alignResult {
 		return alignResult{}
 	}
 	if !a.exactlyOnce {
-		s := a.seen[b.id]
+		s := a.seen[b.ID]
 		if s == nil {
 			s = &seenBarrier{b: b, ch: make([]bool, a.n)}
-			a.seen[b.id] = s
+			a.seen[b.ID] = s
 		}
 		s.ch[ch] = true
 		return a.checkAtLeastOnce()
 	}
 	var res alignResult
-	if a.current.id != 0 && b.id > a.current.id {
-		res.aborted = a.current.id
-		a.lastDone = a.current.id
-		a.current = barrier{}
+	if a.current.ID != 0 && b.ID > a.current.ID {
+		res.aborted = a.current.ID
+		a.lastDone = a.current.ID
+		a.current = network.Barrier{}
 		a.releaseAll()
 	}
-	if a.current.id == 0 {
+	if a.current.ID == 0 {
 		a.current = b
 	}
 	if !a.blockedCh[ch] {
@@ -110,15 +112,15 @@ func (a *aligner) onBarrier(ch int32, b barrier) alignResult {
 	return res
 }
 
-func (a *aligner) checkExactlyOnce() *barrier {
+func (a *aligner) checkExactlyOnce() *network.Barrier {
 	// Counting, not scanning: a task of a p×p exchange has p channels, and
 	// this runs for each barrier that arrives.
-	if a.current.id == 0 || a.numBlocked+a.numFinished < a.n {
+	if a.current.ID == 0 || a.numBlocked+a.numFinished < a.n {
 		return nil
 	}
 	b := a.current
-	a.lastDone = b.id
-	a.current = barrier{}
+	a.lastDone = b.ID
+	a.current = network.Barrier{}
 	a.releaseAll()
 	return &b
 }
@@ -126,7 +128,7 @@ func (a *aligner) checkExactlyOnce() *barrier {
 func (a *aligner) checkAtLeastOnce() alignResult {
 	// The oldest checkpoint seen on every live channel is due; older ones
 	// that can no longer complete are dropped.
-	var due *barrier
+	var due *network.Barrier
 	for id, s := range a.seen {
 		complete := true
 		for i := 0; i < a.n; i++ {
@@ -135,7 +137,7 @@ func (a *aligner) checkAtLeastOnce() alignResult {
 				break
 			}
 		}
-		if complete && (due == nil || id > due.id) {
+		if complete && (due == nil || id > due.ID) {
 			b := s.b
 			due = &b
 		}
@@ -144,11 +146,11 @@ func (a *aligner) checkAtLeastOnce() alignResult {
 		return alignResult{}
 	}
 	for id := range a.seen {
-		if id <= due.id {
+		if id <= due.ID {
 			delete(a.seen, id)
 		}
 	}
-	a.lastDone = due.id
+	a.lastDone = due.ID
 	return alignResult{snapshot: due}
 }
 
@@ -181,13 +183,13 @@ func (a *aligner) abort(id int64) bool {
 	if id <= a.lastDone {
 		return false
 	}
-	if a.current.id == id {
+	if a.current.ID == id {
 		a.lastDone = id
-		a.current = barrier{}
+		a.current = network.Barrier{}
 		a.releaseAll()
 		return true
 	}
-	if a.current.id == 0 || id > a.current.id {
+	if a.current.ID == 0 || id > a.current.ID {
 		// Not seen here yet (or newer than the alignment in progress, which
 		// goes on): remember it, so that its barrier is ignored.
 		if a.abortedAhead == nil {
@@ -211,27 +213,27 @@ func (a *aligner) direct(id int64) bool {
 // startDirect begins checkpoint b at a task triggered directly while its
 // input is open: every task it reads from has finished, so no barrier of b
 // will come, and each channel counts as aligned when it ends.
-func (a *aligner) startDirect(b barrier) alignResult {
-	if b.id <= a.lastDone || a.abortedAhead[b.id] {
+func (a *aligner) startDirect(b network.Barrier) alignResult {
+	if b.ID <= a.lastDone || a.abortedAhead[b.ID] {
 		return alignResult{}
 	}
-	a.directID = b.id
+	a.directID = b.ID
 	if !a.exactlyOnce {
-		if a.seen[b.id] == nil {
-			a.seen[b.id] = &seenBarrier{b: b, ch: make([]bool, a.n)}
+		if a.seen[b.ID] == nil {
+			a.seen[b.ID] = &seenBarrier{b: b, ch: make([]bool, a.n)}
 		}
 		return a.checkAtLeastOnce()
 	}
 	var res alignResult
 	switch {
-	case a.current.id == 0:
+	case a.current.ID == 0:
 		a.current = b
-	case b.id > a.current.id:
-		res.aborted = a.current.id
-		a.lastDone = a.current.id
+	case b.ID > a.current.ID:
+		res.aborted = a.current.ID
+		a.lastDone = a.current.ID
 		a.current = b
 		a.releaseAll()
-	case b.id < a.current.id:
+	case b.ID < a.current.ID:
 		return alignResult{} // older than the alignment in progress
 	}
 	if s := a.checkExactlyOnce(); s != nil {

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/engine/internal/network"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func b(id int64) barrier { return barrier{id: id} }
+func b(id int64) network.Barrier { return network.Barrier{ID: id} }
 
 func TestAlignerExactlyOnceBlocksUntilAllChannels(t *testing.T) {
 	a := newAligner(3, true)
@@ -25,7 +26,7 @@ func TestAlignerExactlyOnceBlocksUntilAllChannels(t *testing.T) {
 		t.Fatal("channel 2 must be blocked")
 	}
 	res := a.onBarrier(1, b(1))
-	if res.snapshot == nil || res.snapshot.id != 1 {
+	if res.snapshot == nil || res.snapshot.ID != 1 {
 		t.Fatalf("no snapshot after the last barrier: %+v", res)
 	}
 	for ch := int32(0); ch < 3; ch++ {
@@ -52,7 +53,7 @@ func TestAlignerNewerBarrierAbortsOlder(t *testing.T) {
 	if res := a.onBarrier(1, b(1)); res.snapshot != nil {
 		t.Fatal("the aborted checkpoint must not complete")
 	}
-	if res := a.onBarrier(0, b(2)); res.snapshot == nil || res.snapshot.id != 2 {
+	if res := a.onBarrier(0, b(2)); res.snapshot == nil || res.snapshot.ID != 2 {
 		t.Fatal("checkpoint 2 must complete")
 	}
 }
@@ -61,7 +62,7 @@ func TestAlignerEndedChannelCountsAsAligned(t *testing.T) {
 	a := newAligner(2, true)
 	a.onBarrier(0, b(1))
 	res := a.onEndOfPartition(1)
-	if res.snapshot == nil || res.snapshot.id != 1 {
+	if res.snapshot == nil || res.snapshot.ID != 1 {
 		t.Fatal("the end of the other channel must complete the alignment")
 	}
 	if a.allFinished() {
@@ -105,7 +106,7 @@ func TestAlignerAtLeastOnceNeverBlocks(t *testing.T) {
 	a.onBarrier(0, b(2))
 	a.onBarrier(0, b(3))
 	a.onBarrier(1, b(3))
-	if res := a.onBarrier(2, b(3)); res.snapshot == nil || res.snapshot.id != 3 {
+	if res := a.onBarrier(2, b(3)); res.snapshot == nil || res.snapshot.ID != 3 {
 		t.Fatalf("checkpoint 3: %+v", res)
 	}
 	if res := a.onBarrier(1, b(2)); res.snapshot != nil {
@@ -118,55 +119,55 @@ func TestAlignerAtLeastOnceNeverBlocks(t *testing.T) {
 // what it emits beyond them it holds back itself (overdraft), never in the
 // receiver, and the receiver's recycling lets it send them.
 func TestAlignmentHoldsBackTheSender(t *testing.T) {
-	g := newInputGate[int](2, defaultBuffersPerChannel, newMailbox())
-	c0 := g.addChannel()
-	g.addChannel()
-	w := newTestWriter(t, []any{c0}, partitionForward, 2)
+	g := network.NewInputGate[int](2, network.DefaultBuffersPerChannel, network.NewMailbox())
+	c0 := g.AddChannel()
+	g.AddChannel()
+	w := newTestWriter(t, []any{c0}, network.ShipForward, 2)
 	a := newAligner(2, true)
-	w.broadcastEvent(&event{kind: evBarrier, barrier: b(1)})
-	first := <-g.in
-	a.onBarrier(first.ch, first.ev.barrier)
-	if !a.blocked(first.ch) {
+	w.BroadcastEvent(&network.Event{Kind: network.EventBarrier, Barrier: b(1)})
+	first := <-g.In
+	a.onBarrier(first.Ch, first.Ev.Barrier)
+	if !a.blocked(first.Ch) {
 		t.Fatal("channel 0 must be blocked")
 	}
-	var stash []netBatch[int]
+	var stash []network.Batch[int]
 	stash = append(stash, first) // held back with its buffer
 	// The sender fills the remaining buffers of channel 0, and two more.
-	for i := 0; i < (defaultBuffersPerChannel+1)*2; i++ {
+	for i := 0; i < (network.DefaultBuffersPerChannel+1)*2; i++ {
 		w.Collect(i)
 	}
-	for len(g.in) > 0 {
-		stash = append(stash, <-g.in)
+	for len(g.In) > 0 {
+		stash = append(stash, <-g.In)
 	}
-	if len(stash) != defaultBuffersPerChannel {
-		t.Fatalf("the receiver holds %d batches; want %d", len(stash), defaultBuffersPerChannel)
+	if len(stash) != network.DefaultBuffersPerChannel {
+		t.Fatalf("the receiver holds %d batches; want %d", len(stash), network.DefaultBuffersPerChannel)
 	}
-	if c0.credits != 0 || w.numPending != 2 || !w.drainPending() {
-		t.Fatalf("the sender has %d credits and holds %d batches back; want 0 and 2", c0.credits, w.numPending)
+	if c0.Credits != 0 || w.NumPending != 2 || !w.DrainPending() {
+		t.Fatalf("the sender has %d credits and holds %d batches back; want 0 and 2", c0.Credits, w.NumPending)
 	}
 	// Releasing the held-back batches gives the buffers back, and the
 	// sender sends what it held back.
 	for _, s := range stash {
-		g.recycle(s)
+		g.Recycle(s)
 	}
-	if w.drainPending() || len(g.in) != 2 {
-		t.Fatalf("after recycling: %d held back, %d sent", w.numPending, len(g.in))
+	if w.DrainPending() || len(g.In) != 2 {
+		t.Fatalf("after recycling: %d held back, %d sent", w.NumPending, len(g.In))
 	}
-	for len(g.in) > 0 {
-		g.recycle(<-g.in)
+	for len(g.In) > 0 {
+		g.Recycle(<-g.In)
 	}
-	if c0.credits != defaultBuffersPerChannel {
-		t.Fatalf("%d credits returned", c0.credits)
+	if c0.Credits != network.DefaultBuffersPerChannel {
+		t.Fatalf("%d credits returned", c0.Credits)
 	}
 }
 
 // newTestWriter makes a writer of a task that exists only for it.
-func newTestWriter(t *testing.T, targets []any, part partitionKind, batch int) *recordWriter[int] {
+func newTestWriter(t *testing.T, targets []any, part network.ShipStrategy, batch int) *network.RecordWriter[int] {
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
-	tk := &task{done: done, mail: newMailbox(), wake: make(chan struct{}, 1)}
+	tk := &task{done: done, mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
 	_, ow := typeOpsFor[int]{}.newWriter(targets, part, nil, 128, batch, 0, tk)
-	return ow.(*recordWriter[int])
+	return ow.(*network.RecordWriter[int])
 }
 
 // An older checkpoint's barrier arriving while a newer one aligns must be
@@ -177,12 +178,12 @@ func TestAlignerIgnoresOlderBarrierDuringNewerAlignment(t *testing.T) {
 	a := newAligner(2, true)
 	a.onBarrier(0, b(6))
 	if res := a.onBarrier(1, b(5)); res.snapshot != nil {
-		t.Fatalf("checkpoint %d completed by barrier 5", res.snapshot.id)
+		t.Fatalf("checkpoint %d completed by barrier 5", res.snapshot.ID)
 	}
 	if a.blocked(1) {
 		t.Fatal("a stale barrier blocked its channel")
 	}
-	if res := a.onBarrier(1, b(6)); res.snapshot == nil || res.snapshot.id != 6 {
+	if res := a.onBarrier(1, b(6)); res.snapshot == nil || res.snapshot.ID != 6 {
 		t.Fatal("checkpoint 6 must complete when its own barrier arrives")
 	}
 }
@@ -194,7 +195,7 @@ func TestAlignerAbortOfNewerKeepsOlderAlignment(t *testing.T) {
 	a := newAligner(2, true)
 	a.onBarrier(0, b(6))
 	a.abort(7)
-	if res := a.onBarrier(1, b(6)); res.snapshot == nil || res.snapshot.id != 6 {
+	if res := a.onBarrier(1, b(6)); res.snapshot == nil || res.snapshot.ID != 6 {
 		t.Fatal("checkpoint 6 must still complete")
 	}
 	if res := a.onBarrier(0, b(7)); res.snapshot != nil || a.blocked(0) {
@@ -208,31 +209,31 @@ func TestAlignerAbortOfNewerKeepsOlderAlignment(t *testing.T) {
 // take 4.4 GB (issue 8).
 func TestEventOnIdleChannelAllocatesNoBatch(t *testing.T) {
 	const n = 8
-	g := newInputGate[int](n, defaultBuffersPerChannel, newMailbox())
+	g := network.NewInputGate[int](n, network.DefaultBuffersPerChannel, network.NewMailbox())
 	var targets []any
 	for range n {
-		targets = append(targets, g.addChannel())
+		targets = append(targets, g.AddChannel())
 	}
-	w := newTestWriter(t, targets, partitionRebalance, defaultBatchSize)
+	w := newTestWriter(t, targets, network.ShipRebalance, network.DefaultBatchSize)
 	w.Collect(7) // one channel carries a record
-	w.broadcastEvent(&event{kind: evBarrier, barrier: b(1)})
+	w.BroadcastEvent(&network.Event{Kind: network.EventBarrier, Barrier: b(1)})
 	withBuffer := 0
 	for range n {
-		nb := <-g.in
-		if cap(nb.recs) > 0 {
+		nb := <-g.In
+		if cap(nb.Recs) > 0 {
 			withBuffer++
 		}
-		if nb.ev == nil {
+		if nb.Ev == nil {
 			t.Fatal("every channel must carry the barrier")
 		}
-		g.recycle(nb)
+		g.Recycle(nb)
 	}
 	if withBuffer != 1 {
 		t.Fatalf("%d of %d channels got a batch for the barrier; want only the one with a record", withBuffer, n)
 	}
-	for i, c := range g.channels {
-		if c.credits != defaultBuffersPerChannel {
-			t.Fatalf("channel %d has %d credits after the barrier was processed; want %d", i, c.credits, defaultBuffersPerChannel)
+	for i, c := range g.Channels {
+		if c.Credits != network.DefaultBuffersPerChannel {
+			t.Fatalf("channel %d has %d credits after the barrier was processed; want %d", i, c.Credits, network.DefaultBuffersPerChannel)
 		}
 	}
 }
@@ -242,30 +243,30 @@ func TestEventOnIdleChannelAllocatesNoBatch(t *testing.T) {
 // of the record, so that a record exploding into many cannot grow them
 // without bound.
 func TestSenderWaitsForCredit(t *testing.T) {
-	g := newInputGate[int](1, 1, newMailbox())
-	w := newTestWriter(t, []any{g.addChannel()}, partitionForward, 1)
+	g := network.NewInputGate[int](1, 1, network.NewMailbox())
+	w := newTestWriter(t, []any{g.AddChannel()}, network.ShipForward, 1)
 	w.Collect(1) // batch size 1: sent at once, the only credit is gone
 	w.Collect(2) // held back
-	if w.numPending != 1 || len(g.in) != 1 {
-		t.Fatalf("%d held back, %d sent", w.numPending, len(g.in))
+	if w.NumPending != 1 || len(g.In) != 1 {
+		t.Fatalf("%d held back, %d sent", w.NumPending, len(g.In))
 	}
 	sent := make(chan struct{})
 	go func() {
-		for i := range maxOverdraft {
+		for i := range network.MaxOverdraft {
 			w.Collect(3 + i) // the last one waits
 		}
 		close(sent)
 	}()
-	first := <-g.in
+	first := <-g.In
 	select {
 	case <-sent:
 		t.Fatal("the sender held back more than maxOverdraft batches")
 	default:
 	}
-	g.recycle(first)
+	g.Recycle(first)
 	<-sent
-	if second := <-g.in; len(second.recs) != 1 || second.recs[0] != 2 {
-		t.Fatalf("second batch %v; want the first held back", second.recs)
+	if second := <-g.In; len(second.Recs) != 1 || second.Recs[0] != 2 {
+		t.Fatalf("second batch %v; want the first held back", second.Recs)
 	}
 }
 
@@ -340,7 +341,7 @@ func TestAbortWhileTheAttemptIsCancelled(t *testing.T) {
 			svc: &taskServices{clock: time.Now}}
 		c := newChannelCapture(7, 2)
 		tk.captures = []*channelCapture{c}
-		tk.async <- asyncJob{b: barrier{id: 7}, channels: c}
+		tk.async <- asyncJob{b: network.Barrier{ID: 7}, channels: c}
 		close(tk.async)
 		go tk.asyncLoop()
 		close(done) // the attempt is cancelled...

@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gflink/gflink/engine/internal/network"
+)
 
 // channelBytes is what one channel between two subtasks costs before it
 // carries records: its credit state, the sender's slot for a batch and the
@@ -15,7 +19,7 @@ func (g *JobGraph) numChannels() int64 {
 	var n int64
 	for _, v := range g.vertices {
 		for _, in := range v.inputs {
-			if in.part == partitionForward {
+			if in.part == network.ShipForward {
 				n += int64(v.parallelism)
 			} else {
 				n += int64(in.from.parallelism) * int64(v.parallelism)

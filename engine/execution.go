@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
@@ -165,7 +166,7 @@ func (d *deployment) createTasks() {
 		}
 		numCh := 0
 		for _, in := range v.inputs {
-			if in.part == partitionForward {
+			if in.part == network.ShipForward {
 				numCh++
 			} else {
 				numCh += in.from.parallelism
@@ -174,7 +175,7 @@ func (d *deployment) createTasks() {
 		for i := 0; i < v.parallelism; i++ {
 			t := &task{id: checkpoint.TaskID(len(e.tasks)), svc: svc, v: v, subtask: i,
 				name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
-				mail: newMailbox(), done: e.done, exactlyOnce: exactlyOnce, waitFinal: waitFinal,
+				mail: network.NewMailbox(), done: e.done, exactlyOnce: exactlyOnce, waitFinal: waitFinal,
 				wake: make(chan struct{}, 1)}
 			for _, in := range v.inputs {
 				t.inPeers = append(t.inPeers, in.from.uid)
@@ -184,7 +185,7 @@ func (d *deployment) createTasks() {
 			}
 			if len(v.inputs) > 0 {
 				t.inOps = v.inputs[0].from.out
-				t.gate = t.inOps.newGate(numCh, buffersPerChannel(numCh), t.mail)
+				t.gate = t.inOps.newGate(numCh, network.BuffersPerChannel(numCh), t.mail)
 				t.numIn = numCh
 				t.al = newAligner(numCh, exactlyOnce)
 			}
@@ -204,7 +205,7 @@ func (d *deployment) connectChannels() {
 			per := make([][]any, up.parallelism)
 			for i, recv := range d.tasksOf[v] {
 				for j := range up.parallelism {
-					if in.part == partitionForward && i != j {
+					if in.part == network.ShipForward && i != j {
 						continue
 					}
 					per[j] = append(per[j], in.from.out.addChannel(recv.gate))
@@ -224,7 +225,7 @@ func (d *deployment) buildChains() {
 			var outs []any
 			for _, oe := range v.outputs {
 				c, w := oe.from.out.newWriter(d.targets[oe][i], oe.part, oe.hash, d.e.maxPar[oe.to.uid],
-					defaultBatchSize, i, t)
+					network.DefaultBatchSize, i, t)
 				outs = append(outs, c)
 				t.writers = append(t.writers, w)
 			}
@@ -323,7 +324,7 @@ func (g *JobGraph) exchanges() []restore.Exchange {
 }
 
 func exchangeOf(v *vertex, in *edge, maxPar int) restore.Exchange {
-	return restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == partitionHash, Broadcast: in.part == partitionBroadcast,
+	return restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == network.ShipHash, Broadcast: in.part == network.ShipBroadcast,
 		Parallelism: v.parallelism, MaxParallelism: maxPar}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/spaolacci/murmur3"
 )
@@ -17,20 +18,6 @@ const (
 	kindOperator
 	kindSink
 )
-
-type partitionKind int
-
-const (
-	partitionForward partitionKind = iota
-	partitionHash
-	partitionRebalance
-	partitionShuffle
-	partitionBroadcast
-)
-
-func (p partitionKind) String() string {
-	return [...]string{"FORWARD", "HASH", "REBALANCE", "SHUFFLE", "BROADCAST"}[p]
-}
 
 // node is one transformation of the job: a source, an operator or a sink.
 type node struct {
@@ -56,7 +43,7 @@ type node struct {
 
 type edge struct {
 	from, to *node
-	part     partitionKind
+	part     network.ShipStrategy
 	hash     any // func(T) uint64 for hash partitioning
 }
 
@@ -66,7 +53,7 @@ func (env *Environment) newNode(kind nodeKind, name string, out typeOps) *node {
 	return n
 }
 
-func (env *Environment) connect(from, to *node, part partitionKind, hash any) {
+func (env *Environment) connect(from, to *node, part network.ShipStrategy, hash any) {
 	if from.kind == kindSink {
 		env.addError(fmt.Errorf("a sink has no output to connect to %q", to.name))
 	}
@@ -150,8 +137,8 @@ func (env *Environment) Build() (*JobGraph, error) {
 			return nil, fmt.Errorf("The parallelism %d of operator %q is higher than its max parallelism %d (pipeline.max-parallelism).", n.parallelism, displayName(n), n.maxParallelism)
 		}
 		for _, e := range n.in {
-			if e.part == partitionForward && e.from.parallelism != n.parallelism {
-				e.part = partitionRebalance
+			if e.part == network.ShipForward && e.from.parallelism != n.parallelism {
+				e.part = network.ShipRebalance
 			}
 		}
 	}
@@ -283,6 +270,6 @@ func chain(nodes []*node) []*vertex {
 }
 
 func chainable(e *edge) bool {
-	return e.part == partitionForward && len(e.from.outs) == 1 && len(e.to.in) == 1 &&
+	return e.part == network.ShipForward && len(e.from.outs) == 1 && len(e.to.in) == 1 &&
 		e.from.parallelism == e.to.parallelism
 }

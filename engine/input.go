@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/savepoint"
 )
@@ -17,9 +18,9 @@ import (
 // channel state.
 type inputQueue[T any] struct {
 	t     *task
-	g     *inputGate[T]
-	queue []netBatch[T]
-	stash []netBatch[T]
+	g     *network.InputGate[T]
+	queue []network.Batch[T]
+	stash []network.Batch[T]
 	// received is, per channel, the number of the last batch taken from
 	// the gate.
 	received []uint32
@@ -36,8 +37,8 @@ type inputQueue[T any] struct {
 
 // receive takes b from the gate: it is recorded by the unaligned
 // checkpoints whose channel state is open.
-func (q *inputQueue[T]) receive(b netBatch[T]) {
-	q.received[b.ch] = b.seq
+func (q *inputQueue[T]) receive(b network.Batch[T]) {
+	q.received[b.Ch] = b.Seq
 	for _, c := range q.t.captures {
 		offer(c, q.ser, &b)
 	}
@@ -51,7 +52,7 @@ func (q *inputQueue[T]) receive(b netBatch[T]) {
 func (q *inputQueue[T]) receiveAvailable() {
 	for {
 		select {
-		case b := <-q.g.in:
+		case b := <-q.g.In:
 			q.receive(b)
 			q.queue = append(q.queue, b)
 		default:
@@ -82,9 +83,9 @@ func (q *inputQueue[T]) startCapture(c *channelCapture) {
 // would skip the loop's mailbox check: a barrier arriving meanwhile would
 // cut a batch short and send it to the front, ahead of older ones.)
 func (q *inputQueue[T]) unstash() {
-	var released, kept []netBatch[T]
+	var released, kept []network.Batch[T]
 	for _, b := range q.stash {
-		if q.t.al.blocked(b.ch) {
+		if q.t.al.blocked(b.Ch) {
 			kept = append(kept, b)
 		} else {
 			released = append(released, b)
@@ -108,8 +109,8 @@ type unalignedInput interface {
 
 // runInput drives a task fed by an input gate: batches (restored in-flight
 // records first), mail and timers, until the input ends.
-func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
-	q := &inputQueue[T]{t: t, g: g, received: make([]uint32, len(g.channels)), ser: state.SerializerFor[T](), head: head}
+func runInput[T any](t *task, g *network.InputGate[T], head Collector[T]) error {
+	q := &inputQueue[T]{t: t, g: g, received: make([]uint32, len(g.Channels)), ser: state.SerializerFor[T](), head: head}
 	q.keyed, _ = head.(keyGroupCollector[T])
 	t.input = q
 	if len(t.inFlight) > 0 {
@@ -130,7 +131,7 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 			q.unstash()
 			epoch = t.al.epoch
 		}
-		if len(g.in) == 0 && len(q.queue) == 0 {
+		if len(g.In) == 0 && len(q.queue) == 0 {
 			t.onIdle()
 		}
 		t.armTimer()
@@ -143,7 +144,7 @@ func runInput[T any](t *task, g *inputGate[T], head Collector[T]) error {
 // mail or a due timer.
 func (q *inputQueue[T]) step() error {
 	t := q.t
-	if t.mail.priority.Load() {
+	if t.mail.Priority.Load() {
 		return t.handleMail()
 	}
 	if blocked, err := t.waitOutput(); blocked || err != nil {
@@ -156,25 +157,25 @@ func (q *inputQueue[T]) step() error {
 	}
 	if len(q.queue) > 0 {
 		b := q.queue[0]
-		q.queue[0] = netBatch[T]{}
+		q.queue[0] = network.Batch[T]{}
 		q.queue = q.queue[1:]
 		err := q.process(b)
 		t.maybeFlushOnTimeout()
 		return err
 	}
 	select {
-	case b := <-q.g.in:
+	case b := <-q.g.In:
 		q.receive(b)
 		err := q.process(b)
 		t.maybeFlushOnTimeout()
 		return err
-	case <-t.mail.notify:
+	case <-t.mail.Notify:
 		return t.handleMail()
 	case <-t.timerC:
 		t.timerC, t.timerAt = nil, 0
 		return t.fireTimers()
 	case <-t.done:
-		return errTaskCanceled
+		return network.ErrTaskCanceled
 	}
 }
 
@@ -192,7 +193,7 @@ func (q *inputQueue[T]) armAlignTimer() {
 	q.stopAlignTimer()
 	if id != 0 {
 		d := time.Duration(until-t.svc.clock().UnixMilli()) * time.Millisecond
-		q.alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: id}) })
+		q.alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.Put(network.Mail{Kind: network.MailAlignmentTimeout, ID: id}) })
 	}
 }
 
@@ -207,25 +208,25 @@ func (q *inputQueue[T]) stopAlignTimer() {
 // event to the task. A batch of a channel blocked for alignment is held
 // back; a batch cut short by a barrier waiting in the mailbox goes back to
 // the front of the queue with the rest.
-func (q *inputQueue[T]) process(b netBatch[T]) error {
-	if b.ch >= 0 && q.t.al.blocked(b.ch) {
+func (q *inputQueue[T]) process(b network.Batch[T]) error {
+	if b.Ch >= 0 && q.t.al.blocked(b.Ch) {
 		q.stash = append(q.stash, b) // held back for alignment
 		return nil
 	}
-	priority := &q.t.mail.priority
+	priority := &q.t.mail.Priority
 	i := q.collect(b, priority)
-	if i < len(b.recs) || b.ev != nil && priority.Load() {
+	if i < len(b.Recs) || b.Ev != nil && priority.Load() {
 		// Cut short, or an event that must wait for the barrier (the end
 		// of an input could complete an alignment the barrier turned
 		// unaligned).
-		b.off = i
-		q.queue = append(q.queue, netBatch[T]{})
+		b.Off = i
+		q.queue = append(q.queue, network.Batch[T]{})
 		copy(q.queue[1:], q.queue)
 		q.queue[0] = b
 		return nil
 	}
-	ev, ch := b.ev, b.ch
-	q.g.recycle(b)
+	ev, ch := b.Ev, b.Ch
+	q.g.Recycle(b)
 	if ev != nil {
 		return q.t.onEvent(ch, ev)
 	}
@@ -236,24 +237,24 @@ func (q *inputQueue[T]) process(b netBatch[T]) error {
 // barrier waits in the mailbox (priority), and returns where it stopped.
 // A keyed operator fed by a keyed exchange takes each record with its key
 // group and hash, and is told of the records prefetchAhead ahead.
-func (q *inputQueue[T]) collect(b netBatch[T], priority *atomic.Bool) int {
-	i := b.off
-	if keyed := q.keyed; b.kgs != nil && keyed != nil {
-		for j := i; j < min(i+prefetchAhead, len(b.kgs)); j++ {
-			keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
+func (q *inputQueue[T]) collect(b network.Batch[T], priority *atomic.Bool) int {
+	i := b.Off
+	if keyed := q.keyed; b.KGs != nil && keyed != nil {
+		for j := i; j < min(i+prefetchAhead, len(b.KGs)); j++ {
+			keyed.PrefetchKey(b.Recs[j], int(uint16(b.KGs[j])), uint32(b.KGs[j]>>32))
 		}
-		for ; i < len(b.recs) && !priority.Load(); i++ {
-			if j := i + prefetchAhead; j < len(b.kgs) {
-				keyed.PrefetchKey(b.recs[j], int(uint16(b.kgs[j])), uint32(b.kgs[j]>>32))
+		for ; i < len(b.Recs) && !priority.Load(); i++ {
+			if j := i + prefetchAhead; j < len(b.KGs) {
+				keyed.PrefetchKey(b.Recs[j], int(uint16(b.KGs[j])), uint32(b.KGs[j]>>32))
 			}
-			kh := b.kgs[i]
-			keyed.CollectInKeyGroup(b.recs[i], int(uint16(kh)), uint32(kh>>32))
+			kh := b.KGs[i]
+			keyed.CollectInKeyGroup(b.Recs[i], int(uint16(kh)), uint32(kh>>32))
 		}
 		return i
 	}
 	head := q.head
-	for ; i < len(b.recs) && !priority.Load(); i++ {
-		head.Collect(b.recs[i])
+	for ; i < len(b.Recs) && !priority.Load(); i++ {
+		head.Collect(b.Recs[i])
 	}
 	return i
 }
@@ -264,9 +265,9 @@ func (q *inputQueue[T]) collect(b netBatch[T], priority *atomic.Bool) int {
 func (t *task) waitOutput() (blocked bool, err error) {
 	pending, onQueue := false, false
 	for _, w := range t.writers {
-		if w.drainPending() {
+		if w.DrainPending() {
 			pending = true
-			onQueue = onQueue || w.pendingOnQueue()
+			onQueue = onQueue || w.PendingOnQueue()
 		}
 	}
 	var barrierDue int64
@@ -292,27 +293,27 @@ func (t *task) waitOutput() (blocked bool, err error) {
 	select {
 	case <-t.wake:
 	case <-poll:
-	case <-t.mail.notify:
+	case <-t.mail.Notify:
 		err = t.handleMail()
 	case <-t.done:
-		err = errTaskCanceled
+		err = network.ErrTaskCanceled
 	}
 	return true, err
 }
 
 // readInFlight decodes the in-flight records restored for this subtask
 // into batches, input edge by input edge in the order restore gives them.
-func readInFlight[T any](t *task, ser state.Serializer[T]) ([]netBatch[T], error) {
+func readInFlight[T any](t *task, ser state.Serializer[T]) ([]network.Batch[T], error) {
 	br := &savepoint.BlockReader{FS: t.svc.fs, Dir: t.inFlightDir}
 	defer br.Close()
-	var out []netBatch[T]
+	var out []network.Batch[T]
 	for _, p := range t.inFlight {
 		data, err := br.Read(p.Stream, p.Stream.Offset, p.Stream.Length)
 		if err != nil {
 			return nil, fmt.Errorf("restore in-flight records of %s: %w", t.name, err)
 		}
 		ch := int32(-1 - p.Edge)
-		var b netBatch[T]
+		var b network.Batch[T]
 		for len(data) > 0 {
 			var kh uint64
 			if p.Keyed {
@@ -331,22 +332,22 @@ func readInFlight[T any](t *task, ser state.Serializer[T]) ([]netBatch[T], error
 			if p.Keyed && !p.Owns(int(uint16(kh))) {
 				continue // re-routed to another subtask by the rescale
 			}
-			if b.recs == nil {
-				b = netBatch[T]{ch: ch, recs: make([]T, 0, defaultBatchSize)}
+			if b.Recs == nil {
+				b = network.Batch[T]{Ch: ch, Recs: make([]T, 0, network.DefaultBatchSize)}
 				if p.Keyed {
-					b.kgs = make([]uint64, 0, defaultBatchSize)
+					b.KGs = make([]uint64, 0, network.DefaultBatchSize)
 				}
 			}
-			b.recs = append(b.recs, r)
+			b.Recs = append(b.Recs, r)
 			if p.Keyed {
-				b.kgs = append(b.kgs, kh)
+				b.KGs = append(b.KGs, kh)
 			}
-			if len(b.recs) == defaultBatchSize {
+			if len(b.Recs) == network.DefaultBatchSize {
 				out = append(out, b)
-				b = netBatch[T]{}
+				b = network.Batch[T]{}
 			}
 		}
-		if len(b.recs) > 0 {
+		if len(b.Recs) > 0 {
 			out = append(out, b)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/restart"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -742,7 +743,7 @@ func (jm *jobMaster) apply(actions []checkpoint.Action) {
 		case checkpoint.EndInput:
 			if jm.exec != nil {
 				for _, t := range a.Tasks {
-					jm.exec.tasks[t].mail.put(mail{kind: mailDrain})
+					jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailDrain})
 				}
 			}
 		case checkpoint.RequestFailed:
@@ -781,12 +782,12 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 	if jm.exec == nil {
 		return
 	}
-	b := barrier{id: p.ID, timestamp: p.Triggered.UnixMilli(), typ: p.Type, loc: p.Location, unaligned: p.Unaligned}
-	if b.unaligned && jm.cpCfg.AlignedTimeout > 0 {
-		b.alignedUntil = b.timestamp + max(1, jm.cpCfg.AlignedTimeout.Milliseconds())
+	b := network.Barrier{ID: p.ID, Timestamp: p.Triggered.UnixMilli(), Type: p.Type, Location: p.Location, Unaligned: p.Unaligned}
+	if b.Unaligned && jm.cpCfg.AlignedTimeout > 0 {
+		b.AlignedUntil = b.Timestamp + max(1, jm.cpCfg.AlignedTimeout.Milliseconds())
 	}
 	for _, t := range a.Tasks {
-		jm.exec.tasks[t].mail.put(mail{kind: mailTrigger, b: b})
+		jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailTrigger, Barrier: b})
 	}
 }
 
@@ -847,7 +848,7 @@ func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
 	}
 	if jm.exec != nil {
 		for _, t := range a.Tasks {
-			jm.exec.tasks[t].mail.put(mail{kind: mailAbort, id: p.ID})
+			jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailAbort, ID: p.ID})
 		}
 	}
 	jm.mu.Lock()
@@ -920,7 +921,7 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	}
 	if notify {
 		for _, t := range a.Notify {
-			jm.exec.tasks[t].mail.put(mail{kind: mailComplete, id: a.Checkpoint.ID})
+			jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailComplete, ID: a.Checkpoint.ID})
 		}
 	}
 	if jm.exec != nil && !a.Checkpoint.Type.IsSavepoint() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
@@ -57,7 +58,7 @@ func TestFinalizeAfterFailoverInSameBatch(t *testing.T) {
 	jm.status = StatusRunning
 	now := time.Now()
 	jm.exec = &execution{jm: jm, clock: time.Now, maxPar: map[string]int{"src": 128, "sink": 128},
-		tasks: []*task{{id: 0, name: "t", mail: newMailbox(), v: g.vertices[0]}}}
+		tasks: []*task{{id: 0, name: "t", mail: network.NewMailbox(), v: g.vertices[0]}}}
 	jm.coord.Start(now, []checkpoint.TaskInfo{{ID: 0, Source: true}})
 	jm.apply(jm.coord.Tick(now.Add(10 * time.Millisecond)))
 	jm.apply(jm.coord.Tick(now.Add(20 * time.Millisecond)))

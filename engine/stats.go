@@ -232,7 +232,7 @@ func (st *statsTracker) snapshot() CheckpointingStats {
 	return s
 }
 
-// Checkpoint returns the statistics of one checkpoint, if known.
+// checkpoint returns the statistics of one checkpoint, if known.
 func (st *statsTracker) checkpoint(id int64) (CheckpointStats, bool) {
 	if c := st.entry(id); c != nil {
 		return *c, true

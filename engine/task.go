@@ -7,100 +7,22 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
 
-var errTaskCanceled = errors.New("task canceled")
-
 // bufferTimeout bounds how long a record may wait in a partly filled batch
 // while a task is busy (Flink's execution.buffer-timeout, 100 ms).
 const bufferTimeout = 100 * time.Millisecond
 
-type mailKind int
-
-const (
-	mailTrigger  mailKind = iota // take checkpoint b now (sources, ended tasks)
-	mailComplete                 // checkpoint id completed
-	mailAbort                    // checkpoint id aborted
-	mailDrain                    // stop --drain: end the input now
-	// mailUnalignedBarrier: an upstream task sent checkpoint b's barrier on
-	// channel ch ahead of its data, after its batch number seq.
-	mailUnalignedBarrier
-	// mailBarrierAnnounce: an upstream task sent checkpoint b's in-band
-	// barrier, which may turn unaligned (aligned-checkpoint timeout), on
-	// channel ch: the receiver's timeout starts even while the barrier
-	// waits in its queue (Flink's barrier announcement).
-	mailBarrierAnnounce
-	// mailAlignmentTimeout: the alignment of checkpoint id reached its
-	// aligned-checkpoint timeout.
-	mailAlignmentTimeout
-)
-
-type mail struct {
-	kind mailKind
-	b    barrier
-	id   int64
-	ch   int32
-	seq  uint32
-}
-
-// mailbox is a task's queue of control messages. It never blocks the
-// sender (the job master must not wait on a task stuck in backpressure);
-// it holds few messages, one per checkpoint event.
-type mailbox struct {
-	mu     sync.Mutex
-	q      []mail
-	notify chan struct{}
-	// priority is set while a checkpoint trigger or an unaligned barrier
-	// waits in q: the task stops processing its input batch at the next
-	// record, and its writers stop waiting for credits (priorityWake wakes
-	// them), so that the checkpoint does not wait behind backpressure.
-	priority     atomic.Bool
-	priorityWake chan struct{}
-}
-
-func newMailbox() *mailbox {
-	return &mailbox{notify: make(chan struct{}, 1), priorityWake: make(chan struct{}, 1)}
-}
-
-func (m *mailbox) put(x mail) {
-	m.mu.Lock()
-	m.q = append(m.q, x)
-	// An announcement is urgent too: a task busy with a long queue would
-	// see it only when the queue is empty, and its alignment timeout, which
-	// runs from it, would wait for the drain.
-	if x.kind == mailTrigger || x.kind == mailUnalignedBarrier || x.kind == mailAlignmentTimeout || x.kind == mailBarrierAnnounce {
-		m.priority.Store(true)
-		select {
-		case m.priorityWake <- struct{}{}:
-		default:
-		}
-	}
-	m.mu.Unlock()
-	select {
-	case m.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (m *mailbox) take() []mail {
-	m.mu.Lock()
-	q := m.q
-	m.q = nil
-	m.priority.Store(false)
-	m.mu.Unlock()
-	return q
-}
-
 // asyncJob is the asynchronous part of one snapshot.
 type asyncJob struct {
-	b         barrier
+	b         network.Barrier
 	unaligned bool // taken unaligned (else aligned, maybe turned unaligned at the output)
 	caps      []namedCapture
 	// alignment and sync are the aligned alignment's and the synchronous
@@ -187,8 +109,8 @@ type task struct {
 	name    string
 	ops     []operator
 	uids    []string
-	writers []outputWriter
-	mail    *mailbox
+	writers []network.OutputWriter
+	mail    *network.Mailbox
 	done    <-chan struct{}
 
 	source  sourceRunner // for source tasks
@@ -206,7 +128,7 @@ type task struct {
 	state lifecycle
 	// inputEnd is how the inputs that have ended so far ended; the
 	// strongest mode wins (a stop without drain on any input suspends).
-	inputEnd eopMode
+	inputEnd network.EOPMode
 	// snapshotAfterEOI is the first checkpoint taken after the input
 	// ended: once it completes, the task is lifeFinished.
 	snapshotAfterEOI int64
@@ -241,7 +163,7 @@ type task struct {
 	input         unalignedInput
 	lastUnaligned int64
 	// announced is the newest timeoutable barrier announced on an input.
-	announced barrier
+	announced network.Barrier
 	captures  []*channelCapture
 	chanInfo  []chanInfo
 	inPeers   []string
@@ -367,8 +289,8 @@ func protect(f func() error) (err error) {
 			case *userError:
 				err = e
 			case error:
-				if errors.Is(e, errTaskCanceled) {
-					err = errTaskCanceled
+				if errors.Is(e, network.ErrTaskCanceled) {
+					err = network.ErrTaskCanceled
 					return
 				}
 				err = fmt.Errorf("panic: %w\n%s", e, debug.Stack())
@@ -393,13 +315,13 @@ func (t *task) canceled() bool {
 func (t *task) runSource() error {
 	for t.inputOpen() {
 		select {
-		case <-t.mail.notify:
+		case <-t.mail.Notify:
 			if err := t.handleMail(); err != nil {
 				return err
 			}
 			continue
 		case <-t.done:
-			return errTaskCanceled
+			return network.ErrTaskCanceled
 		default:
 		}
 		if blocked, err := t.waitOutput(); err != nil {
@@ -418,12 +340,12 @@ func (t *task) runSource() error {
 			}
 			t.onIdle()
 			select {
-			case <-t.mail.notify:
+			case <-t.mail.Notify:
 				if err := t.handleMail(); err != nil {
 					return err
 				}
 			case <-t.done:
-				return errTaskCanceled
+				return network.ErrTaskCanceled
 			}
 			continue
 		}
@@ -443,18 +365,18 @@ func (t *task) runSource() error {
 			wait := time.NewTimer(max(t.source.nextPollTime(now).Sub(now), 0))
 			var err error
 			select {
-			case <-t.mail.notify:
+			case <-t.mail.Notify:
 				err = t.handleMail()
 			case <-wait.C:
 			case <-t.done:
-				err = errTaskCanceled
+				err = network.ErrTaskCanceled
 			}
 			wait.Stop()
 			if err != nil {
 				return err
 			}
 		case EndOfInput:
-			if err := t.endOfInput(eopEnd); err != nil {
+			if err := t.endOfInput(network.EOPEnd); err != nil {
 				return err
 			}
 		}
@@ -462,20 +384,20 @@ func (t *task) runSource() error {
 	return t.afterInput()
 }
 
-func (t *task) onEvent(ch int32, ev *event) error {
-	switch ev.kind {
-	case evBarrier:
-		if id := ev.barrier.id; id > t.alignID {
+func (t *task) onEvent(ch int32, ev *network.Event) error {
+	switch ev.Kind {
+	case network.EventBarrier:
+		if id := ev.Barrier.ID; id > t.alignID {
 			t.alignID, t.alignStart = id, t.svc.clock()
 		}
-		return t.onAlignment(t.al.onBarrier(ch, ev.barrier))
-	case evEndOfPartition:
-		t.inputEnd = max(t.inputEnd, ev.eop)
-		if ev.eop == eopDrain {
+		return t.onAlignment(t.al.onBarrier(ch, ev.Barrier))
+	case network.EventEndOfPartition:
+		t.inputEnd = max(t.inputEnd, ev.EOP)
+		if ev.EOP == network.EOPDrain {
 			t.waitFinal = true
 		}
 		res := t.al.onEndOfPartition(ch)
-		if s := res.snapshot; s != nil && s.id == t.al.directID && t.al.allFinished() && t.inputEnd == eopEnd && t.waitFinal {
+		if s := res.snapshot; s != nil && s.ID == t.al.directID && t.al.allFinished() && t.inputEnd == network.EOPEnd && t.waitFinal {
 			// A direct trigger's alignment ends with the input: the
 			// snapshot is taken after the input ended, the task's final
 			// one, as a trigger sent then would have been.
@@ -492,7 +414,7 @@ func (t *task) onEvent(ch int32, ev *event) error {
 			return err
 		}
 		if t.al.allFinished() {
-			if t.inputEnd == eopSuspend {
+			if t.inputEnd == network.EOPSuspend {
 				return t.endSuspended()
 			}
 			return t.endOfInput(t.inputEnd)
@@ -508,15 +430,15 @@ func (t *task) onEvent(ch int32, ev *event) error {
 // the snapshot is taken now and the queued records are its input channel
 // state; aligned, it is taken when the last end has been processed, or
 // turns unaligned at the alignment timeout.
-func (t *task) triggeredWhileOpen(b barrier) error {
-	if b.unalignedFromStart() {
-		if b.id <= t.lastUnaligned || b.id <= t.al.lastDone || b.id <= t.lastSnapshot || t.isAborted(b.id) {
+func (t *task) triggeredWhileOpen(b network.Barrier) error {
+	if b.UnalignedFromStart() {
+		if b.ID <= t.lastUnaligned || b.ID <= t.al.lastDone || b.ID <= t.lastSnapshot || t.isAborted(b.ID) {
 			return nil
 		}
 		return t.checkpoint(b, true)
 	}
-	if b.id > t.alignID {
-		t.alignID, t.alignStart = b.id, t.svc.clock()
+	if b.ID > t.alignID {
+		t.alignID, t.alignStart = b.ID, t.svc.clock()
 	}
 	return t.onAlignment(t.al.startDirect(b))
 }
@@ -535,7 +457,7 @@ func (t *task) onAlignment(res alignResult) error {
 // handleMail handles the control messages that have arrived; an error
 // fails the task.
 func (t *task) handleMail() error {
-	for _, m := range t.mail.take() {
+	for _, m := range t.mail.Take() {
 		if err := t.handle(m); err != nil {
 			return err
 		}
@@ -543,62 +465,62 @@ func (t *task) handleMail() error {
 	return nil
 }
 
-func (t *task) handle(m mail) error {
-	switch m.kind {
-	case mailTrigger:
+func (t *task) handle(m network.Mail) error {
+	switch m.Kind {
+	case network.MailTrigger:
 		if t.al != nil && t.inputOpen() {
-			return t.triggeredWhileOpen(m.b)
+			return t.triggeredWhileOpen(m.Barrier)
 		}
-		if m.b.id <= t.lastSnapshot {
+		if m.Barrier.ID <= t.lastSnapshot {
 			return nil // taken already (an alignment that timed out, say)
 		}
-		if t.al != nil && !t.al.direct(m.b.id) {
+		if t.al != nil && !t.al.direct(m.Barrier.ID) {
 			return nil
 		}
-		return t.checkpoint(m.b, m.b.unalignedFromStart())
-	case mailComplete:
+		return t.checkpoint(m.Barrier, m.Barrier.UnalignedFromStart())
+	case network.MailComplete:
 		for _, op := range t.ops {
-			if err := op.notifyComplete(m.id); err != nil {
+			if err := op.notifyComplete(m.ID); err != nil {
 				return &userError{op: t.name, err: err}
 			}
 		}
-		t.lastCompleted = max(t.lastCompleted, m.id)
-		if t.state == lifeEndedInput && t.snapshotAfterEOI != 0 && m.id >= t.snapshotAfterEOI {
+		t.lastCompleted = max(t.lastCompleted, m.ID)
+		if t.state == lifeEndedInput && t.snapshotAfterEOI != 0 && m.ID >= t.snapshotAfterEOI {
 			return t.setState(lifeFinished)
 		}
-	case mailAbort:
+	case network.MailAbort:
 		t.abortMu.Lock()
 		if t.aborted == nil {
 			t.aborted = map[int64]bool{}
 		}
-		t.aborted[m.id] = true
+		t.aborted[m.ID] = true
 		t.abortMu.Unlock()
 		if t.al != nil {
-			t.al.abort(m.id)
+			t.al.abort(m.ID)
 		}
-		t.abortCapture(m.id)
+		t.abortCapture(m.ID)
 		for _, op := range t.ops {
-			op.notifyAborted(m.id)
+			op.notifyAborted(m.ID)
 		}
-		if t.state == lifePaused && t.suspendFor == m.id {
+		if t.state == lifePaused && t.suspendFor == m.ID {
 			t.suspendFor = 0
 			return t.setState(lifeRunning) // the stop failed: go on
 		}
-	case mailUnalignedBarrier:
+	case network.MailUnalignedBarrier:
 		return t.onUnalignedBarrier(m)
-	case mailAlignmentTimeout:
+	case network.MailAlignmentTimeout:
 		if len(t.captures) > 0 {
 			t.checkOutputBarriers(t.svc.clock())
 		}
-		return t.alignmentTimedOut(m.id)
-	case mailBarrierAnnounce:
-		if m.b.id > t.announced.id {
-			t.announced = m.b
+		return t.alignmentTimedOut(m.ID)
+	case network.MailBarrierAnnounce:
+		if m.Barrier.ID > t.announced.ID {
+			t.announced = m.Barrier
 		}
-	case mailDrain:
+	case network.MailDrain:
 		if t.source != nil && t.inputOpen() {
 			t.waitFinal = true
-			return t.endOfInput(eopDrain)
+			return t.endOfInput(network.EOPDrain)
 		}
 	}
 	return nil
@@ -607,36 +529,36 @@ func (t *task) handle(m mail) error {
 // checkpoint takes checkpoint b: sinks pre-commit, the barrier goes
 // downstream right after the records that precede it, state is captured
 // synchronously, and the capture is handed to the asynchronous writer.
-func (t *task) checkpoint(b barrier, unaligned bool) error {
+func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
 	start := t.svc.clock()
 	var alignment time.Duration
-	if t.alignID == b.id {
+	if t.alignID == b.ID {
 		alignment = start.Sub(t.alignStart)
 	}
 	for _, op := range t.ops {
-		if err := op.prepareSnapshot(b.id); err != nil {
-			return &userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.id, err)}
+		if err := op.prepareSnapshot(b.ID); err != nil {
+			return &userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.ID, err)}
 		}
 	}
 	var channels *channelCapture
 	if unaligned {
 		channels = t.startUnaligned(b)
 	} else if t.inputOpen() {
-		ev := &event{kind: evBarrier, barrier: b}
+		ev := &network.Event{Kind: network.EventBarrier, Barrier: b}
 		for _, w := range t.writers {
-			w.broadcastEvent(ev)
+			w.BroadcastEvent(ev)
 		}
-		if b.timeoutable() {
+		if b.Timeoutable() {
 			// The barrier may be held back behind backpressure: it
 			// turns unaligned there if still held back at the timeout.
 			channels = t.watchOutputBarrier(b)
 		}
-	} else if b.timeoutable() {
+	} else if b.Timeoutable() {
 		// The input ended, but the output may still be held back, its end
 		// of partition last: the barrier goes in band before that end, and
 		// turns unaligned at the timeout like any other.
 		for _, w := range t.writers {
-			w.barrierBeforeEnd(b)
+			w.BarrierBeforeEnd(b)
 		}
 		channels = t.watchOutputBarrier(b)
 	}
@@ -648,23 +570,23 @@ func (t *task) checkpoint(b barrier, unaligned bool) error {
 			}
 		}
 	}
-	req := snapshotRequest{id: b.id, typ: b.typ, files: t.inputOpen() && b.loc != nil && b.loc.Dir != ""}
+	req := snapshotRequest{id: b.ID, typ: b.Type, files: t.inputOpen() && b.Location != nil && b.Location.Dir != ""}
 	for i, op := range t.ops {
 		c, err := op.snapshot(req)
 		if err != nil {
 			release()
-			return &userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.id, err)}
+			return &userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.ID, err)}
 		}
 		if c != nil {
 			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
 		}
 	}
-	t.lastSnapshot = b.id
+	t.lastSnapshot = b.ID
 	if t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
-		t.snapshotAfterEOI = b.id
+		t.snapshotAfterEOI = b.ID
 	}
-	if b.typ.IsSynchronous() && !b.typ.Drain && t.source != nil && t.state == lifeRunning {
-		t.suspendFor = b.id
+	if b.Type.IsSynchronous() && !b.Type.Drain && t.source != nil && t.state == lifeRunning {
+		t.suspendFor = b.ID
 		if err := t.setState(lifePaused); err != nil {
 			release()
 			return err
@@ -676,7 +598,7 @@ func (t *task) checkpoint(b barrier, unaligned bool) error {
 		return nil
 	case <-t.done:
 		release()
-		return errTaskCanceled
+		return network.ErrTaskCanceled
 	}
 }
 
@@ -690,7 +612,7 @@ func (t *task) asyncLoop() {
 		// instead of taking the process down.
 		// A snapshot kept as the task's final state is written whole even
 		// if its checkpoint was aborted: later checkpoints need it.
-		aborted := func() bool { return !j.keep && t.isAborted(j.b.id) }
+		aborted := func() bool { return !j.keep && t.isAborted(j.b.ID) }
 		if j.channels != nil {
 			// The input channel state completes on the task's goroutine
 			// as the channels' barriers come in. Whether the checkpoint was
@@ -701,9 +623,9 @@ func (t *task) asyncLoop() {
 			case <-j.channels.done:
 			case <-t.done:
 			}
-			if t.canceled() || t.isAborted(j.b.id) {
+			if t.canceled() || t.isAborted(j.b.ID) {
 				releaseCaptures(j.caps)
-				t.forgetAborted(j.b.id)
+				t.forgetAborted(j.b.ID)
 				continue
 			}
 		}
@@ -728,19 +650,19 @@ func (t *task) asyncLoop() {
 			if t.canceled() {
 				return nil
 			}
-			handles, err = t.svc.storage.WriteSubtask(j.b.loc, snaps)
+			handles, err = t.svc.storage.WriteSubtask(j.b.Location, snaps)
 			if !j.keep {
 				countEntries(snaps, j.caps)
 			}
 			return err
 		})
 		releaseCaptures(j.caps)
-		t.forgetAborted(j.b.id)
+		t.forgetAborted(j.b.ID)
 		if t.canceled() || aborted() {
 			continue
 		}
 		if err != nil {
-			t.svc.jm.decline(t, j.b.id, checkpoint.ErrAsyncFailed, err)
+			t.svc.jm.decline(t, j.b.ID, checkpoint.ErrAsyncFailed, err)
 			continue
 		}
 		if j.keep {
@@ -758,7 +680,7 @@ func (t *task) asyncLoop() {
 			t.final = final
 			t.finalMu.Unlock()
 		}
-		t.svc.jm.ack(t, j.b.id, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
+		t.svc.jm.ack(t, j.b.ID, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
 			Stats: t.subtaskStats(j, handles, t.svc.clock().Sub(asyncStart))})
 	}
 }
@@ -890,7 +812,7 @@ func countEntries(snaps []checkpoint.OperatorSnapshot, caps []namedCapture) {
 
 // endOfInput: every input has ended (or the source is exhausted, or
 // drained). Operators finish head first, then the end is passed downstream.
-func (t *task) endOfInput(mode eopMode) error {
+func (t *task) endOfInput(mode network.EOPMode) error {
 	if err := t.setState(lifeEndedInput); err != nil {
 		return err
 	}
@@ -899,9 +821,9 @@ func (t *task) endOfInput(mode eopMode) error {
 			return &userError{op: t.name, err: err}
 		}
 	}
-	eop := &event{kind: evEndOfPartition, eop: mode}
+	eop := &network.Event{Kind: network.EventEndOfPartition, EOP: mode}
 	for _, w := range t.writers {
-		w.broadcastEvent(eop)
+		w.BroadcastEvent(eop)
 	}
 	t.svc.jm.endOfInput(t)
 	return nil
@@ -915,9 +837,9 @@ func (t *task) endSuspended() error {
 	if err := t.setState(lifeSuspended); err != nil {
 		return err
 	}
-	eop := &event{kind: evEndOfPartition, eop: eopSuspend}
+	eop := &network.Event{Kind: network.EventEndOfPartition, EOP: network.EOPSuspend}
 	for _, w := range t.writers {
-		w.broadcastEvent(eop)
+		w.BroadcastEvent(eop)
 	}
 	return nil
 }
@@ -944,12 +866,12 @@ func (t *task) afterInput() error {
 	}
 	for wait() {
 		select {
-		case <-t.mail.notify:
+		case <-t.mail.Notify:
 			if err := t.handleMail(); err != nil {
 				return err
 			}
 		case <-t.done:
-			return errTaskCanceled
+			return network.ErrTaskCanceled
 		}
 	}
 	return nil
@@ -957,7 +879,7 @@ func (t *task) afterInput() error {
 
 func (t *task) onIdle() {
 	for _, w := range t.writers {
-		w.flush()
+		w.Flush()
 	}
 	for _, op := range t.ops {
 		op.idle()

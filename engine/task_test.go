@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gflink/gflink/engine/internal/network"
 )
 
 // failingOp is an operator whose checkpoint callbacks fail.
@@ -25,25 +27,25 @@ func (o failingOp) fireTimers(int64) error                     { return o.err }
 // used to panic, relying on a recover further up.
 func TestMailHandlersReturnErrors(t *testing.T) {
 	boom := errors.New("commit refused")
-	for _, m := range []mail{
-		{kind: mailComplete, id: 1},
-		{kind: mailTrigger, b: barrier{id: 1}},
-		{kind: mailDrain},
+	for _, m := range []network.Mail{
+		{Kind: network.MailComplete, ID: 1},
+		{Kind: network.MailTrigger, Barrier: network.Barrier{ID: 1}},
+		{Kind: network.MailDrain},
 	} {
-		tk := &task{name: "t (1/1)", ops: []operator{failingOp{err: boom}}, uids: []string{"op"}, mail: newMailbox(), svc: &taskServices{clock: time.Now},
+		tk := &task{name: "t (1/1)", ops: []operator{failingOp{err: boom}}, uids: []string{"op"}, mail: network.NewMailbox(), svc: &taskServices{clock: time.Now},
 			source: sourceRunnerStub{}}
-		tk.mail.put(m)
+		tk.mail.Put(m)
 		var err error
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
-					t.Fatalf("mail %d panicked: %v", m.kind, r)
+					t.Fatalf("mail %d panicked: %v", m.Kind, r)
 				}
 			}()
 			err = tk.handleMail()
 		}()
 		if !errors.Is(err, boom) || !strings.Contains(err.Error(), "t (1/1)") {
-			t.Errorf("mail %d: err %v; want the operator's error, naming the task", m.kind, err)
+			t.Errorf("mail %d: err %v; want the operator's error, naming the task", m.Kind, err)
 		}
 	}
 }
@@ -76,12 +78,12 @@ func TestTaskLifecycleTransitions(t *testing.T) {
 
 // A stop-with-savepoint that is aborted resumes a paused source.
 func TestAbortResumesPausedSource(t *testing.T) {
-	tk := &task{name: "t", state: lifePaused, suspendFor: 7, mail: newMailbox()}
-	tk.mail.put(mail{kind: mailAbort, id: 6})
+	tk := &task{name: "t", state: lifePaused, suspendFor: 7, mail: network.NewMailbox()}
+	tk.mail.Put(network.Mail{Kind: network.MailAbort, ID: 6})
 	if err := tk.handleMail(); err != nil || tk.state != lifePaused {
 		t.Fatalf("abort of another checkpoint: %v, state %s", err, tk.state)
 	}
-	tk.mail.put(mail{kind: mailAbort, id: 7})
+	tk.mail.Put(network.Mail{Kind: network.MailAbort, ID: 7})
 	if err := tk.handleMail(); err != nil || tk.state != lifeRunning {
 		t.Fatalf("abort of the stop's savepoint: %v, state %s; want RUNNING", err, tk.state)
 	}

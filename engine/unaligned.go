@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/savepoint"
 )
@@ -35,30 +35,6 @@ import (
 // their live input (restore.InFlight routes them, by key group when the
 // job is rescaled).
 
-// channelData is the encoded records of one channel: for output channel
-// state, channel is the receiving subtask; for input channel state, the
-// channel's index in the gate (negative for restored in-flight records not
-// processed yet, -1-k for input edge k).
-type channelData struct {
-	channel int
-	keyed   bool
-	records int64
-	data    []byte
-}
-
-// appendRecords encodes records into d: each record's key group and hash
-// first (uvarint) in a keyed exchange, so that restore routes it without
-// the key function, then the record.
-func appendRecords[T any](d *channelData, ser state.Serializer[T], recs []T, kgs []uint64) {
-	for i, r := range recs {
-		if d.keyed {
-			d.data = binary.AppendUvarint(d.data, kgs[i])
-		}
-		d.data = ser.Append(d.data, r)
-	}
-	d.records += int64(len(recs))
-}
-
 // channelCapture is a receiving task's input channel state of one
 // unaligned checkpoint while it is being recorded. The task's goroutine
 // writes it; done is closed, once, when every channel is complete (or the
@@ -69,8 +45,8 @@ type channelCapture struct {
 	numOpen  int
 	notified []bool   // the channel's barrier came
 	seqAt    []uint32 // after the channel's batch number seqAt
-	input    map[int]*channelData
-	output   [][]channelData // per writer
+	input    map[int]*network.ChannelData
+	output   [][]network.ChannelData // per writer
 	done     chan struct{}
 	// started is when the first barrier came; alignment, set when the
 	// capture completes, how long until the last.
@@ -79,7 +55,7 @@ type channelCapture struct {
 	// For a checkpoint taken aligned whose barrier may turn unaligned at
 	// the output (aligned-checkpoint timeout): b, and the writers whose
 	// barrier is still held back; converted is set once one turned.
-	b          barrier
+	b          network.Barrier
 	outputWait []int
 	converted  bool
 	// timer puts a priority mail at b's timeout, so that a task blocked
@@ -97,17 +73,17 @@ func (c *channelCapture) stop() {
 func newChannelCapture(id int64, numChannels int) *channelCapture {
 	c := &channelCapture{id: id, open: make([]bool, numChannels), numOpen: numChannels,
 		notified: make([]bool, numChannels), seqAt: make([]uint32, numChannels),
-		input: map[int]*channelData{}, done: make(chan struct{})}
+		input: map[int]*network.ChannelData{}, done: make(chan struct{})}
 	for i := range c.open {
 		c.open[i] = true
 	}
 	return c
 }
 
-func (c *channelCapture) channel(ch int, keyed bool) *channelData {
+func (c *channelCapture) channel(ch int, keyed bool) *network.ChannelData {
 	d := c.input[ch]
 	if d == nil {
-		d = &channelData{channel: ch, keyed: keyed}
+		d = &network.ChannelData{Channel: ch, Keyed: keyed}
 		c.input[ch] = d
 	}
 	return d
@@ -126,30 +102,30 @@ func (c *channelCapture) complete() bool { return c.numOpen == 0 && len(c.output
 // channel, and closes the channel once its barrier is behind. b was
 // received (taken from the gate) after the snapshot, or is queued unprocessed
 // at the snapshot; b.off records of it are processed already.
-func offer[T any](c *channelCapture, ser state.Serializer[T], b *netBatch[T]) {
+func offer[T any](c *channelCapture, ser state.Serializer[T], b *network.Batch[T]) {
 	if len(c.open) == 0 {
 		return // a checkpoint taken aligned, watched at the output only
 	}
-	if b.ch < 0 {
+	if b.Ch < 0 {
 		// Restored in flight and not processed yet: before every barrier.
-		d := c.channel(int(b.ch), b.kgs != nil)
-		appendRecords(d, ser, b.recs[b.off:], tail(b.kgs, b.off))
+		d := c.channel(int(b.Ch), b.KGs != nil)
+		network.AppendRecords(d, ser, b.Recs[b.Off:], tail(b.KGs, b.Off))
 		return
 	}
-	ch := b.ch
+	ch := b.Ch
 	if !c.open[ch] {
 		return
 	}
-	if b.epoch >= c.id {
+	if b.Epoch >= c.id {
 		c.close(ch) // sent after the barrier: so is all that follows
 		return
 	}
-	if len(b.recs) > b.off {
-		d := c.channel(int(ch), b.kgs != nil)
-		appendRecords(d, ser, b.recs[b.off:], tail(b.kgs, b.off))
+	if len(b.Recs) > b.Off {
+		d := c.channel(int(ch), b.KGs != nil)
+		network.AppendRecords(d, ser, b.Recs[b.Off:], tail(b.KGs, b.Off))
 	}
-	if b.ev != nil && (b.ev.kind == evEndOfPartition || b.ev.kind == evBarrier && b.ev.barrier.id >= c.id) ||
-		c.notified[ch] && b.seq >= c.seqAt[ch] {
+	if b.Ev != nil && (b.Ev.Kind == network.EventEndOfPartition || b.Ev.Kind == network.EventBarrier && b.Ev.Barrier.ID >= c.id) ||
+		c.notified[ch] && b.Seq >= c.seqAt[ch] {
 		// The end, the channel's in-band barrier (a checkpoint that
 		// turned unaligned after its alignment timed out), or the last
 		// batch sent before its unaligned barrier.
@@ -182,8 +158,8 @@ type chanInfo struct {
 // barrier goes out ahead of what the writers hold, which is kept as output
 // channel state, and the input channel state starts recording. It returns
 // the capture the asynchronous writer waits for.
-func (t *task) startUnaligned(b barrier) *channelCapture {
-	c := newChannelCapture(b.id, t.numIn)
+func (t *task) startUnaligned(b network.Barrier) *channelCapture {
+	c := newChannelCapture(b.ID, t.numIn)
 	c.started = t.svc.clock()
 	if !t.inputOpen() {
 		// A task whose input ended gets no more, but what it sent may not
@@ -195,19 +171,19 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 		// state — so that the checkpoint does not wait for the receivers
 		// to drain it.
 		c.numOpen = 0
-		c.output = make([][]channelData, len(t.writers))
+		c.output = make([][]network.ChannelData, len(t.writers))
 		for i, w := range t.writers {
-			c.output[i] = w.unalignedBarrier(b)
+			c.output[i] = w.UnalignedBarrier(b)
 		}
-		t.lastUnaligned = b.id
+		t.lastUnaligned = b.ID
 		close(c.done)
 		return c
 	}
-	c.output = make([][]channelData, len(t.writers))
+	c.output = make([][]network.ChannelData, len(t.writers))
 	for i, w := range t.writers {
-		c.output[i] = w.unalignedBarrier(b)
+		c.output[i] = w.UnalignedBarrier(b)
 	}
-	t.lastUnaligned = b.id
+	t.lastUnaligned = b.ID
 	if al := t.al; al != nil {
 		// An aligned checkpoint turns unaligned (its alignment timed out,
 		// or an unaligned barrier of it came): the channels whose barrier
@@ -218,18 +194,18 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 		// any snapshot (the job master takes checkpoints aligned while a
 		// savepoint is in progress, so that these are never a savepoint's).
 		switch {
-		case al.current.id == b.id:
+		case al.current.ID == b.ID:
 			for ch, blocked := range al.blockedCh {
 				if blocked {
 					c.close(int32(ch))
 				}
 			}
-		case al.current.id != 0:
+		case al.current.ID != 0:
 			// An older alignment gives way, as to a newer barrier.
-			t.svc.jm.decline(t, al.current.id, checkpoint.ErrDeclined,
+			t.svc.jm.decline(t, al.current.ID, checkpoint.ErrDeclined,
 				errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 		}
-		al.lastDone, al.current = max(al.lastDone, b.id), barrier{}
+		al.lastDone, al.current = max(al.lastDone, b.ID), network.Barrier{}
 		al.releaseAll()
 	}
 	if t.input != nil {
@@ -245,17 +221,17 @@ func (t *task) startUnaligned(b barrier) *channelCapture {
 
 // onUnalignedBarrier handles the barrier of an unaligned checkpoint that
 // came on channel m.ch: the first one of its checkpoint takes the snapshot.
-func (t *task) onUnalignedBarrier(m mail) error {
-	id := m.b.id
-	takenAligned := t.al != nil && m.b.timeoutable() && id <= t.al.lastDone
+func (t *task) onUnalignedBarrier(m network.Mail) error {
+	id := m.Barrier.ID
+	takenAligned := t.al != nil && m.Barrier.Timeoutable() && id <= t.al.lastDone
 	if id > t.lastUnaligned && !takenAligned && !t.isAborted(id) && t.inputOpen() {
-		if err := t.checkpoint(m.b, true); err != nil {
+		if err := t.checkpoint(m.Barrier, true); err != nil {
 			return err
 		}
 	}
 	for _, c := range t.captures {
 		if c.id == id && t.input != nil && len(c.open) > 0 {
-			t.input.notify(c, m.ch, m.seq)
+			t.input.notify(c, m.Ch, m.Seq)
 		}
 	}
 	t.completeCaptures()
@@ -307,10 +283,10 @@ func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 	}
 	for _, ch := range slices.Sorted(maps.Keys(c.input)) {
 		d := c.input[ch]
-		if d.records == 0 {
+		if d.Records == 0 {
 			continue
 		}
-		cs := checkpoint.ChannelState{Keyed: d.keyed, Records: d.records, Data: d.data}
+		cs := checkpoint.ChannelState{Keyed: d.Keyed, Records: d.Records, Data: d.Data}
 		if ch < 0 {
 			cs.Peer, cs.Channel = t.inPeers[-1-ch], -1
 		} else {
@@ -324,7 +300,7 @@ func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 		for _, d := range out {
 			s := of(t.uids[len(t.uids)-1])
 			s.OutputChannels = append(s.OutputChannels, checkpoint.ChannelState{Peer: t.outPeers[i],
-				Channel: d.channel, Keyed: d.keyed, Records: d.records, Data: d.data})
+				Channel: d.Channel, Keyed: d.Keyed, Records: d.Records, Data: d.Data})
 		}
 	}
 	return snaps
@@ -351,20 +327,20 @@ func (t *task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskStat
 // aligned, on the writers that hold it back: if it is still held back at
 // b's aligned-checkpoint timeout, it turns unaligned there
 // (checkOutputBarriers). It returns nil when the barrier went through.
-func (t *task) watchOutputBarrier(b barrier) *channelCapture {
-	c := newChannelCapture(b.id, 0)
+func (t *task) watchOutputBarrier(b network.Barrier) *channelCapture {
+	c := newChannelCapture(b.ID, 0)
 	c.started, c.b = t.svc.clock(), b
 	for i, w := range t.writers {
-		if w.barrierPending(b.id) {
+		if w.BarrierPending(b.ID) {
 			c.outputWait = append(c.outputWait, i)
 		}
 	}
 	if len(c.outputWait) == 0 {
 		return nil
 	}
-	c.output = make([][]channelData, len(t.writers))
-	d := time.Duration(b.alignedUntil-t.svc.clock().UnixMilli()) * time.Millisecond
-	c.timer = time.AfterFunc(max(d, 0), func() { t.mail.put(mail{kind: mailAlignmentTimeout, id: b.id}) })
+	c.output = make([][]network.ChannelData, len(t.writers))
+	d := time.Duration(b.AlignedUntil-t.svc.clock().UnixMilli()) * time.Millisecond
+	c.timer = time.AfterFunc(max(d, 0), func() { t.mail.Put(network.Mail{Kind: network.MailAlignmentTimeout, ID: b.ID}) })
 	t.captures = append(t.captures, c)
 	return c
 }
@@ -381,14 +357,14 @@ func (t *task) checkOutputBarriers(now time.Time) (next int64) {
 		for _, i := range c.outputWait {
 			w := t.writers[i]
 			switch {
-			case !w.barrierPending(c.id):
-			case now.UnixMilli() >= c.b.alignedUntil:
-				c.output[i] = w.convertBarrier(c.b)
+			case !w.BarrierPending(c.id):
+			case now.UnixMilli() >= c.b.AlignedUntil:
+				c.output[i] = w.ConvertBarrier(c.b)
 				c.converted = true
 			default:
 				kept = append(kept, i)
-				if next == 0 || c.b.alignedUntil < next {
-					next = c.b.alignedUntil
+				if next == 0 || c.b.AlignedUntil < next {
+					next = c.b.AlignedUntil
 				}
 			}
 		}
@@ -402,28 +378,28 @@ func (t *task) checkOutputBarriers(now time.Time) (next int64) {
 // not taken yet, turns unaligned (0: none, or it does not time out).
 func (t *task) alignmentDeadline() (id, until int64) {
 	if b, ok := t.pendingAligned(); ok {
-		return b.id, b.alignedUntil
+		return b.ID, b.AlignedUntil
 	}
 	return 0, 0
 }
 
-func (t *task) pendingAligned() (barrier, bool) {
+func (t *task) pendingAligned() (network.Barrier, bool) {
 	if t.al == nil {
-		return barrier{}, false
+		return network.Barrier{}, false
 	}
-	if c := t.al.current; c.id != 0 {
-		return c, c.timeoutable()
+	if c := t.al.current; c.ID != 0 {
+		return c, c.Timeoutable()
 	}
-	if a := t.announced; a.id > max(t.al.lastDone, t.lastUnaligned) && !t.isAborted(a.id) {
+	if a := t.announced; a.ID > max(t.al.lastDone, t.lastUnaligned) && !t.isAborted(a.ID) {
 		return a, true
 	}
-	return barrier{}, false
+	return network.Barrier{}, false
 }
 
 // alignmentTimedOut takes checkpoint id unaligned if it is still being
 // aligned, or announced and not taken.
 func (t *task) alignmentTimedOut(id int64) error {
-	if b, ok := t.pendingAligned(); ok && b.id == id {
+	if b, ok := t.pendingAligned(); ok && b.ID == id {
 		return t.checkpoint(b, true)
 	}
 	return nil

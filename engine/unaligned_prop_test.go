@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/engine/internal/network"
 	"pgregory.net/rapid"
 )
 
@@ -50,11 +51,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			aligned map[int64]bool
 		}
 		recv := make([]*receiver, numR)
-		gates := make([]*inputGate[int], numR)
+		gates := make([]*network.InputGate[int], numR)
 		for r := range recv {
-			tk := &task{done: done, mail: newMailbox(), wake: make(chan struct{}, 1), numIn: numS,
+			tk := &task{done: done, mail: network.NewMailbox(), wake: make(chan struct{}, 1), numIn: numS,
 				al: newAligner(numS, true), svc: &taskServices{clock: time.Now}}
-			g := newInputGate[int](numS, per, tk.mail)
+			g := network.NewInputGate[int](numS, per, tk.mail)
 			q := &inputQueue[int]{t: tk, g: g, received: make([]uint32, numS), ser: intSer}
 			tk.input = q
 			recv[r] = &receiver{t: tk, q: q, processed: make([][]int, numS), at: map[int64][]int{}, caps: map[int64]*channelCapture{},
@@ -62,7 +63,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			gates[r] = g
 		}
 		type sender struct {
-			w     *recordWriter[int]
+			w     *network.RecordWriter[int]
 			next  int
 			ended bool
 			taken int64
@@ -77,11 +78,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		for s := range send {
 			var targets []any
 			for r := range recv {
-				targets = append(targets, gates[r].addChannel()) // channel s of gate r
+				targets = append(targets, gates[r].AddChannel()) // channel s of gate r
 			}
-			tk := &task{done: done, mail: newMailbox(), wake: make(chan struct{}, 1)}
-			_, ow := typeOpsFor[int]{}.newWriter(targets, partitionRebalance, nil, 128, batch, s, tk)
-			send[s] = &sender{w: ow.(*recordWriter[int]), sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
+			tk := &task{done: done, mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
+			_, ow := typeOpsFor[int]{}.newWriter(targets, network.ShipRebalance, nil, 128, batch, s, tk)
+			send[s] = &sender{w: ow.(*network.RecordWriter[int]), sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
 		}
 		var triggered int64
 		// completed reports whether every task has taken checkpoint id,
@@ -91,7 +92,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				return true
 			}
 			for _, s := range send {
-				if !s.ended && (s.taken < id || s.w.barrierPending(id)) {
+				if !s.ended && (s.taken < id || s.w.BarrierPending(id)) {
 					return false
 				}
 			}
@@ -115,10 +116,10 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		// unaligned (aligned-checkpoint timeout); else it is unaligned
 		// from the start.
 		timeoutable := map[int64]bool{}
-		barrierOf := func(id int64) barrier {
-			b := barrier{id: id, unaligned: true}
+		barrierOf := func(id int64) network.Barrier {
+			b := network.Barrier{ID: id, Unaligned: true}
 			if timeoutable[id] {
-				b.alignedUntil = 1
+				b.AlignedUntil = 1
 			}
 			return b
 		}
@@ -130,11 +131,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				s.before[id][r] = len(s.sent[r])
 			}
 			out := make([][]int, numR)
-			if b := barrierOf(id); b.timeoutable() {
-				s.w.broadcastEvent(&event{kind: evBarrier, barrier: b})
+			if b := barrierOf(id); b.Timeoutable() {
+				s.w.BroadcastEvent(&network.Event{Kind: network.EventBarrier, Barrier: b})
 			} else {
-				for _, d := range s.w.unalignedBarrier(b) {
-					out[d.channel] = decodeInts(rt, d)
+				for _, d := range s.w.UnalignedBarrier(b) {
+					out[d.Channel] = decodeInts(rt, d)
 				}
 			}
 			s.out[id] = out
@@ -142,11 +143,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		// convert turns the sender's held-back in-band barrier unaligned.
 		convert := func(s *sender) {
 			id := s.taken
-			if id == 0 || !timeoutable[id] || !s.w.barrierPending(id) {
+			if id == 0 || !timeoutable[id] || !s.w.BarrierPending(id) {
 				return
 			}
-			for _, d := range s.w.convertBarrier(barrierOf(id)) {
-				s.out[id][d.channel] = decodeInts(rt, d)
+			for _, d := range s.w.ConvertBarrier(barrierOf(id)) {
+				s.out[id][d.Channel] = decodeInts(rt, d)
 			}
 		}
 		// snapshotAt records what a receiver processed at its snapshot.
@@ -161,13 +162,13 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			if res.snapshot != nil {
 				// Taken aligned: no channel state at a receiver without
 				// outputs.
-				snapshotAt(rc, res.snapshot.id)
-				rc.aligned[res.snapshot.id] = true
+				snapshotAt(rc, res.snapshot.ID)
+				rc.aligned[res.snapshot.ID] = true
 			}
 		}
 		receive := func(rc *receiver) bool {
 			select {
-			case b := <-rc.q.g.in:
+			case b := <-rc.q.g.In:
 				rc.q.receive(b)
 				rc.q.queue = append(rc.q.queue, b)
 				return true
@@ -177,21 +178,21 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		}
 		// processBatch processes up to n records of b, then its event, as
 		// runInput does; it reports whether b is done.
-		processBatch := func(rc *receiver, b *netBatch[int], n int) bool {
+		processBatch := func(rc *receiver, b *network.Batch[int], n int) bool {
 			al := rc.t.al
-			from := rc.t.chanSender(b.ch)
-			rc.processed[from] = append(rc.processed[from], b.recs[b.off:b.off+n]...)
-			b.off += n
-			if b.off < len(b.recs) {
+			from := rc.t.chanSender(b.Ch)
+			rc.processed[from] = append(rc.processed[from], b.Recs[b.Off:b.Off+n]...)
+			b.Off += n
+			if b.Off < len(b.Recs) {
 				return false // cut short: stays at the front
 			}
-			rc.q.g.recycle(*b)
-			if ev := b.ev; ev != nil {
-				switch ev.kind {
-				case evEndOfPartition:
-					onAlign(rc, al.onEndOfPartition(b.ch))
-				case evBarrier:
-					onAlign(rc, al.onBarrier(b.ch, ev.barrier))
+			rc.q.g.Recycle(*b)
+			if ev := b.Ev; ev != nil {
+				switch ev.Kind {
+				case network.EventEndOfPartition:
+					onAlign(rc, al.onEndOfPartition(b.Ch))
+				case network.EventBarrier:
+					onAlign(rc, al.onBarrier(b.Ch, ev.Barrier))
 				}
 			}
 			return true
@@ -199,7 +200,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		// process processes up to n records of the oldest batch.
 		process := func(rc *receiver, n int) {
 			b := &rc.q.queue[0]
-			if rc.t.al.blocked(b.ch) {
+			if rc.t.al.blocked(b.Ch) {
 				rc.q.stash = append(rc.q.stash, *b) // held back for alignment
 				rc.q.queue = rc.q.queue[1:]
 				return
@@ -209,18 +210,18 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			}
 		}
 		handleMail := func(rc *receiver) bool {
-			mails := rc.t.mail.take()
+			mails := rc.t.mail.Take()
 			for _, m := range mails {
-				if m.kind == mailBarrierAnnounce {
-					if m.b.id > rc.t.announced.id {
-						rc.t.announced = m.b
+				if m.Kind == network.MailBarrierAnnounce {
+					if m.Barrier.ID > rc.t.announced.ID {
+						rc.t.announced = m.Barrier
 					}
 					continue
 				}
-				if m.kind != mailUnalignedBarrier {
-					rt.Fatalf("unexpected mail %v", m.kind)
+				if m.Kind != network.MailUnalignedBarrier {
+					rt.Fatalf("unexpected mail %v", m.Kind)
 				}
-				id := m.b.id
+				id := m.Barrier.ID
 				if rc.aligned[id] {
 					rt.Fatalf("receiver got checkpoint %d's unaligned barrier after taking it aligned", id)
 				}
@@ -229,11 +230,11 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 					// outputs: the snapshot, then the capture.
 					snapshotAt(rc, id)
 					rc.t.state = lifeRunning
-					rc.caps[id] = rc.t.startUnaligned(m.b)
+					rc.caps[id] = rc.t.startUnaligned(m.Barrier)
 				}
 				for _, c := range rc.t.captures {
 					if c.id == id {
-						rc.t.input.notify(c, m.ch, m.seq)
+						rc.t.input.notify(c, m.Ch, m.Seq)
 					}
 				}
 				rc.t.completeCaptures()
@@ -250,23 +251,23 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			switch rapid.IntRange(0, 10).Draw(rt, "action") {
 			case 0, 1: // a sender emits a record
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
-				if s.ended || s.w.numPending >= maxOverdraft {
+				if s.ended || s.w.NumPending >= network.MaxOverdraft {
 					continue // it would wait for a credit here
 				}
-				r := s.w.next
+				r := s.w.Next
 				v := s.next
 				s.next++
 				s.w.Collect(v)
 				s.sent[r] = append(s.sent[r], v)
 			case 2: // a sender flushes, or sends what it held back
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
-				if s.w.numPending+numR > maxOverdraft {
+				if s.w.NumPending+numR > network.MaxOverdraft {
 					continue // it could wait for a credit here
 				}
 				if rapid.Bool().Draw(rt, "flush") {
-					s.w.flush()
+					s.w.Flush()
 				} else {
-					s.w.drainPending()
+					s.w.DrainPending()
 				}
 			case 3: // a checkpoint is triggered, once the last one completed
 				// (max-concurrent-checkpoints: 1, which unaligned
@@ -278,40 +279,40 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				timeoutable[triggered] = rapid.Bool().Draw(rt, "timeoutable")
 			case 4: // a sender takes the next checkpoint
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
-				if !s.ended && s.taken < triggered && s.w.numPending+numR <= maxOverdraft {
+				if !s.ended && s.taken < triggered && s.w.NumPending+numR <= network.MaxOverdraft {
 					take(s)
 				}
 			case 5: // a sender ends its input
 				s := send[rapid.IntRange(0, numS-1).Draw(rt, "s")]
-				if !s.ended && s.w.numPending+numR <= maxOverdraft {
+				if !s.ended && s.w.NumPending+numR <= network.MaxOverdraft {
 					s.ended = true
-					s.w.broadcastEvent(&event{kind: evEndOfPartition})
+					s.w.BroadcastEvent(&network.Event{Kind: network.EventEndOfPartition})
 				}
 			case 6: // a receiver takes a batch from its gate
 				receive(recv[rapid.IntRange(0, numR-1).Draw(rt, "r")])
 			case 7: // a receiver processes (part of) its oldest batch
 				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
-				if len(rc.q.queue) == 0 || rc.t.mail.priority.Load() {
+				if len(rc.q.queue) == 0 || rc.t.mail.Priority.Load() {
 					// A task checks its mailbox before each record: a
 					// barrier put there before a batch was sent is taken
 					// before any record of the batch.
 					continue
 				}
 				b := rc.q.queue[0]
-				process(rc, rapid.IntRange(0, len(b.recs)-b.off).Draw(rt, "records"))
+				process(rc, rapid.IntRange(0, len(b.Recs)-b.Off).Draw(rt, "records"))
 			case 8: // a receiver handles its mail
 				handleMail(recv[rapid.IntRange(0, numR-1).Draw(rt, "r")])
 			case 9: // a sender's held-back barrier reaches its timeout
 				convert(send[rapid.IntRange(0, numS-1).Draw(rt, "s")])
 			case 10: // a receiver's alignment reaches its timeout
 				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
-				if rc.t.mail.priority.Load() {
+				if rc.t.mail.Priority.Load() {
 					continue // the mail goes first
 				}
 				if b, ok := rc.t.pendingAligned(); ok {
-					snapshotAt(rc, b.id)
+					snapshotAt(rc, b.ID)
 					rc.t.state = lifeRunning
-					rc.caps[b.id] = rc.t.startUnaligned(b)
+					rc.caps[b.ID] = rc.t.startUnaligned(b)
 				}
 			}
 		}
@@ -323,14 +324,14 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			}
 			progress = false
 			for _, s := range send {
-				for !s.ended && s.taken < triggered && s.w.numPending+numR <= maxOverdraft {
+				for !s.ended && s.taken < triggered && s.w.NumPending+numR <= network.MaxOverdraft {
 					take(s)
 					progress = true
 				}
-				if s.w.numPending+numR <= maxOverdraft {
-					s.w.flush()
+				if s.w.NumPending+numR <= network.MaxOverdraft {
+					s.w.Flush()
 				}
-				if s.w.drainPending() || s.w.numPending > 0 {
+				if s.w.DrainPending() || s.w.NumPending > 0 {
 					progress = true
 				}
 			}
@@ -339,9 +340,9 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 					progress = true
 				}
 				rc.q.unstash()
-				for len(rc.q.queue) > 0 && !rc.t.mail.priority.Load() {
+				for len(rc.q.queue) > 0 && !rc.t.mail.Priority.Load() {
 					b := rc.q.queue[0]
-					process(rc, len(b.recs)-b.off)
+					process(rc, len(b.Recs)-b.Off)
 					rc.q.unstash()
 					progress = true
 				}
@@ -422,9 +423,9 @@ func (intSerializerForTest) Decode(src []byte) (int, []byte, error) {
 	return int(v), src[n:], nil
 }
 
-func decodeInts(rt *rapid.T, d channelData) []int {
+func decodeInts(rt *rapid.T, d network.ChannelData) []int {
 	var out []int
-	data := d.data
+	data := d.Data
 	for len(data) > 0 {
 		v, rest, err := intSer.Decode(data)
 		if err != nil {
@@ -433,8 +434,8 @@ func decodeInts(rt *rapid.T, d channelData) []int {
 		out = append(out, v)
 		data = rest
 	}
-	if int64(len(out)) != d.records {
-		rt.Fatalf("%d records decoded; the channel state says %d", len(out), d.records)
+	if int64(len(out)) != d.Records {
+		rt.Fatalf("%d records decoded; the channel state says %d", len(out), d.Records)
 	}
 	return out
 }

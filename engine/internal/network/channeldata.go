@@ -1,0 +1,31 @@
+package network
+
+import (
+	"encoding/binary"
+
+	"github.com/gflink/gflink/engine/state"
+)
+
+// ChannelData is the encoded records of one channel: for output channel
+// state, channel is the receiving subtask; for input channel state, the
+// channel's index in the gate (negative for restored in-flight records not
+// processed yet, -1-k for input edge k).
+type ChannelData struct {
+	Channel int
+	Keyed   bool
+	Records int64
+	Data    []byte
+}
+
+// AppendRecords encodes records into d: each record's key group and hash
+// first (uvarint) in a keyed exchange, so that restore routes it without
+// the key function, then the record.
+func AppendRecords[T any](d *ChannelData, ser state.Serializer[T], recs []T, kgs []uint64) {
+	for i, r := range recs {
+		if d.Keyed {
+			d.Data = binary.AppendUvarint(d.Data, kgs[i])
+		}
+		d.Data = ser.Append(d.Data, r)
+	}
+	d.Records += int64(len(recs))
+}
