@@ -33,9 +33,24 @@ func TestImportRules(t *testing.T) {
 		{mod + "/", "github.com/spf13/viper", "viper is not used (README: Flink keys are values and prefixes)"},
 		{mod + "/stream", mod + "/connectors", "the job API must not depend on connectors: they build on it"},
 		{mod + "/stream", mod + "/engine/jobs", "the job API must not depend on the job registry: the registry builds on it"},
+		{mod + "/engine/state", mod + "/engine/checkpoint", "state backends must not reach the checkpoint coordinator"},
+		{mod + "/internal/api", mod + "/stream", "the job API's types are below the job API"},
+	}
+	// banned lists imports a package must not make itself (its
+	// dependencies may: the runtime's façade builds on its internals).
+	banned := []rule{
 		{mod + "/stream", mod + "/engine/internal", "the job API sees the runtime only through its façade"},
 		{mod + "/connectors", mod + "/engine/internal", "connectors build on the job API, not on the runtime"},
-		{mod + "/engine/state", mod + "/engine/checkpoint", "state backends must not reach the checkpoint coordinator"},
+		{mod + "/cli", mod + "/engine/internal", "a user's gflink reaches the runtime through cmd"},
+	}
+	// below lists, for a package, the only packages of this module it may
+	// depend on at all: the job API's types and the network are leaves
+	// under the runtime, which builds on them.
+	below := map[string][]string{
+		mod + "/internal/api": {mod + "/engine/state", mod + "/savepoint"},
+		mod + "/engine/internal/task": {mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state", mod + "/engine/checkpoint",
+			mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry" /* Home: $GFLINK_HOME */},
+		mod + "/engine/internal/network": {mod + "/engine/state", mod + "/engine/checkpoint", mod + "/savepoint", mod + "/restore", mod + "/engine/config"},
 	}
 	// direct lists what a package may import itself, beyond the standard
 	// library and other modules: connectors use the job API, not the
@@ -69,6 +84,23 @@ func TestImportRules(t *testing.T) {
 		for _, d := range strings.Fields(imports) {
 			if isCmd(d) && pkg != mod && pkg != mod+"/cli" && !isCmd(pkg) {
 				t.Errorf("%s imports %s: nothing but main and cli may import cmd", pkg, d)
+			}
+		}
+		for _, r := range banned {
+			for _, d := range strings.Fields(imports) {
+				if under(pkg, r.pkg) && under(d, r.banned) {
+					t.Errorf("%s imports %s: %s", pkg, d, r.why)
+				}
+			}
+		}
+		for prefix, allowed := range below {
+			if !under(pkg, prefix) {
+				continue
+			}
+			for _, d := range deps {
+				if strings.HasPrefix(d, mod+"/") && !under(d, prefix) && !slices.ContainsFunc(allowed, func(a string) bool { return under(d, a) }) {
+					t.Errorf("%s depends on %s: it may depend only on %v of this module", pkg, d, allowed)
+				}
 			}
 		}
 		library := false

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/savepoint/vfs"
 	"go.uber.org/goleak"
 	"pgregory.net/rapid"
@@ -25,9 +25,9 @@ func (c *sliceCollector) Collect(s string) { c.out = append(c.out, s) }
 
 // readAll drains a reader, snapshotting and restarting from the snapshot
 // into a fresh reader whenever restartAt says so.
-func readAll(t interface{ Fatal(...any) }, src engine.Source[string], splits [][]byte, restartAt func(polls int) bool) []string {
+func readAll(t interface{ Fatal(...any) }, src api.Source[string], splits [][]byte, restartAt func(polls int) bool) []string {
 	var c sliceCollector
-	r, err := src.CreateReader(engine.SourceContext{Parallelism: 1})
+	r, err := src.CreateReader(api.SourceContext{Parallelism: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func readAll(t interface{ Fatal(...any) }, src engine.Source[string], splits [][
 				t.Fatal(err)
 			}
 			r.Close()
-			r, _ = src.CreateReader(engine.SourceContext{Parallelism: 1})
+			r, _ = src.CreateReader(api.SourceContext{Parallelism: 1})
 			if err := r.AddSplits(state); err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func readAll(t interface{ Fatal(...any) }, src engine.Source[string], splits [][
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st == engine.EndOfInput {
+		if st == api.EndOfInput {
 			r.Close()
 			return c.out
 		}
@@ -159,7 +159,7 @@ func listDir(t *testing.T, dir string) []string {
 func TestFileSinkPartFileLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	s := &FileSink[string]{Dir: dir}
-	ctx := engine.SinkContext{Subtask: 2, Parallelism: 3, RunID: "0badcafe", Checkpointing: true}
+	ctx := api.SinkContext{Subtask: 2, Parallelism: 3, RunID: "0badcafe", Checkpointing: true}
 	w, err := s.CreateWriter(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestFileSinkPartFileLifecycle(t *testing.T) {
 	if got := listDir(t, dir); !slices.Equal(got, []string{".part-0badcafe-2-0.inprogress"}) {
 		t.Fatalf("in progress: %v", got)
 	}
-	committables, err := w.(engine.CommittingSinkWriter[string]).PrepareCommit()
+	committables, err := w.(api.CommittingSinkWriter[string]).PrepareCommit()
 	if err != nil || len(committables) != 1 {
 		t.Fatalf("PrepareCommit: %v %v", committables, err)
 	}
@@ -196,11 +196,11 @@ func TestFileSinkPartFileLifecycle(t *testing.T) {
 func TestFileSinkRollsOnSize(t *testing.T) {
 	dir := t.TempDir()
 	s := &FileSink[string]{Dir: dir, RollSize: 10}
-	w, _ := s.CreateWriter(engine.SinkContext{RunID: "r", Parallelism: 1})
+	w, _ := s.CreateWriter(api.SinkContext{RunID: "r", Parallelism: 1})
 	for i := 0; i < 5; i++ {
 		w.Write("0123456789") // 11 bytes with the newline: one file each
 	}
-	committables, _ := w.(engine.CommittingSinkWriter[string]).PrepareCommit()
+	committables, _ := w.(api.CommittingSinkWriter[string]).PrepareCommit()
 	if len(committables) != 5 {
 		t.Fatalf("%d part files; want 5", len(committables))
 	}
@@ -223,10 +223,10 @@ func TestFileSinkRecommitOfMovedPartIsDone(t *testing.T) {
 // where they are, and its own files in the new directory.
 func TestFileSinkCommitsInTheDirectoryWritten(t *testing.T) {
 	old, cur := t.TempDir(), t.TempDir()
-	ctx := engine.SinkContext{RunID: "r1", Parallelism: 1, Checkpointing: true}
+	ctx := api.SinkContext{RunID: "r1", Parallelism: 1, Checkpointing: true}
 	w, _ := (&FileSink[string]{Dir: old}).CreateWriter(ctx)
 	w.Write("one")
-	committables, err := w.(engine.CommittingSinkWriter[string]).PrepareCommit()
+	committables, err := w.(api.CommittingSinkWriter[string]).PrepareCommit()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +249,9 @@ func TestFileSinkCommitsInTheDirectoryWritten(t *testing.T) {
 // does not depend on the working directory of the run that restores it.
 func TestFileSinkCommittableDirIsAbsolute(t *testing.T) {
 	t.Chdir(t.TempDir())
-	w, _ := (&FileSink[string]{Dir: "out"}).CreateWriter(engine.SinkContext{RunID: "r", Parallelism: 1})
+	w, _ := (&FileSink[string]{Dir: "out"}).CreateWriter(api.SinkContext{RunID: "r", Parallelism: 1})
 	w.Write("x")
-	committables, _ := w.(engine.CommittingSinkWriter[string]).PrepareCommit()
+	committables, _ := w.(api.CommittingSinkWriter[string]).PrepareCommit()
 	w.Close()
 	var fc fileCommittable
 	if err := json.Unmarshal(committables[0], &fc); err != nil || !filepath.IsAbs(fc.Dir) {
@@ -277,7 +277,7 @@ func TestFileSinkCommitErrors(t *testing.T) {
 	ok, _ := json.Marshal(fileCommittable{Dir: dir, Pending: ".part-x-0-0.inprogress", Finished: "part-x-0-0"})
 	bad, _ := json.Marshal(fileCommittable{Dir: dir, Pending: ".part-x-0-1.inprogress", Finished: "part-x-0-1"})
 	err := c.Commit([][]byte{ok, bad})
-	var s *engine.SuppressRestartsError
+	var s *api.SuppressRestartsError
 	if err == nil || errors.As(err, &s) || !strings.Contains(err.Error(), filepath.Join(dir, "part-x-0-1")) {
 		t.Fatalf("err = %v; want a plain error naming the file", err)
 	}
@@ -312,7 +312,7 @@ func TestFileSinkCleanUpAfterRestore(t *testing.T) {
 	}
 	s := &FileSink[string]{Dir: dir}
 	keep, _ := json.Marshal(fileCommittable{Pending: ".part-old-0-1.inprogress", Finished: "part-old-0-1"})
-	if err := s.CleanUp(engine.SinkContext{RunID: "new", PreviousRunIDs: []string{"old"}}, [][]byte{keep}); err != nil {
+	if err := s.CleanUp(api.SinkContext{RunID: "new", PreviousRunIDs: []string{"old"}}, [][]byte{keep}); err != nil {
 		t.Fatal(err)
 	}
 	// Gone: the orphan of the failed earlier attempt. Kept: the pending file
@@ -328,9 +328,9 @@ func TestFileSinkWriteFailureSurfaces(t *testing.T) {
 	dir := t.TempDir()
 	efs := vfs.ErrorFS{FS: vfs.Default, Inj: vfs.FailNth(1, func(op vfs.Op, _ string) bool { return op == vfs.OpSync })}
 	s := &FileSink[string]{Dir: dir, FS: efs}
-	w, _ := s.CreateWriter(engine.SinkContext{RunID: "r", Parallelism: 1})
+	w, _ := s.CreateWriter(api.SinkContext{RunID: "r", Parallelism: 1})
 	w.Write("x")
-	if _, err := w.(engine.CommittingSinkWriter[string]).PrepareCommit(); !errors.Is(err, vfs.ErrInjected) {
+	if _, err := w.(api.CommittingSinkWriter[string]).PrepareCommit(); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("a failed fsync must fail the pre-commit, got %v", err)
 	}
 }
@@ -339,7 +339,7 @@ func TestUpsertFileSinkIsIdempotent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "table.tsv")
 	type kv struct{ k, v string }
 	s := &UpsertFileSink[kv]{Path: path, Key: func(x kv) string { return x.k }, Value: func(x kv) string { return x.v }}
-	w, err := s.CreateWriter(engine.SinkContext{})
+	w, err := s.CreateWriter(api.SinkContext{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestUpsertFileSinkIsIdempotent(t *testing.T) {
 	}
 	// A new sink object (another process) starts from the table on disk.
 	s2 := &UpsertFileSink[kv]{Path: path, Key: s.Key, Value: s.Value}
-	s2.CreateWriter(engine.SinkContext{})
+	s2.CreateWriter(api.SinkContext{})
 	if tbl, err := ReadUpsertTable(vfs.Default, path); err != nil || tbl["tab\there"] != "x\"y" || len(tbl) != 3 {
 		t.Fatalf("ReadUpsertTable: %v %v", tbl, err)
 	}
@@ -391,12 +391,12 @@ func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
 	if err := os.Symlink(dir, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	snapshot := func(src engine.Source[string]) [][]byte {
+	snapshot := func(src api.Source[string]) [][]byte {
 		splits, err := src.Splits(2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _ := src.CreateReader(engine.SourceContext{Parallelism: 1})
+		r, _ := src.CreateReader(api.SourceContext{Parallelism: 1})
 		r.AddSplits(splits)
 		r.PollNext(&sliceCollector{})
 		state, err := r.SnapshotState(1)
@@ -457,9 +457,9 @@ func TestRestoredSplitsMustBeTheSourcesOwn(t *testing.T) {
 	}
 }
 
-// RestoredSplitsCheckerForTest is engine.RestoredSplitsChecker, named here
+// RestoredSplitsCheckerForTest is api.RestoredSplitsChecker, named here
 // so the table above reads plainly.
-type RestoredSplitsCheckerForTest = engine.RestoredSplitsChecker
+type RestoredSplitsCheckerForTest = api.RestoredSplitsChecker
 
 func TestSplitEncodings(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

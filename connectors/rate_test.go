@@ -6,14 +6,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
 	"pgregory.net/rapid"
 )
 
 // pollUntil polls r until it has emitted want lines, it ends, or a
 // deadline passes; it returns what was emitted.
-func pollUntil(t *testing.T, r engine.SourceReader[string], want int) []string {
+func pollUntil(t *testing.T, r api.SourceReader[string], want int) []string {
 	t.Helper()
 	var c sliceCollector
 	deadline := testutil.Deadline(5 * time.Second)
@@ -22,7 +22,7 @@ func pollUntil(t *testing.T, r engine.SourceReader[string], want int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st == engine.EndOfInput {
+		if st == api.EndOfInput {
 			break
 		}
 	}
@@ -34,7 +34,7 @@ func pollUntil(t *testing.T, r engine.SourceReader[string], want int) []string {
 func TestGeneratorHugeRateEmits(t *testing.T) {
 	for _, rate := range []float64{math.Inf(1), 1e308, math.MaxFloat64} {
 		g := &WordGenerator{Words: 1000, Distinct: 10, Rate: rate}
-		r, err := g.CreateReader(engine.SourceContext{Parallelism: 1})
+		r, err := g.CreateReader(api.SourceContext{Parallelism: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestGeneratorHugeRateEmits(t *testing.T) {
 		if got := pollUntil(t, r, 100); len(got) != 100 {
 			t.Errorf("rate %g: %d lines emitted; want all 100", rate, len(got))
 		}
-		if next := r.(engine.AvailabilityWaiter).NextPollTime(); time.Until(next) > time.Second {
+		if next := r.(api.AvailabilityWaiter).NextPollTime(); time.Until(next) > time.Second {
 			t.Errorf("rate %g: next poll %v from now", rate, time.Until(next))
 		}
 	}
@@ -60,7 +60,7 @@ func TestElementsRate(t *testing.T) {
 		items[i] = "two words"
 	}
 	src := &Elements[string]{Items: items, Rate: 10, Weigh: func(string) int { return 2 }}
-	r, err := src.CreateReader(engine.SourceContext{Parallelism: 1})
+	r, err := src.CreateReader(api.SourceContext{Parallelism: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,18 +70,18 @@ func TestElementsRate(t *testing.T) {
 	}
 	var c sliceCollector
 	start := time.Now()
-	st := engine.MoreAvailable
-	for st == engine.MoreAvailable {
+	st := api.MoreAvailable
+	for st == api.MoreAvailable {
 		if st, err = r.PollNext(&c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// 10 words/s, 2 words an item: about 5 items a second; the first poll
 	// may let one through.
-	if maxN := 1 + int(time.Since(start).Seconds()*5) + 1; st != engine.NothingAvailable || len(c.out) > maxN {
+	if maxN := 1 + int(time.Since(start).Seconds()*5) + 1; st != api.NothingAvailable || len(c.out) > maxN {
 		t.Fatalf("status %v after %d items in %v; want NothingAvailable after at most %d", st, len(c.out), time.Since(start), maxN)
 	}
-	next := r.(engine.AvailabilityWaiter).NextPollTime()
+	next := r.(api.AvailabilityWaiter).NextPollTime()
 	if !next.After(start) || next.Sub(start) > time.Second {
 		t.Fatalf("next poll %v after the start; want within the next 0.2 s per item", next.Sub(start))
 	}
@@ -131,8 +131,8 @@ func TestPacedGeneratorOnFakeClock(t *testing.T) {
 
 // readAllPaced drains a reader, waiting until NextPollTime whenever it has
 // nothing available, as a source task does.
-func readAllPaced(t *testing.T, src engine.Source[string], splits [][]byte) []string {
-	r, err := src.CreateReader(engine.SourceContext{Parallelism: 1})
+func readAllPaced(t *testing.T, src api.Source[string], splits [][]byte) []string {
+	r, err := src.CreateReader(api.SourceContext{Parallelism: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +146,10 @@ func readAllPaced(t *testing.T, src engine.Source[string], splits [][]byte) []st
 			t.Fatal(err)
 		}
 		switch st {
-		case engine.EndOfInput:
+		case api.EndOfInput:
 			return c.out
-		case engine.NothingAvailable:
-			time.Sleep(time.Until(r.(engine.AvailabilityWaiter).NextPollTime()))
+		case api.NothingAvailable:
+			time.Sleep(time.Until(r.(api.AvailabilityWaiter).NextPollTime()))
 		}
 	}
 }

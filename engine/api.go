@@ -11,13 +11,10 @@ import (
 	"os"
 
 	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/internal/api"
 )
-
-// Collector receives records.
-type Collector[T any] interface {
-	Collect(v T)
-}
 
 // Environment is where a job is assembled, like Flink's
 // StreamExecutionEnvironment. A job function adds sources, transformations
@@ -131,13 +128,13 @@ func (s DataStream[T]) MaxParallelism(p int) DataStream[T] {
 }
 
 // FromSource adds a source.
-func FromSource[T any](env *Environment, src Source[T], name string) DataStream[T] {
-	n := env.newNode(kindSource, name, newTypeOps[T]())
+func FromSource[T any](env *Environment, src api.Source[T], name string) DataStream[T] {
+	n := env.newNode(kindSource, name, task.NewTypeOps[T]())
 	n.source = src
 	n.enumerate = src.Splits
 	n.stateful = true // sources keep their splits and positions
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &sourceOperator[T]{src: src, out: out.(Collector[T])}
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.SourceOperator[T]{Src: src, Out: out.(api.Collector[T])}
 		return nil, op
 	}
 	return DataStream[T]{env: env, n: n}
@@ -145,22 +142,22 @@ func FromSource[T any](env *Environment, src Source[T], name string) DataStream[
 
 // Map applies f to every record.
 func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Map", newTypeOps[OUT]())
+	n := s.env.newNode(kindOperator, "Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &mapOperator[IN, OUT]{f: f, out: out.(Collector[OUT])}
-		return Collector[IN](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.MapOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT])}
+		return api.Collector[IN](op), op
 	}
 	return DataStream[OUT]{env: s.env, n: n}
 }
 
 // FlatMap calls f for every record; f emits any number of records.
-func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT])) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Flat Map", newTypeOps[OUT]())
+func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT])) DataStream[OUT] {
+	n := s.env.newNode(kindOperator, "Flat Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &flatMapOperator[IN, OUT]{f: f, out: out.(Collector[OUT])}
-		return Collector[IN](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.FlatMapOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT])}
+		return api.Collector[IN](op), op
 	}
 	return DataStream[OUT]{env: s.env, n: n}
 }
@@ -169,9 +166,9 @@ func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT])) DataStre
 func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
 	n := s.env.newNode(kindOperator, "Filter", s.n.out)
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &filterOperator[T]{f: f, out: out.(Collector[T])}
-		return Collector[T](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.FilterOperator[T]{F: f, Out: out.(api.Collector[T])}
+		return api.Collector[T](op), op
 	}
 	return DataStream[T]{env: s.env, n: n}
 }
@@ -203,22 +200,22 @@ func (s DataStream[T]) Broadcast() DataStream[T] {
 // MapErr is Map for a function that can fail: an error fails the task,
 // and the restart strategy decides what follows.
 func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Map", newTypeOps[OUT]())
+	n := s.env.newNode(kindOperator, "Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &mapErrOperator[IN, OUT]{f: f, out: out.(Collector[OUT]), name: rt.name}
-		return Collector[IN](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.MapErrOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT]), Name: rt.Name}
+		return api.Collector[IN](op), op
 	}
 	return DataStream[OUT]{env: s.env, n: n}
 }
 
 // FlatMapErr is FlatMap for a function that can fail.
-func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT]) error) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Flat Map", newTypeOps[OUT]())
+func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT]) error) DataStream[OUT] {
+	n := s.env.newNode(kindOperator, "Flat Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &flatMapErrOperator[IN, OUT]{f: f, out: out.(Collector[OUT]), name: rt.name}
-		return Collector[IN](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.FlatMapErrOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT]), Name: rt.Name}
+		return api.Collector[IN](op), op
 	}
 	return DataStream[OUT]{env: s.env, n: n}
 }
@@ -227,9 +224,9 @@ func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, Collector[OUT]) error)
 func (s DataStream[T]) FilterErr(f func(T) (bool, error)) DataStream[T] {
 	n := s.env.newNode(kindOperator, "Filter", s.n.out)
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &filterErrOperator[T]{f: f, out: out.(Collector[T]), name: rt.name}
-		return Collector[T](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.FilterErrOperator[T]{F: f, Out: out.(api.Collector[T]), Name: rt.Name}
+		return api.Collector[T](op), op
 	}
 	return DataStream[T]{env: s.env, n: n}
 }
@@ -248,9 +245,9 @@ func Union[T any](first DataStream[T], more ...DataStream[T]) DataStream[T] {
 		}
 		env.connect(s.n, n, s.part, nil)
 	}
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := &unionOperator[T]{out: out.(Collector[T])}
-		return Collector[T](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.UnionOperator[T]{Out: out.(api.Collector[T])}
+		return api.Collector[T](op), op
 	}
 	return DataStream[T]{env: env, n: n}
 }
@@ -278,16 +275,16 @@ func (ks KeyedStream[T, K]) WithKeySerializer(ser state.KeySerializer[K]) KeyedS
 
 // Process applies a keyed process function, which may keep keyed state and
 // set timers.
-func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn KeyedProcessFunction[K, T, OUT]) DataStream[OUT] {
+func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedProcessFunction[K, T, OUT]) DataStream[OUT] {
 	env := ks.s.env
-	n := env.newNode(kindOperator, "KeyedProcess", newTypeOps[OUT]())
+	n := env.newNode(kindOperator, "KeyedProcess", task.NewTypeOps[OUT]())
 	n.keyed, n.stateful = true, true
 	keySer := ks.keySer
 	keyFn := ks.key
 	env.connect(ks.s.n, n, network.ShipHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
-	n.build = func(rt *buildContext, out any) (any, operator) {
-		op := newKeyedProcessOperator(rt, fn, keyFn, keySer, out.(Collector[OUT]))
-		return Collector[T](op), op
+	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := task.NewKeyedProcessOperator(rt, fn, keyFn, keySer, out.(api.Collector[OUT]))
+		return api.Collector[T](op), op
 	}
 	return DataStream[OUT]{env: env, n: n}
 }
@@ -314,14 +311,14 @@ func (s DataStreamSink) Parallelism(p int) DataStreamSink {
 }
 
 // SinkTo writes the stream to a sink.
-func (s DataStream[T]) SinkTo(sink Sink[T]) DataStreamSink {
+func (s DataStream[T]) SinkTo(sink api.Sink[T]) DataStreamSink {
 	n := s.env.newNode(kindSink, "Sink", nil)
-	n.stateful = isStatefulSink(sink)
+	n.stateful = task.IsStatefulSink(sink)
 	n.sink = sink
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *buildContext, _ any) (any, operator) {
-		op := newSinkOperator(rt, sink)
-		return Collector[T](op), op
+	n.build = func(rt *task.BuildContext, _ any) (any, task.Operator) {
+		op := task.NewSinkOperator(rt, sink)
+		return api.Collector[T](op), op
 	}
 	return DataStreamSink{env: s.env, n: n}
 }
@@ -331,5 +328,5 @@ func (s DataStream[T]) SinkTo(sink Sink[T]) DataStreamSink {
 // parallelism above 1. Printing is not transactional: after a recovery,
 // lines may appear again.
 func (s DataStream[T]) Print() DataStreamSink {
-	return s.SinkTo(&PrintSink[T]{W: s.env.stdout}).Name("Print to Std. Out")
+	return s.SinkTo(&api.PrintSink[T]{W: s.env.stdout}).Name("Print to Std. Out")
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/savepoint"
 )
 
@@ -183,10 +184,10 @@ type JobInfo struct {
 	CheckpointConfig checkpoint.Config
 	// StateBackend is hashmap or rocksdb; Incremental says whether its
 	// checkpoints are incremental.
-	StateBackend StateBackendKind
+	StateBackend task.StateBackendKind
 	Incremental  bool
 	// Changelog is the changelog's configuration (Enabled: in use).
-	Changelog      ChangelogInfo
+	Changelog      task.ChangelogInfo
 	Exceptions     []ExceptionInfo
 	MaxParallelism int
 	// Retained lists the checkpoints the job keeps (which it owns, and the
@@ -215,7 +216,7 @@ func (j *Job) Info() JobInfo {
 	defer jm.mu.Unlock()
 	info := JobInfo{ID: jm.jobID, Name: jm.graph.Name, Status: jm.status, EndTime: -1,
 		Timestamps: map[JobStatus]int64{}, Checkpoints: jm.stats.snapshot(), CheckpointConfig: jm.cpCfg,
-		StateBackend: jm.backends.name(), Incremental: jm.backends.isIncremental(), Changelog: jm.clInfo,
+		StateBackend: jm.backends.Name(), Incremental: jm.backends.IsIncremental(), Changelog: jm.clInfo,
 		Exceptions: append([]ExceptionInfo(nil), jm.exceptions...), Retained: slices.Clone(jm.retained)}
 	for k, v := range jm.timestamps {
 		info.Timestamps[k] = v
@@ -258,8 +259,8 @@ const (
 	ExecFailed       = "FAILED"
 )
 
-func (jm *jobMaster) setTaskState(t *task, state string) {
+func (jm *jobMaster) setTaskState(t *task.Task, state string) {
 	jm.mu.Lock()
-	jm.taskStates[taskKey{t.v.id, t.subtask}] = state
+	jm.taskStates[taskKey{t.Vertex, t.Subtask}] = state
 	jm.mu.Unlock()
 }

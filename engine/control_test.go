@@ -14,6 +14,7 @@ import (
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -156,15 +157,15 @@ func TestStopWithSavepointContinuesExactlyOnce(t *testing.T) {
 // eventTimerFn sets an event-time timer per key; a drain fires them, a
 // plain stop does not.
 type eventTimerFn struct {
-	seen engine.ValueState[bool]
+	seen api.ValueState[bool]
 }
 
-func (f *eventTimerFn) Open(ctx *engine.Context[string]) (err error) {
-	f.seen, err = engine.GetValueState[bool](ctx, "seen")
+func (f *eventTimerFn) Open(ctx *api.Context[string]) (err error) {
+	f.seen, err = api.GetValueState[bool](ctx, "seen")
 	return err
 }
 
-func (f *eventTimerFn) ProcessElement(ctx *engine.Context[string], w string, out engine.Collector[string]) error {
+func (f *eventTimerFn) ProcessElement(ctx *api.Context[string], w string, out api.Collector[string]) error {
 	if s, _ := f.seen.Value(); !s {
 		f.seen.Update(true)
 		ctx.TimerService().RegisterEventTimeTimer(1 << 40)
@@ -173,7 +174,7 @@ func (f *eventTimerFn) ProcessElement(ctx *engine.Context[string], w string, out
 	return nil
 }
 
-func (f *eventTimerFn) OnTimer(ctx *engine.Context[string], ts int64, out engine.Collector[string]) error {
+func (f *eventTimerFn) OnTimer(ctx *api.Context[string], ts int64, out api.Collector[string]) error {
 	out.Collect(ctx.CurrentKey() + ":fired")
 	return nil
 }

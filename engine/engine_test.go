@@ -24,6 +24,7 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
@@ -588,15 +589,15 @@ func waitFor(t *testing.T, cond func() bool) {
 // timerFn emits "<key>:fired" from a processing-time timer set 30 ms after
 // the key's first record.
 type timerFn struct {
-	seen engine.ValueState[bool]
+	seen api.ValueState[bool]
 }
 
-func (f *timerFn) Open(ctx *engine.Context[string]) (err error) {
-	f.seen, err = engine.GetValueState[bool](ctx, "seen")
+func (f *timerFn) Open(ctx *api.Context[string]) (err error) {
+	f.seen, err = api.GetValueState[bool](ctx, "seen")
 	return err
 }
 
-func (f *timerFn) ProcessElement(ctx *engine.Context[string], w string, out engine.Collector[string]) error {
+func (f *timerFn) ProcessElement(ctx *api.Context[string], w string, out api.Collector[string]) error {
 	if s, _ := f.seen.Value(); !s {
 		f.seen.Update(true)
 		ts := ctx.TimerService()
@@ -605,7 +606,7 @@ func (f *timerFn) ProcessElement(ctx *engine.Context[string], w string, out engi
 	return nil
 }
 
-func (f *timerFn) OnTimer(ctx *engine.Context[string], ts int64, out engine.Collector[string]) error {
+func (f *timerFn) OnTimer(ctx *api.Context[string], ts int64, out api.Collector[string]) error {
 	out.Collect(ctx.CurrentKey() + ":fired")
 	return nil
 }
@@ -803,7 +804,7 @@ func TestSuppressRestartsFailsTheJobOnce(t *testing.T) {
 	engine.Map(s, func(v string) string {
 		if v == "boom" {
 			calls++
-			panic(engine.SuppressRestarts(errors.New("cannot commit part file /x/part-0")))
+			panic(api.SuppressRestarts(errors.New("cannot commit part file /x/part-0")))
 		}
 		return v
 	}).Name("mapper").Print()

@@ -10,14 +10,10 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
-
-// buildContext is what a node's build function may know.
-type buildContext struct {
-	name string
-}
 
 // execution is one attempt of a job: its tasks and channels.
 type execution struct {
@@ -25,7 +21,7 @@ type execution struct {
 	attempt  int
 	cancel   context.CancelFunc
 	done     <-chan struct{}
-	tasks    []*task
+	tasks    []*task.Task
 	wg       sync.WaitGroup
 	finished int
 	// numInitialized counts the tasks that have loaded their restored state
@@ -52,23 +48,23 @@ func (e *execution) send(ev taskEvent) {
 	}
 }
 
-func (e *execution) ack(t *task, id int64, a *checkpoint.Ack) {
-	e.send(taskEvent{task: t.id, kind: evAck, id: id, ack: a})
+func (e *execution) Ack(t *task.Task, id int64, a *checkpoint.Ack) {
+	e.send(taskEvent{task: t.ID, kind: evAck, id: id, ack: a})
 }
 
-func (e *execution) decline(t *task, id int64, reason, cause error) {
-	e.send(taskEvent{task: t.id, kind: evDecline, id: id, reason: reason, err: cause})
+func (e *execution) Decline(t *task.Task, id int64, reason, cause error) {
+	e.send(taskEvent{task: t.ID, kind: evDecline, id: id, reason: reason, err: cause})
 }
 
-func (e *execution) initialized(t *task) {
-	e.send(taskEvent{task: t.id, kind: evInitialized})
+func (e *execution) Initialized(t *task.Task) {
+	e.send(taskEvent{task: t.ID, kind: evInitialized})
 }
 
-func (e *execution) endOfInput(t *task) {
-	e.send(taskEvent{task: t.id, kind: evEndOfInput})
+func (e *execution) EndOfInput(t *task.Task) {
+	e.send(taskEvent{task: t.ID, kind: evEndOfInput})
 }
 
-func (e *execution) taskExited(t *task, err error) {
+func (e *execution) TaskExited(t *task.Task, err error) {
 	defer e.wg.Done()
 	select {
 	case <-e.done:
@@ -76,23 +72,23 @@ func (e *execution) taskExited(t *task, err error) {
 	default:
 	}
 	if err != nil {
-		e.send(taskEvent{task: t.id, kind: evFailed, err: err})
+		e.send(taskEvent{task: t.ID, kind: evFailed, err: err})
 		return
 	}
-	t.finalMu.Lock()
-	final := t.final
-	t.finalMu.Unlock()
-	e.send(taskEvent{task: t.id, kind: evFinished, final: final})
+	t.FinalMu.Lock()
+	final := t.Final
+	t.FinalMu.Unlock()
+	e.send(taskEvent{task: t.ID, kind: evFinished, final: final})
 }
 
-// sourceEmitted counts source records for fault injection, which may fail
+// SourceEmitted counts source records for fault injection, which may fail
 // the task (as a failing user function does).
-func (e *execution) sourceEmitted(t *task, n int64) {
+func (e *execution) SourceEmitted(t *task.Task, n int64) {
 	if e.jm.faults == nil {
 		return
 	}
 	if err := e.jm.faults.SourceEmitted(e.attempt, e.emitted.Add(n), e.completed.Load()); err != nil {
-		fail("", err)
+		task.Fail("", err)
 	}
 }
 
@@ -101,7 +97,7 @@ func (e *execution) sourceEmitted(t *task, n int64) {
 func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &deployment{jm: jm, plan: plan, e: jm.newExecution(cancel, ctx.Done(), plan),
-		tasksOf: map[*vertex][]*task{}, vertexOf: map[*node]*vertex{}}
+		tasksOf: map[*vertex][]*task.Task{}, vertexOf: map[*node]*vertex{}}
 	d.createTasks()
 	d.connectChannels()
 	if plan != nil && plan.Meta != nil && plan.Meta.HasChannelState() {
@@ -126,7 +122,7 @@ type deployment struct {
 	jm       *jobMaster
 	plan     *restore.Plan
 	e        *execution
-	tasksOf  map[*vertex][]*task
+	tasksOf  map[*vertex][]*task.Task
 	vertexOf map[*node]*vertex
 	// targets[edge][sender] lists the channels a sending subtask writes
 	// to, indexed by receiving subtask (one for forward edges).
@@ -155,9 +151,9 @@ func (jm *jobMaster) newExecution(cancel context.CancelFunc, done <-chan struct{
 // createTasks makes every subtask of every vertex, with its input gate.
 func (d *deployment) createTasks() {
 	jm, e := d.jm, d.e
-	svc := &taskServices{jobID: jm.jobID, attempt: e.attempt, runID: e.runID, previousRunIDs: e.previousRunIDs,
-		checkpointing: jm.cpCfg.Enabled(), fs: jm.fs, storage: jm.storage.Worker(), backends: jm.backends,
-		log: jm.log, clock: e.clock, jm: e}
+	svc := &task.Services{JobID: jm.jobID, Attempt: e.attempt, RunID: e.runID, PreviousRunIDs: e.previousRunIDs,
+		Checkpointing: jm.cpCfg.Enabled(), FS: jm.fs, Storage: jm.storage.Worker(), Backends: jm.backends,
+		Log: jm.log, Clock: e.clock, JobMaster: e}
 	exactlyOnce := jm.cpCfg.Mode == checkpoint.ExactlyOnce
 	waitFinal := jm.cpCfg.Enabled() && jm.cpCfg.AfterTasksFinish
 	for _, v := range jm.graph.vertices {
@@ -173,21 +169,17 @@ func (d *deployment) createTasks() {
 			}
 		}
 		for i := 0; i < v.parallelism; i++ {
-			t := &task{id: checkpoint.TaskID(len(e.tasks)), svc: svc, v: v, subtask: i,
-				name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
-				mail: network.NewMailbox(), done: e.done, exactlyOnce: exactlyOnce, waitFinal: waitFinal,
-				wake: make(chan struct{}, 1)}
+			t := task.New(task.Options{ID: checkpoint.TaskID(len(e.tasks)), Services: svc, Vertex: v.id, VertexID: operatorID(v.head()),
+				Parallelism: v.parallelism, Subtask: i, Name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
+				Done: e.done, ExactlyOnce: exactlyOnce, WaitFinal: waitFinal})
 			for _, in := range v.inputs {
-				t.inPeers = append(t.inPeers, in.from.uid)
+				t.InPeers = append(t.InPeers, in.from.uid)
 			}
 			for _, oe := range v.outputs {
-				t.outPeers = append(t.outPeers, oe.to.uid)
+				t.OutPeers = append(t.OutPeers, oe.to.uid)
 			}
 			if len(v.inputs) > 0 {
-				t.inOps = v.inputs[0].from.out
-				t.gate = t.inOps.newGate(numCh, network.BuffersPerChannel(numCh), t.mail)
-				t.numIn = numCh
-				t.al = newAligner(numCh, exactlyOnce)
+				t.ConnectInput(v.inputs[0].from.out, numCh)
 			}
 			e.tasks = append(e.tasks, t)
 			d.tasksOf[v] = append(d.tasksOf[v], t)
@@ -208,8 +200,8 @@ func (d *deployment) connectChannels() {
 					if in.part == network.ShipForward && i != j {
 						continue
 					}
-					per[j] = append(per[j], in.from.out.addChannel(recv.gate))
-					recv.chanInfo = append(recv.chanInfo, chanInfo{edge: k, sender: j})
+					per[j] = append(per[j], in.from.out.AddChannel(recv.Gate))
+					recv.ChanInfo = append(recv.ChanInfo, task.ChanInfo{Edge: k, Sender: j})
 				}
 			}
 			d.targets[in] = per
@@ -224,39 +216,39 @@ func (d *deployment) buildChains() {
 		for i, t := range d.tasksOf[v] {
 			var outs []any
 			for _, oe := range v.outputs {
-				c, w := oe.from.out.newWriter(d.targets[oe][i], oe.part, oe.hash, d.e.maxPar[oe.to.uid],
+				c, w := oe.from.out.NewWriter(d.targets[oe][i], oe.part, oe.hash, d.e.maxPar[oe.to.uid],
 					network.DefaultBatchSize, i, t)
 				outs = append(outs, c)
-				t.writers = append(t.writers, w)
+				t.Writers = append(t.Writers, w)
 			}
 			var out any
 			if len(outs) > 0 {
-				out = v.tail().out.newFanout(outs)
+				out = v.tail().out.NewFanout(outs)
 			}
-			t.ops = make([]operator, len(v.nodes))
-			t.uids = make([]string, len(v.nodes))
-			t.restore = make([]*opContext, len(v.nodes))
+			t.Ops = make([]task.Operator, len(v.nodes))
+			t.UIDs = make([]string, len(v.nodes))
+			t.Restore = make([]*task.OpContext, len(v.nodes))
 			blocks := &savepoint.BlockReader{FS: d.jm.fs}
 			if d.plan != nil {
 				blocks.Dir = d.plan.Dir
 			}
 			for k := len(v.nodes) - 1; k >= 0; k-- {
 				n := v.nodes[k]
-				in, op := n.build(&buildContext{name: displayName(n)}, out)
+				in, op := n.build(&task.BuildContext{Name: displayName(n)}, out)
 				out = in
-				t.ops[k], t.uids[k] = op, n.uid
-				oc := &opContext{t: t, uid: n.uid, maxPar: d.e.maxPar[n.uid], blocks: blocks}
+				t.Ops[k], t.UIDs[k] = op, n.uid
+				oc := &task.OpContext{Task: t, UID: n.uid, MaxParallelism: d.e.maxPar[n.uid], Blocks: blocks}
 				if d.plan != nil {
 					if p := d.plan.Operators[n.uid]; p != nil {
-						oc.restore = &p.Subtasks[i]
+						oc.Restore = &p.Subtasks[i]
 					}
 				}
 				if n.kind == kindSource {
-					t.source = op.(sourceRunner)
+					t.Source = op.(task.SourceRunner)
 				}
-				t.restore[k] = oc
+				t.Restore[k] = oc
 			}
-			t.head = out
+			t.Head = out
 		}
 	}
 }
@@ -272,7 +264,7 @@ func (d *deployment) assignFreshSplits() error {
 		if err != nil {
 			return fmt.Errorf("enumerate splits of %s: %w", displayName(n), err)
 		}
-		union := unionSplits(n.source)
+		union := task.UnionSplits(n.source)
 		for i, t := range d.tasksOf[d.vertexOf[n]] {
 			mine := splits // a union source's readers pick their own
 			if !union {
@@ -281,8 +273,8 @@ func (d *deployment) assignFreshSplits() error {
 					mine = append(mine, splits[j])
 				}
 			}
-			t.restore[0].restore = &restore.SubtaskRestore{OperatorState: []savepoint.OperatorListState{
-				{Name: sourceReaderStateName, Mode: savepoint.SplitDistribute, Items: mine}}}
+			t.Restore[0].Restore = &restore.SubtaskRestore{OperatorState: []savepoint.OperatorListState{
+				{Name: task.SourceReaderStateName, Mode: savepoint.SplitDistribute, Items: mine}}}
 		}
 	}
 	return nil
@@ -294,20 +286,20 @@ func (d *deployment) start() {
 	jm, e := d.jm, d.e
 	infos := make([]checkpoint.TaskInfo, len(e.tasks))
 	for i, t := range e.tasks {
-		infos[i] = checkpoint.TaskInfo{ID: t.id, Source: t.source != nil}
-		for _, ci := range t.chanInfo {
-			infos[i].Upstream = append(infos[i].Upstream, d.tasksOf[d.vertexOf[t.v.inputs[ci.edge].from]][ci.sender].id)
+		infos[i] = checkpoint.TaskInfo{ID: t.ID, Source: t.Source != nil}
+		for _, ci := range t.ChanInfo {
+			infos[i].Upstream = append(infos[i].Upstream, d.tasksOf[d.vertexOf[jm.graph.vertices[t.Vertex].inputs[ci.Edge].from]][ci.Sender].ID)
 		}
 	}
 	jm.coord.Start(jm.clock(), infos)
 	jm.mu.Lock()
 	for _, t := range e.tasks {
-		jm.taskStates[taskKey{t.v.id, t.subtask}] = ExecInitializing
+		jm.taskStates[taskKey{t.Vertex, t.Subtask}] = ExecInitializing
 	}
 	jm.mu.Unlock()
 	for _, t := range e.tasks {
 		e.wg.Add(1)
-		go t.run()
+		go t.Run()
 	}
 }
 
@@ -330,7 +322,7 @@ func exchangeOf(v *vertex, in *edge, maxPar int) restore.Exchange {
 
 // planInFlight gives each receiving task the records in flight of the
 // unaligned checkpoint it restores from, per input edge.
-func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*vertex][]*task) error {
+func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*vertex][]*task.Task) error {
 	for v, tasks := range tasksOf {
 		for k, in := range v.inputs {
 			per, err := restore.InFlightFor(plan.Meta, exchangeOf(v, in, e.maxPar[in.to.uid]))
@@ -340,9 +332,9 @@ func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*vertex][]*task
 			for i, pieces := range per {
 				for _, p := range pieces {
 					p.Edge = k
-					tasks[i].inFlight = append(tasks[i].inFlight, p)
+					tasks[i].InFlight = append(tasks[i].InFlight, p)
 				}
-				tasks[i].inFlightDir = plan.Dir
+				tasks[i].InFlightDir = plan.Dir
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/spaolacci/murmur3"
 )
@@ -31,14 +32,14 @@ type node struct {
 	keyed          bool
 	stateful       bool
 	in, outs       []*edge
-	out            typeOps // the output type; nil for sinks
+	out            task.TypeOps // the output type; nil for sinks
 	source         any
 	sink           any
 	enumerate      func(parallelism int) ([][]byte, error) // sources: fresh splits
 	maxParExplicit bool
 	// build makes the operator, given the collector of its output, and
 	// returns the collector of its input (nil for sources).
-	build func(rt *buildContext, out any) (in any, op operator)
+	build func(rt *task.BuildContext, out any) (in any, op task.Operator)
 }
 
 type edge struct {
@@ -47,7 +48,7 @@ type edge struct {
 	hash     any // func(T) uint64 for hash partitioning
 }
 
-func (env *Environment) newNode(kind nodeKind, name string, out typeOps) *node {
+func (env *Environment) newNode(kind nodeKind, name string, out task.TypeOps) *node {
 	n := &node{id: len(env.nodes), kind: kind, name: name, out: out}
 	env.nodes = append(env.nodes, n)
 	return n

@@ -16,7 +16,9 @@ import (
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/restart"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/vfs"
@@ -164,7 +166,7 @@ type jobMaster struct {
 	graph   *JobGraph
 	conf    *config.Configuration
 	cpCfg   checkpoint.Config
-	clInfo  ChangelogInfo
+	clInfo  task.ChangelogInfo
 	strat   restart.Strategy
 	fs      vfs.FS
 	storage *checkpoint.Storage
@@ -187,7 +189,7 @@ type jobMaster struct {
 	ha           HighAvailability // nil without high availability
 	onStatus     func(JobStatus, time.Time)
 	onSavepoint  func(path string)
-	backends     *stateBackends
+	backends     *task.StateBackends
 	plan         *restore.Plan // initial restore
 	allowNonRest bool
 	exec         *execution
@@ -282,12 +284,12 @@ func (jm *jobMaster) configureCheckpointing(c *config.Configuration) error {
 	}
 	jm.cpCfg = cfg
 	for _, n := range jm.graph.nodes {
-		if nr, ok := n.source.(NonReplayableSource); ok {
+		if nr, ok := n.source.(api.NonReplayableSource); ok {
 			jm.log.Warn(nr.NotReplayable())
 		}
 		for _, c := range []any{n.source, n.sink} {
-			if tc, ok := c.(CheckpointTimingChecker); ok {
-				for _, w := range tc.CheckCheckpointTiming(CheckpointTiming{Interval: cfg.Interval, Timeout: cfg.Timeout, MinPause: cfg.MinPause}) {
+			if tc, ok := c.(api.CheckpointTimingChecker); ok {
+				for _, w := range tc.CheckCheckpointTiming(api.CheckpointTiming{Interval: cfg.Interval, Timeout: cfg.Timeout, MinPause: cfg.MinPause}) {
 					jm.log.Warn(w)
 				}
 			}
@@ -302,17 +304,17 @@ func (jm *jobMaster) configureCheckpointing(c *config.Configuration) error {
 }
 
 // configureChangelog reads the changelog's options (nil when it is off).
-func (jm *jobMaster) configureChangelog(c *config.Configuration) (*changelogConfig, error) {
-	cl, warnings, err := changelogFrom(c, jm.cpCfg, jm.jobID)
+func (jm *jobMaster) configureChangelog(c *config.Configuration) (*task.ChangelogConfig, error) {
+	cl, warnings, err := task.ChangelogFrom(c, jm.cpCfg, jm.jobID)
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range warnings {
 		jm.log.Warn(w)
 	}
-	jm.clInfo = changelogInfo(c, cl)
+	jm.clInfo = task.NewChangelogInfo(c, cl)
 	if cl != nil {
-		jm.storage.ChangelogDir = cl.dir
+		jm.storage.ChangelogDir = cl.Dir
 	}
 	return cl, nil
 }
@@ -339,7 +341,7 @@ func (jm *jobMaster) configureFailover(c *config.Configuration, o JobOptions) er
 func (jm *jobMaster) planRestore(c *config.Configuration, o JobOptions) (int64, error) {
 	nextID := int64(1)
 	if o.Restore != nil {
-		backend, err := StateBackend.Get(c)
+		backend, err := task.StateBackend.Get(c)
 		if err != nil {
 			return 0, err
 		}
@@ -387,7 +389,7 @@ func (jm *jobMaster) startCoordinator(o JobOptions, nextID int64) error {
 
 // openStateBackends makes the job's state backends (and the changelog's
 // storage when it is on).
-func (jm *jobMaster) openStateBackends(c *config.Configuration, o JobOptions, cl *changelogConfig) error {
+func (jm *jobMaster) openStateBackends(c *config.Configuration, o JobOptions, cl *task.ChangelogConfig) error {
 	restored := ""
 	if jm.plan != nil {
 		restored = jm.plan.Pointer
@@ -399,24 +401,24 @@ func (jm *jobMaster) openStateBackends(c *config.Configuration, o JobOptions, cl
 		}
 	}
 	var err error
-	if jm.backends, err = newStateBackends(c, backendsOptions{jobID: jm.jobID, jobDir: jm.storage.JobDir, restored: restored,
-		claim: o.ClaimMode == ClaimModeClaim, keyedSubtasks: keyed, log: jm.log}); err != nil {
+	if jm.backends, err = task.NewStateBackends(c, task.BackendsOptions{JobID: jm.jobID, JobDir: jm.storage.JobDir, Restored: restored,
+		Claim: o.ClaimMode == ClaimModeClaim, KeyedSubtasks: keyed, Log: jm.log}); err != nil {
 		return err
 	}
-	jm.storage.ChangelogMemory = jm.backends.changelogMemory
+	jm.storage.ChangelogMemory = jm.backends.ChangelogMemory
 	if cl == nil {
 		return nil
 	}
-	if err := cl.init(jm.fs); err != nil {
-		jm.backends.close()
+	if err := cl.Init(jm.fs); err != nil {
+		jm.backends.Close()
 		return err
 	}
-	jm.backends.changelog = cl
+	jm.backends.Changelog = cl
 	every := "never (state.changelog.periodic-materialize.enabled: false)"
-	if cl.interval > 0 {
-		every = "every " + config.FormatDuration(cl.interval)
+	if cl.Interval > 0 {
+		every = "every " + config.FormatDuration(cl.Interval)
 	}
-	jm.log.Info("Using the changelog state backend over "+string(jm.backends.name()), "log", cl.where(), "materialization", every)
+	jm.log.Info("Using the changelog state backend over "+string(jm.backends.Name()), "log", cl.Where(), "materialization", every)
 	if restored != "" {
 		jm.log.Info("The changelog materializes the state restored from " + restored + " before the first checkpoint: no checkpoint of this job refers to the restored snapshot, whatever the claim mode.")
 	}
@@ -474,11 +476,11 @@ func sourcePositions(e *execution) *restore.Plan {
 	plan := &restore.Plan{Operators: map[string]*restore.OperatorPlan{}}
 	incomplete := map[string]bool{}
 	for _, t := range e.tasks {
-		if t.source == nil {
+		if t.Source == nil {
 			continue
 		}
-		uid := t.uids[0]
-		if t.positions == nil {
+		uid := t.UIDs[0]
+		if t.Positions == nil {
 			// This subtask never knew its position (it failed while
 			// opening): the source starts over rather than drop its splits.
 			incomplete[uid] = true
@@ -486,10 +488,10 @@ func sourcePositions(e *execution) *restore.Plan {
 		}
 		op := plan.Operators[uid]
 		if op == nil {
-			op = &restore.OperatorPlan{UID: uid, MaxParallelism: e.maxPar[uid], Subtasks: make([]restore.SubtaskRestore, t.v.parallelism)}
+			op = &restore.OperatorPlan{UID: uid, MaxParallelism: e.maxPar[uid], Subtasks: make([]restore.SubtaskRestore, t.Parallelism)}
 			plan.Operators[uid] = op
 		}
-		op.Subtasks[t.subtask].OperatorState = t.positions
+		op.Subtasks[t.Subtask].OperatorState = t.Positions
 	}
 	for uid := range incomplete {
 		delete(plan.Operators, uid)
@@ -513,7 +515,7 @@ func (g *JobGraph) description() restore.Job {
 // PlanRestore matches a snapshot against a job graph, as a job restored
 // from it would — for `run --check`, which reports the plan without
 // running anything.
-func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend StateBackendKind) (*restore.Plan, error) {
+func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend task.StateBackendKind) (*restore.Plan, error) {
 	plan, err := MapRestore(g, fsys, r, allowNonRestoredState, backend)
 	if err != nil {
 		return nil, err
@@ -532,7 +534,7 @@ func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestored
 
 // MapRestore is PlanRestore without the check of restored source splits:
 // how the snapshot's state maps onto the job's operators.
-func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend StateBackendKind) (*restore.Plan, error) {
+func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend task.StateBackendKind) (*restore.Plan, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
@@ -553,7 +555,7 @@ func RestoredSourceMismatch(g *JobGraph, plan *restore.Plan, uid string) error {
 }
 
 func sourceMismatch(n *node, plan *restore.Plan) error {
-	checker, ok := n.source.(RestoredSplitsChecker)
+	checker, ok := n.source.(api.RestoredSplitsChecker)
 	op := plan.Operators[n.uid]
 	if !ok || op == nil || op.Finished {
 		return nil // not a checking source, no state, or finished: reads nothing more
@@ -561,7 +563,7 @@ func sourceMismatch(n *node, plan *restore.Plan) error {
 	var splits [][]byte
 	for _, st := range op.Subtasks {
 		for _, l := range st.OperatorState {
-			if l.Name == sourceReaderStateName {
+			if l.Name == task.SourceReaderStateName {
 				splits = append(splits, l.Items...)
 			}
 		}
@@ -618,7 +620,7 @@ func (jm *jobMaster) run() {
 		jm.finishStop(jm.result.Status)
 		// Every task has ended (and closed its backend): the LSM working
 		// directories go.
-		if err := jm.backends.close(); err != nil {
+		if err := jm.backends.Close(); err != nil {
 			jm.log.Warn("Could not remove the state backend's working directory: " + err.Error())
 		}
 		close(jm.done)
@@ -716,9 +718,9 @@ func (jm *jobMaster) onEvent(ev taskEvent) {
 		t := jm.exec.tasks[ev.task]
 		jm.setTaskState(t, ExecFailed)
 		jm.mu.Lock()
-		jm.exceptions = append(jm.exceptions, ExceptionInfo{Timestamp: now.UnixMilli(), Message: ev.err.Error(), TaskName: t.name})
+		jm.exceptions = append(jm.exceptions, ExceptionInfo{Timestamp: now.UnixMilli(), Message: ev.err.Error(), TaskName: t.Name})
 		jm.mu.Unlock()
-		jm.failover(fmt.Errorf("%s failed: %w", t.name, ev.err))
+		jm.failover(fmt.Errorf("%s failed: %w", t.Name, ev.err))
 	}
 }
 
@@ -743,7 +745,7 @@ func (jm *jobMaster) apply(actions []checkpoint.Action) {
 		case checkpoint.EndInput:
 			if jm.exec != nil {
 				for _, t := range a.Tasks {
-					jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailDrain})
+					jm.exec.tasks[t].Mail.Put(network.Mail{Kind: network.MailDrain})
 				}
 			}
 		case checkpoint.RequestFailed:
@@ -787,7 +789,7 @@ func (jm *jobMaster) trigger(a checkpoint.TriggerTasks) {
 		b.AlignedUntil = b.Timestamp + max(1, jm.cpCfg.AlignedTimeout.Milliseconds())
 	}
 	for _, t := range a.Tasks {
-		jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailTrigger, Barrier: b})
+		jm.exec.tasks[t].Mail.Put(network.Mail{Kind: network.MailTrigger, Barrier: b})
 	}
 }
 
@@ -797,7 +799,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	}
 	loc := p.Location
 	md := &savepoint.Metadata{JobID: jm.jobID, JobName: jm.graph.Name,
-		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: string(jm.backends.name()),
+		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: string(jm.backends.Name()),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
 	var acks []checkpoint.Ack
 	var finals []bool
@@ -848,7 +850,7 @@ func (jm *jobMaster) abortCheckpoint(a checkpoint.Abort) {
 	}
 	if jm.exec != nil {
 		for _, t := range a.Tasks {
-			jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailAbort, ID: p.ID})
+			jm.exec.tasks[t].Mail.Put(network.Mail{Kind: network.MailAbort, ID: p.ID})
 		}
 	}
 	jm.mu.Lock()
@@ -921,7 +923,7 @@ func (jm *jobMaster) completeCheckpoint(now time.Time, a checkpoint.Complete) {
 	}
 	if notify {
 		for _, t := range a.Notify {
-			jm.exec.tasks[t].mail.Put(network.Mail{Kind: network.MailComplete, ID: a.Checkpoint.ID})
+			jm.exec.tasks[t].Mail.Put(network.Mail{Kind: network.MailComplete, ID: a.Checkpoint.ID})
 		}
 	}
 	if jm.exec != nil && !a.Checkpoint.Type.IsSavepoint() {
@@ -1022,7 +1024,7 @@ func (jm *jobMaster) restartNow() {
 		h := latest.Handle
 		r := &restore.Resolved{Dir: h.Loc.Dir, MetadataFile: filepath.Join(h.Loc.Dir, savepoint.MetadataFileName), Metadata: h.Meta}
 		// The same planning as a start with -s: one restore path.
-		p, err := PlanRestore(jm.graph, jm.fs, r, jm.allowNonRest, jm.backends.name())
+		p, err := PlanRestore(jm.graph, jm.fs, r, jm.allowNonRest, jm.backends.Name())
 		if err != nil {
 			jm.handleFailure(fmt.Errorf("restore checkpoint %d: %w", latest.ID, err))
 			return

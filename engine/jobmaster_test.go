@@ -8,21 +8,24 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/engine/internal/task"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 type emptySource struct{}
 
-func (emptySource) Splits(int) ([][]byte, error)                          { return nil, nil }
-func (emptySource) CreateReader(SourceContext) (SourceReader[int], error) { return emptyReader{}, nil }
+func (emptySource) Splits(int) ([][]byte, error) { return nil, nil }
+func (emptySource) CreateReader(api.SourceContext) (api.SourceReader[int], error) {
+	return emptyReader{}, nil
+}
 
 type emptyReader struct{}
 
-func (emptyReader) AddSplits([][]byte) error                     { return nil }
-func (emptyReader) PollNext(Collector[int]) (InputStatus, error) { return EndOfInput, nil }
-func (emptyReader) SnapshotState(int64) ([][]byte, error)        { return nil, nil }
-func (emptyReader) Close() error                                 { return nil }
+func (emptyReader) AddSplits([][]byte) error                             { return nil }
+func (emptyReader) PollNext(api.Collector[int]) (api.InputStatus, error) { return api.EndOfInput, nil }
+func (emptyReader) SnapshotState(int64) ([][]byte, error)                { return nil, nil }
+func (emptyReader) Close() error                                         { return nil }
 
 // TestFinalizeAfterFailoverInSameBatch: a task finishing can complete the
 // acks of two pending checkpoints at once; when finalizing the first fails
@@ -58,7 +61,7 @@ func TestFinalizeAfterFailoverInSameBatch(t *testing.T) {
 	jm.status = StatusRunning
 	now := time.Now()
 	jm.exec = &execution{jm: jm, clock: time.Now, maxPar: map[string]int{"src": 128, "sink": 128},
-		tasks: []*task{{id: 0, name: "t", mail: network.NewMailbox(), v: g.vertices[0]}}}
+		tasks: []*task.Task{task.New(task.Options{Name: "t", Parallelism: g.vertices[0].parallelism})}}
 	jm.coord.Start(now, []checkpoint.TaskInfo{{ID: 0, Source: true}})
 	jm.apply(jm.coord.Tick(now.Add(10 * time.Millisecond)))
 	jm.apply(jm.coord.Tick(now.Add(20 * time.Millisecond)))

@@ -7,18 +7,19 @@ import (
 	"testing"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/api"
 )
 
 type failingSource struct{}
 
 func (failingSource) Splits(int) ([][]byte, error) { return [][]byte{[]byte("x")}, nil }
-func (failingSource) CreateReader(engine.SourceContext) (engine.SourceReader[int], error) {
+func (failingSource) CreateReader(api.SourceContext) (api.SourceReader[int], error) {
 	return nil, errors.New("cannot create reader")
 }
 
 type trackSink struct{ created, closed atomic.Int32 }
 
-func (s *trackSink) CreateWriter(engine.SinkContext) (engine.SinkWriter[int], error) {
+func (s *trackSink) CreateWriter(api.SinkContext) (api.SinkWriter[int], error) {
 	s.created.Add(1)
 	return &trackWriter{s}, nil
 }

@@ -2,53 +2,13 @@ package engine
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/restart"
 	"github.com/gflink/gflink/engine/state"
 )
-
-// StateBackendKind names a state backend (state.backend.type).
-type StateBackendKind string
-
-// The state backends: Go maps in memory, and an embedded LSM tree (Pebble)
-// under Flink's name for its LSM backend.
-const (
-	StateBackendHashMap StateBackendKind = "hashmap"
-	StateBackendRocksDB StateBackendKind = "rocksdb"
-)
-
-func parseStateBackend(s string) (StateBackendKind, error) {
-	switch lower := toLower(s); lower {
-	case "hashmap", "jobmanager", "filesystem":
-		// Flink 1.x's legacy backend names meant the heap backend too.
-		return StateBackendHashMap, nil
-	case "rocksdb":
-		return StateBackendRocksDB, nil
-	case "forst":
-		return "", fmt.Errorf("the %s state backend is not available in gflink", lower)
-	}
-	return "", fmt.Errorf("unknown state backend '%s'", s)
-}
-
-func positiveMemory(m config.MemorySize) error {
-	if m <= 0 {
-		return fmt.Errorf("must be positive")
-	}
-	return nil
-}
-
-func toLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
 
 // Options honoured by the engine itself.
 var (
@@ -66,41 +26,6 @@ var (
 		WithDescription("The number of key groups, which bounds rescaling. -1: min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768) per operator.")
 	PipelineName = config.String("pipeline.name").
 			WithDescription("The job's name. Default: the name the job gives itself.")
-	StateBackend = config.NewOption("state.backend.type", parseStateBackend, func(k StateBackendKind) string { return string(k) },
-		"hashmap or rocksdb (jobmanager and filesystem, Flink 1.x's legacy names, mean hashmap too)").
-		WithDefault(StateBackendHashMap).WithDeprecatedKeys("state.backend").
-		WithDescription("Where keyed state lives while the job runs: hashmap keeps it in Go maps, rocksdb in an embedded LSM tree per stateful subtask (Pebble), bounded by disk rather than memory.")
-	RocksDBLocalDir = config.String("state.backend.rocksdb.localdir").
-			WithAccepted("a directory").
-			WithDescription("Where the rocksdb backend keeps its working directories (one per job, removed when the job ends). Default: the first of io.tmp.dirs, else $GFLINK_HOME/tmp.")
-	IOTmpDirs = config.String("io.tmp.dirs").
-			WithAccepted("directories separated by ',' or '" + string(os.PathListSeparator) + "'").
-			WithDescription("Directories for temporary files; the rocksdb backend uses the first unless state.backend.rocksdb.localdir is set.")
-	RocksDBBlockCacheSize = config.Memory("state.backend.rocksdb.block.cache-size").WithDefault(config.MemorySize(8 << 20)).
-				WithCheck(positiveMemory).
-				WithDescription("The block cache of each rocksdb subtask's LSM, when state.backend.rocksdb.memory.managed is false.")
-	RocksDBWriteBufferSize = config.Memory("state.backend.rocksdb.writebuffer.size").WithDefault(config.MemorySize(64 << 20)).
-				WithCheck(positiveMemory).
-				WithDescription("The size of one memtable of each rocksdb subtask's LSM (at most two exist at once, plus a write buffer of the same size in front of them), when state.backend.rocksdb.memory.managed is false.")
-	RocksDBManagedMemory = config.Bool("state.backend.rocksdb.memory.managed").WithDefault(true).
-				WithDescription("The rocksdb backend's subtasks share one memory budget, taskmanager.memory.managed.size, as Flink's managed memory: a block cache shared by all of the job's LSMs, and write buffers split among them (state.backend.rocksdb.memory.write-buffer-ratio). false: each subtask gets state.backend.rocksdb.block.cache-size and state.backend.rocksdb.writebuffer.size.")
-	ManagedMemorySize = config.Memory("taskmanager.memory.managed.size").WithDefault(config.MemorySize(256 << 20)).
-				WithCheck(positiveMemory).
-				WithDescription("gflink: the memory the rocksdb backend's LSMs share (the process is the one TaskManager).")
-	RocksDBWriteBufferRatio = config.Float("state.backend.rocksdb.memory.write-buffer-ratio").WithDefault(0.5).
-				WithCheck(func(f float64) error {
-			if f <= 0 || f >= 1 {
-				return fmt.Errorf("must be between 0 and 1, exclusive")
-			}
-			return nil
-		}).WithAccepted("a number between 0 and 1, exclusive").
-		WithDescription("The share of the managed memory the write buffers (memtables) take; the block cache has the rest.")
-	RocksDBTimerService = config.Enum("state.backend.rocksdb.timer-service.factory", "PriorityQueueStateType", "ROCKSDB", "HEAP").
-				WithDefault("ROCKSDB").
-				WithDescription("Where the rocksdb backend keeps timers. gflink keeps them in the LSM, with their order in a heap in memory, in both modes.")
-	Incremental = config.Bool("execution.checkpointing.incremental").WithDefault(false).
-			WithDeprecatedKeys("state.backend.incremental").
-			WithDescription("With the rocksdb backend, a checkpoint uploads only the SST files the last completed checkpoint did not hold, into <dir>/<jobId>/shared/, and refers to the others. The hashmap backend's checkpoints are always full.")
 	FaultFailAfterRecords = config.Int("fault-injection.fail-after-records").WithDefault(0).
 				WithCheck(config.NonNegative).WithAccepted("an integer >= 0 (0 disables fault injection)").
 				WithDescription("gflink only, for rehearsing recovery: a task fails once the job's sources have emitted this many records in the current attempt (summed over all source subtasks). 0 (the default) disables it.")
@@ -114,9 +39,9 @@ var (
 
 // EngineOptions lists the engine's own options.
 func EngineOptions() []config.AnyOption {
-	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, StateBackend,
-		RocksDBLocalDir, IOTmpDirs, RocksDBBlockCacheSize, RocksDBWriteBufferSize, RocksDBTimerService, Incremental,
-		RocksDBManagedMemory, ManagedMemorySize, RocksDBWriteBufferRatio,
+	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, task.StateBackend,
+		task.RocksDBLocalDir, task.IOTmpDirs, task.RocksDBBlockCacheSize, task.RocksDBWriteBufferSize, task.RocksDBTimerService, task.Incremental,
+		task.RocksDBManagedMemory, task.ManagedMemorySize, task.RocksDBWriteBufferRatio,
 		FaultFailAfterRecords, FaultMaxFailures, FaultAfterCheckpoints}
 }
 
@@ -125,7 +50,7 @@ func EngineOptions() []config.AnyOption {
 func Options() []config.AnyOption {
 	var out []config.AnyOption
 	out = append(out, EngineOptions()...)
-	out = append(out, ChangelogOptions()...)
+	out = append(out, task.ChangelogOptions()...)
 	out = append(out, RecoveryOptions()...)
 	out = append(out, checkpoint.Options()...)
 	out = append(out, restart.Options()...)

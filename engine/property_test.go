@@ -17,6 +17,7 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -142,14 +143,14 @@ func (s schedule) want() map[string]map[string]int {
 
 // countBy is a keyed count for the fan-out topology: each record of a key
 // is emitted as (key, how many of the key so far).
-type countBy[IN any] struct{ n engine.ValueState[int64] }
+type countBy[IN any] struct{ n api.ValueState[int64] }
 
-func (c *countBy[IN]) Open(ctx *engine.Context[string]) (err error) {
-	c.n, err = engine.GetValueState[int64](ctx, "n")
+func (c *countBy[IN]) Open(ctx *api.Context[string]) (err error) {
+	c.n, err = api.GetValueState[int64](ctx, "n")
 	return err
 }
 
-func (c *countBy[IN]) ProcessElement(ctx *engine.Context[string], _ IN, out engine.Collector[jobs.WordCountRecord]) error {
+func (c *countBy[IN]) ProcessElement(ctx *api.Context[string], _ IN, out api.Collector[jobs.WordCountRecord]) error {
 	n, _ := c.n.Value()
 	c.n.Update(n + 1)
 	out.Collect(jobs.WordCountRecord{Word: ctx.CurrentKey(), Count: n + 1})
@@ -161,9 +162,9 @@ func (c *countBy[IN]) ProcessElement(ctx *engine.Context[string], _ IN, out engi
 //
 //	source(p) → split → keyBy(word) count(p) ┬→ filter(odd) → rebalance → sink "odd" (3)
 //	                                          └→ keyBy(first letter) count(p+1) → sink "letters" (p+1)
-func fanOutPipeline(env *engine.Environment, src engine.Source[string], p int, dir string) {
+func fanOutPipeline(env *engine.Environment, src api.Source[string], p int, dir string) {
 	lines := engine.FromSource[string](env, src, "gen").UID("source")
-	words := engine.FlatMap(lines, func(l string, out engine.Collector[string]) {
+	words := engine.FlatMap(lines, func(l string, out api.Collector[string]) {
 		for _, w := range strings.Fields(l) {
 			out.Collect(w)
 		}

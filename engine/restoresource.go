@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
@@ -17,7 +18,7 @@ type RestoreSource struct {
 	ClaimMode             RecoveryClaimMode
 	// StateBackend is the job's state backend: a checkpoint or native
 	// savepoint restores only into the one that wrote it.
-	StateBackend StateBackendKind
+	StateBackend task.StateBackendKind
 }
 
 // ResolveRestore finds the snapshot execution.state-recovery.path (-s)
@@ -45,6 +46,6 @@ func ResolveRestore(fsys vfs.FS, conf *config.Configuration, log *slog.Logger) (
 	src := &RestoreSource{Resolved: resolved}
 	src.AllowNonRestoredState, _ = IgnoreUnclaimedState.Get(conf)
 	src.ClaimMode, _ = ClaimMode.Get(conf)
-	src.StateBackend, _ = StateBackend.Get(conf)
+	src.StateBackend, _ = task.StateBackend.Get(conf)
 	return src, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/savepoint"
 )
 
@@ -23,7 +24,7 @@ func TestClaimedShared(t *testing.T) {
 		{Name: "000009.sst", Path: "../shared/b1-000009.sst", Size: 9},
 		{Name: "MANIFEST-000001", Path: "b1-MANIFEST-000001"},
 	}}
-	got := claimedShared(old, h, filepath.Join(base, "fedcba9876543210fedcba9876543210"))
+	got := task.ClaimedShared(old, h, filepath.Join(base, "fedcba9876543210fedcba9876543210"))
 	want := map[string]savepoint.NativeFile{
 		"000004.sst": {Name: "000004.sst", Path: "../../0123456789abcdef0123456789abcdef/shared/b0-000004.sst", Size: 4, CRC32C: "0000abcd"},
 		"000009.sst": {Name: "000009.sst", Path: "../../0123456789abcdef0123456789abcdef/shared/b1-000009.sst", Size: 9},
@@ -31,7 +32,7 @@ func TestClaimedShared(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("claimed %v; want %v", got, want)
 	}
-	if got := claimedShared(old, h, "/elsewhere/fedcba9876543210fedcba9876543210"); len(got) != 0 {
+	if got := task.ClaimedShared(old, h, "/elsewhere/fedcba9876543210fedcba9876543210"); len(got) != 0 {
 		t.Errorf("from another base directory: claimed %v; want nothing", got)
 	}
 }
@@ -47,13 +48,13 @@ func TestLSMLocalDirTakesFileURIs(t *testing.T) {
 	} {
 		c := config.New()
 		c.SetString(tc.key, tc.value, "-D")
-		if got, err := lsmLocalDir(c); err != nil || got != tc.want {
+		if got, err := task.LSMLocalDir(c); err != nil || got != tc.want {
 			t.Errorf("%s=%s: %q, %v; want %q", tc.key, tc.value, got, err, tc.want)
 		}
 	}
 	c := config.New()
 	c.SetString("state.backend.rocksdb.localdir", "hdfs:///lsm", "-D")
-	if _, err := lsmLocalDir(c); err == nil || !strings.Contains(err.Error(), "state.backend.rocksdb.localdir") {
+	if _, err := task.LSMLocalDir(c); err == nil || !strings.Contains(err.Error(), "state.backend.rocksdb.localdir") {
 		t.Errorf("hdfs: %v; want an error naming the key", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -183,12 +183,12 @@ func TestCheckCheckpointTiming(t *testing.T) {
 		{10 * time.Second, 2 * time.Minute, 20 * time.Second, "execution.checkpointing.min-pause (2m0s) is not below"},
 		{10 * time.Second, 0, 10 * time.Minute, "a checkpoint slower than 50s loses its records"},
 	} {
-		got := strings.Join(s.CheckCheckpointTiming(engine.CheckpointTiming{Interval: c.interval, MinPause: c.minPause, Timeout: c.timeout}), "")
+		got := strings.Join(s.CheckCheckpointTiming(api.CheckpointTiming{Interval: c.interval, MinPause: c.minPause, Timeout: c.timeout}), "")
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("interval %s: %q, want %q", c.interval, got, c.want)
 		}
 	}
-	if w := (&Sink[string]{Guarantee: AtLeastOnce}).CheckCheckpointTiming(engine.CheckpointTiming{}); w != nil {
+	if w := (&Sink[string]{Guarantee: AtLeastOnce}).CheckCheckpointTiming(api.CheckpointTiming{}); w != nil {
 		t.Errorf("at-least-once warned: %q", w)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -58,11 +58,11 @@ type collector struct{ out []string }
 func (c *collector) Collect(s string) { c.out = append(c.out, s) }
 
 // readers makes the readers of a parallelism, each given every split.
-func readers(t *testing.T, src *Source, p int, items [][]byte) []engine.SourceReader[string] {
+func readers(t *testing.T, src *Source, p int, items [][]byte) []api.SourceReader[string] {
 	t.Helper()
-	var rs []engine.SourceReader[string]
+	var rs []api.SourceReader[string]
 	for i := range p {
-		r, err := src.CreateReader(engine.SourceContext{Subtask: i, Parallelism: p})
+		r, err := src.CreateReader(api.SourceContext{Subtask: i, Parallelism: p})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func readers(t *testing.T, src *Source, p int, items [][]byte) []engine.SourceRe
 }
 
 // pollUntil polls every reader until done says so or the deadline passes.
-func pollUntil(t *testing.T, rs []engine.SourceReader[string], c *collector, within time.Duration, done func(ended int) bool) {
+func pollUntil(t *testing.T, rs []api.SourceReader[string], c *collector, within time.Duration, done func(ended int) bool) {
 	t.Helper()
 	deadline := testutil.Deadline(within)
 	for {
@@ -86,7 +86,7 @@ func pollUntil(t *testing.T, rs []engine.SourceReader[string], c *collector, wit
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st == engine.EndOfInput {
+			if st == api.EndOfInput {
 				ended++
 			}
 		}
@@ -100,7 +100,7 @@ func pollUntil(t *testing.T, rs []engine.SourceReader[string], c *collector, wit
 	}
 }
 
-func snapshot(t *testing.T, rs []engine.SourceReader[string], id int64) [][]byte {
+func snapshot(t *testing.T, rs []api.SourceReader[string], id int64) [][]byte {
 	t.Helper()
 	var items [][]byte
 	for _, r := range rs {

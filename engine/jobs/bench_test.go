@@ -16,6 +16,7 @@ import (
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/internal/api"
 )
 
 // The ratios reported here are gflink's performance figures (README,
@@ -248,7 +249,7 @@ func BenchmarkWordCountRatios(b *testing.B) {
 // files to roll, no renames): after a failure it would hold duplicates.
 type plainFileSink struct{ dir string }
 
-func (s plainFileSink) CreateWriter(ctx engine.SinkContext) (engine.SinkWriter[WordCountRecord], error) {
+func (s plainFileSink) CreateWriter(ctx api.SinkContext) (api.SinkWriter[WordCountRecord], error) {
 	f, err := os.Create(filepath.Join(s.dir, fmt.Sprintf("out-%d", ctx.Subtask)))
 	if err != nil {
 		return nil, err
@@ -310,7 +311,7 @@ func BenchmarkSinkRatio(b *testing.B) {
 	w.Flush()
 	f.Close()
 
-	runWith := func(sink engine.Sink[WordCountRecord], ck string) time.Duration {
+	runWith := func(sink api.Sink[WordCountRecord], ck string) time.Duration {
 		start := time.Now()
 		env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1})
 		lines := engine.FromSource[string](env, &connectors.TextFileSource{Paths: []string{path}}, "file-input").UID("source")

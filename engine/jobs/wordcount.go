@@ -18,6 +18,7 @@ import (
 	"github.com/gflink/gflink/connectors/kafka"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/savepoint"
 )
 
@@ -32,7 +33,7 @@ func (w WordCountRecord) String() string {
 	return "(" + w.Word + "," + strconv.FormatInt(w.Count, 10) + ")"
 }
 
-// AppendTo appends String's bytes to dst (engine.Appender): the print and
+// AppendTo appends String's bytes to dst (api.Appender): the print and
 // file sinks render records with it, without a string per record.
 func (w WordCountRecord) AppendTo(dst []byte) []byte {
 	dst = append(dst, '(')
@@ -71,7 +72,7 @@ func ParseWordCountRecord(line string) (WordCountRecord, bool) {
 // hashmap backend's string table, RocksDB, the changelog) rather than
 // keeping the record's string, so no state keeps a line alive. Other words
 // are built in a buffer and copied once.
-func Tokenize(line string, out engine.Collector[string]) {
+func Tokenize(line string, out api.Collector[string]) {
 	var arr [64]byte
 	buf := arr[:0]
 	start, copied := -1, false // where the word began; whether buf holds it
@@ -146,18 +147,18 @@ func CountWords(line string) int {
 // Counter keeps a count per word in keyed ValueState and emits every
 // update.
 type Counter struct {
-	count engine.ValueState[int64]
+	count api.ValueState[int64]
 }
 
 // Open declares the state.
-func (c *Counter) Open(ctx *engine.Context[string]) error {
+func (c *Counter) Open(ctx *api.Context[string]) error {
 	var err error
-	c.count, err = engine.GetValueState[int64](ctx, "count")
+	c.count, err = api.GetValueState[int64](ctx, "count")
 	return err
 }
 
 // ProcessElement counts one word.
-func (c *Counter) ProcessElement(ctx *engine.Context[string], word string, out engine.Collector[WordCountRecord]) error {
+func (c *Counter) ProcessElement(ctx *api.Context[string], word string, out api.Collector[WordCountRecord]) error {
 	n, _ := c.count.Value()
 	n++
 	c.count.Update(n)

@@ -53,6 +53,7 @@ import (
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 	"github.com/gflink/gflink/savepoint/changelog"
@@ -200,7 +201,7 @@ type gap struct {
 	cpu   time.Duration // the thread's CPU time during the gap, or -1
 }
 
-func (s *gapSink) CreateWriter(engine.SinkContext) (engine.SinkWriter[jobs.WordCountRecord], error) {
+func (s *gapSink) CreateWriter(api.SinkContext) (api.SinkWriter[jobs.WordCountRecord], error) {
 	return &gapWriter{s: s, last: time.Now()}, nil
 }
 
@@ -304,7 +305,7 @@ type run struct {
 	sink    *gapSink
 }
 
-func wordCountJob(src engine.Source[string], sink *gapSink) *engine.JobGraph {
+func wordCountJob(src api.Source[string], sink *gapSink) *engine.JobGraph {
 	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: io.Discard})
 	lines := engine.FromSource[string](env, src, "generator").UID("source")
 	jobs.WordCountPipeline(lines).SinkTo(sink).Name("gap-sink").UID("sink")

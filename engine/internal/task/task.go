@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
@@ -85,41 +86,80 @@ var lifecycleTransitions = map[lifecycle][]lifecycle{
 }
 
 // inputOpen reports whether the task may still read input and emit.
-func (t *task) inputOpen() bool { return t.state == lifeRunning || t.state == lifePaused }
+func (t *Task) inputOpen() bool { return t.state == lifeRunning || t.state == lifePaused }
 
 // setState moves the task to a new state; an illegal transition is a bug in
 // the task, reported as the task's failure rather than a crash.
-func (t *task) setState(to lifecycle) error {
+func (t *Task) setState(to lifecycle) error {
 	for _, ok := range lifecycleTransitions[t.state] {
 		if ok == to {
 			t.state = to
 			return nil
 		}
 	}
-	return fmt.Errorf("%s: illegal task state transition %s -> %s", t.name, t.state, to)
+	return fmt.Errorf("%s: illegal task state transition %s -> %s", t.Name, t.state, to)
 }
 
-// task runs one subtask of a vertex: a chain of operators fed by a source
-// or by an input gate, in one goroutine.
-type task struct {
-	id      checkpoint.TaskID
-	svc     *taskServices
-	v       *vertex
-	subtask int
-	name    string
-	ops     []operator
-	uids    []string
-	writers []network.OutputWriter
-	mail    *network.Mailbox
-	done    <-chan struct{}
+// Options describe a task to newTask.
+type Options struct {
+	ID       checkpoint.TaskID
+	Services *Services
+	// Vertex is the index of the task's vertex in the job graph, vertexID
+	// the id of its head operator; parallelism is the vertex's.
+	Vertex      int
+	VertexID    string
+	Parallelism int
+	Subtask     int
+	Name        string
+	// Done is closed when the attempt is cancelled.
+	Done <-chan struct{}
+	// exactlyOnce: barriers are aligned (else at-least-once); waitFinal:
+	// the task waits for a checkpoint after its input ends.
+	ExactlyOnce, WaitFinal bool
+}
 
-	source  sourceRunner // for source tasks
-	gate    any          // for other tasks
-	head    any          // the head operator's input collector
+// New makes a task; a task with inputs gets them with connectInput.
+func New(o Options) *Task {
+	return &Task{ID: o.ID, svc: o.Services, Vertex: o.Vertex, vertexID: o.VertexID, Parallelism: o.Parallelism,
+		Subtask: o.Subtask, Name: o.Name, Mail: network.NewMailbox(), done: o.Done, exactlyOnce: o.ExactlyOnce,
+		waitFinal: o.WaitFinal, wake: make(chan struct{}, 1)}
+}
+
+// ConnectInput gives the task an input gate of numChannels channels for
+// records of ops's type, and the aligner of their barriers.
+func (t *Task) ConnectInput(ops TypeOps, numChannels int) {
+	t.inOps = ops
+	t.Gate = ops.NewGate(numChannels, network.BuffersPerChannel(numChannels), t.Mail)
+	t.numIn = numChannels
+	t.al = newAligner(numChannels, t.exactlyOnce)
+}
+
+// Task runs one subtask of a vertex: a chain of operators fed by a source
+// or by an input gate, in one goroutine.
+type Task struct {
+	ID  checkpoint.TaskID
+	svc *Services
+	// Vertex is the index of the task's vertex in the job graph,
+	// vertexID the id of its head operator (what Flink's REST API calls
+	// the vertex's id); parallelism is the vertex's.
+	Vertex      int
+	vertexID    string
+	Parallelism int
+	Subtask     int
+	Name        string
+	Ops         []Operator
+	UIDs        []string
+	Writers     []network.OutputWriter
+	Mail        *network.Mailbox
+	done        <-chan struct{}
+
+	Source  SourceRunner // for source tasks
+	Gate    any          // for other tasks
+	Head    any          // the head operator's input collector
 	al      *aligner
-	inOps   typeOps
+	inOps   TypeOps
 	numIn   int
-	restore []*opContext
+	Restore []*OpContext
 
 	exactlyOnce bool
 	waitFinal   bool // wait for a checkpoint after the input ends
@@ -137,14 +177,14 @@ type task struct {
 	// suspendFor is the synchronous savepoint a lifePaused source waits for.
 	suspendFor int64
 
-	// positions is a source's read position when the task ended (kept
+	// Positions is a source's read position when the task ended (kept
 	// only when checkpointing is off).
-	positions []savepoint.OperatorListState
+	Positions []savepoint.OperatorListState
 
 	async     chan asyncJob
 	asyncDone chan struct{}
-	finalMu   sync.Mutex
-	final     []checkpoint.OperatorSnapshot
+	FinalMu   sync.Mutex
+	Final     []checkpoint.OperatorSnapshot
 	// aborted holds the checkpoints aborted while their snapshot may still
 	// be queued or being written: the asynchronous writer stops encoding
 	// them, so that an aborted snapshot does not keep its key groups pinned
@@ -165,15 +205,15 @@ type task struct {
 	// announced is the newest timeoutable barrier announced on an input.
 	announced network.Barrier
 	captures  []*channelCapture
-	chanInfo  []chanInfo
-	inPeers   []string
-	outPeers  []string
+	ChanInfo  []ChanInfo
+	InPeers   []string
+	OutPeers  []string
 	// alignID is the checkpoint whose first barrier came at alignStart.
 	alignID    int64
 	alignStart time.Time
-	// inFlight is the channel state restored into this subtask's input.
-	inFlight    []restore.InFlight
-	inFlightDir string
+	// InFlight is the channel state restored into this subtask's input.
+	InFlight    []restore.InFlight
+	InFlightDir string
 
 	timer     *time.Timer
 	timerC    <-chan time.Time
@@ -182,13 +222,13 @@ type task struct {
 	polls     int
 }
 
-// run is the task's goroutine.
-func (t *task) run() {
+// Run is the task's goroutine.
+func (t *Task) Run() {
 	err := t.invoke()
-	t.svc.jm.taskExited(t, err)
+	t.svc.JobMaster.TaskExited(t, err)
 }
 
-func (t *task) invoke() (err error) {
+func (t *Task) invoke() (err error) {
 	t.async = make(chan asyncJob, 4)
 	t.asyncDone = make(chan struct{})
 	go t.asyncLoop()
@@ -201,52 +241,52 @@ func (t *task) invoke() (err error) {
 	}()
 	// Operators open tail first; firstOpen is the lowest index opened, so
 	// ops[firstOpen:] are the ones to close.
-	firstOpen := len(t.ops)
+	firstOpen := len(t.Ops)
 	defer func() {
-		if t.source != nil && firstOpen == 0 && !t.svc.checkpointing {
+		if t.Source != nil && firstOpen == 0 && !t.svc.Checkpointing {
 			// Without checkpointing, a restart resumes sources where they
 			// were (like a Kafka source's committed offsets): keep the
 			// position before the reader closes.
 			protect(func() error {
-				c, err := t.ops[0].snapshot(canonicalRequest)
+				c, err := t.Ops[0].snapshot(canonicalRequest)
 				if err == nil && c != nil {
-					t.positions = c.opState
+					t.Positions = c.opState
 				}
 				return err
 			})
 		}
-		for i := firstOpen; i < len(t.ops); i++ {
-			if cerr := protect(t.ops[i].close); cerr != nil && err == nil {
-				err = fmt.Errorf("close %s: %w", t.name, cerr)
+		for i := firstOpen; i < len(t.Ops); i++ {
+			if cerr := protect(t.Ops[i].close); cerr != nil && err == nil {
+				err = fmt.Errorf("close %s: %w", t.Name, cerr)
 			}
 		}
 		if t.timer != nil {
 			t.timer.Stop()
 		}
 	}()
-	if len(t.restore) > 0 && t.restore[0].blocks != nil {
-		defer t.restore[0].blocks.Close()
+	if len(t.Restore) > 0 && t.Restore[0].Blocks != nil {
+		defer t.Restore[0].Blocks.Close()
 	}
 	// Open tail first, so that each operator's output is ready before it
 	// is fed.
-	for i := len(t.ops) - 1; i >= 0; i-- {
-		op, ctx := t.ops[i], t.restore[i]
+	for i := len(t.Ops) - 1; i >= 0; i-- {
+		op, ctx := t.Ops[i], t.Restore[i]
 		if err := protect(func() error { return op.open(ctx) }); err != nil {
 			return err
 		}
 		firstOpen = i
 	}
-	if len(t.restore) > 0 && t.restore[0].blocks != nil {
-		t.restore[0].blocks.Close() // all restored state is loaded
+	if len(t.Restore) > 0 && t.Restore[0].Blocks != nil {
+		t.Restore[0].Blocks.Close() // all restored state is loaded
 	}
 	// INITIALIZING → RUNNING: every operator has opened with its restored
 	// state. The job is RUNNING once all its tasks are.
-	t.svc.jm.initialized(t)
-	t.lastFlush = t.svc.clock()
-	if t.source != nil {
+	t.svc.JobMaster.Initialized(t)
+	t.lastFlush = t.svc.Clock()
+	if t.Source != nil {
 		err = protect(t.runSource)
 	} else {
-		err = protect(func() error { return t.inOps.runInput(t, t.gate, t.head) })
+		err = protect(func() error { return t.inOps.RunInput(t, t.Gate, t.Head) })
 	}
 	if err == nil && t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
 		// Finished without a checkpoint after its input ended (checkpointing
@@ -259,24 +299,24 @@ func (t *task) invoke() (err error) {
 	return err
 }
 
-func (t *task) keepFinalState() error {
-	caps := make([]namedCapture, 0, len(t.ops))
-	for i, op := range t.ops {
+func (t *Task) keepFinalState() error {
+	caps := make([]namedCapture, 0, len(t.Ops))
+	for i, op := range t.Ops {
 		c, err := op.snapshot(canonicalRequest)
 		if err != nil {
 			return fmt.Errorf("final snapshot: %w", err)
 		}
 		if c != nil {
-			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
+			caps = append(caps, namedCapture{uid: t.UIDs[i], c: c})
 		}
 	}
-	snaps, err := encodeCaptures(t.subtask, caps)
+	snaps, err := encodeCaptures(t.Subtask, caps)
 	if err != nil {
 		return fmt.Errorf("final snapshot: %w", err)
 	}
-	t.finalMu.Lock()
-	t.final = snaps
-	t.finalMu.Unlock()
+	t.FinalMu.Lock()
+	t.Final = snaps
+	t.FinalMu.Unlock()
 	return nil
 }
 
@@ -302,7 +342,7 @@ func protect(f func() error) (err error) {
 	return f()
 }
 
-func (t *task) canceled() bool {
+func (t *Task) canceled() bool {
 	select {
 	case <-t.done:
 		return true
@@ -312,10 +352,10 @@ func (t *task) canceled() bool {
 }
 
 // runSource drives a source task: poll the reader, handle mail in between.
-func (t *task) runSource() error {
+func (t *Task) runSource() error {
 	for t.inputOpen() {
 		select {
-		case <-t.mail.Notify:
+		case <-t.Mail.Notify:
 			if err := t.handleMail(); err != nil {
 				return err
 			}
@@ -340,7 +380,7 @@ func (t *task) runSource() error {
 			}
 			t.onIdle()
 			select {
-			case <-t.mail.Notify:
+			case <-t.Mail.Notify:
 				if err := t.handleMail(); err != nil {
 					return err
 				}
@@ -349,23 +389,23 @@ func (t *task) runSource() error {
 			}
 			continue
 		}
-		st, n, err := t.source.poll()
+		st, n, err := t.Source.poll()
 		if err != nil {
 			return err
 		}
 		if n > 0 {
-			t.svc.jm.sourceEmitted(t, n)
+			t.svc.JobMaster.SourceEmitted(t, n)
 		}
 		switch st {
-		case MoreAvailable:
+		case api.MoreAvailable:
 			t.maybeFlushOnTimeout()
-		case NothingAvailable:
+		case api.NothingAvailable:
 			t.onIdle()
-			now := t.svc.clock()
-			wait := time.NewTimer(max(t.source.nextPollTime(now).Sub(now), 0))
+			now := t.svc.Clock()
+			wait := time.NewTimer(max(t.Source.nextPollTime(now).Sub(now), 0))
 			var err error
 			select {
-			case <-t.mail.Notify:
+			case <-t.Mail.Notify:
 				err = t.handleMail()
 			case <-wait.C:
 			case <-t.done:
@@ -375,7 +415,7 @@ func (t *task) runSource() error {
 			if err != nil {
 				return err
 			}
-		case EndOfInput:
+		case api.EndOfInput:
 			if err := t.endOfInput(network.EOPEnd); err != nil {
 				return err
 			}
@@ -384,11 +424,11 @@ func (t *task) runSource() error {
 	return t.afterInput()
 }
 
-func (t *task) onEvent(ch int32, ev *network.Event) error {
+func (t *Task) onEvent(ch int32, ev *network.Event) error {
 	switch ev.Kind {
 	case network.EventBarrier:
 		if id := ev.Barrier.ID; id > t.alignID {
-			t.alignID, t.alignStart = id, t.svc.clock()
+			t.alignID, t.alignStart = id, t.svc.Clock()
 		}
 		return t.onAlignment(t.al.onBarrier(ch, ev.Barrier))
 	case network.EventEndOfPartition:
@@ -430,7 +470,7 @@ func (t *task) onEvent(ch int32, ev *network.Event) error {
 // the snapshot is taken now and the queued records are its input channel
 // state; aligned, it is taken when the last end has been processed, or
 // turns unaligned at the alignment timeout.
-func (t *task) triggeredWhileOpen(b network.Barrier) error {
+func (t *Task) triggeredWhileOpen(b network.Barrier) error {
 	if b.UnalignedFromStart() {
 		if b.ID <= t.lastUnaligned || b.ID <= t.al.lastDone || b.ID <= t.lastSnapshot || t.isAborted(b.ID) {
 			return nil
@@ -438,14 +478,14 @@ func (t *task) triggeredWhileOpen(b network.Barrier) error {
 		return t.checkpoint(b, true)
 	}
 	if b.ID > t.alignID {
-		t.alignID, t.alignStart = b.ID, t.svc.clock()
+		t.alignID, t.alignStart = b.ID, t.svc.Clock()
 	}
 	return t.onAlignment(t.al.startDirect(b))
 }
 
-func (t *task) onAlignment(res alignResult) error {
+func (t *Task) onAlignment(res alignResult) error {
 	if res.aborted != 0 {
-		t.svc.jm.decline(t, res.aborted, checkpoint.ErrDeclined,
+		t.svc.JobMaster.Decline(t, res.aborted, checkpoint.ErrDeclined,
 			errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 	}
 	if res.snapshot != nil {
@@ -456,8 +496,8 @@ func (t *task) onAlignment(res alignResult) error {
 
 // handleMail handles the control messages that have arrived; an error
 // fails the task.
-func (t *task) handleMail() error {
-	for _, m := range t.mail.Take() {
+func (t *Task) handleMail() error {
+	for _, m := range t.Mail.Take() {
 		if err := t.handle(m); err != nil {
 			return err
 		}
@@ -465,7 +505,7 @@ func (t *task) handleMail() error {
 	return nil
 }
 
-func (t *task) handle(m network.Mail) error {
+func (t *Task) handle(m network.Mail) error {
 	switch m.Kind {
 	case network.MailTrigger:
 		if t.al != nil && t.inputOpen() {
@@ -479,9 +519,9 @@ func (t *task) handle(m network.Mail) error {
 		}
 		return t.checkpoint(m.Barrier, m.Barrier.UnalignedFromStart())
 	case network.MailComplete:
-		for _, op := range t.ops {
+		for _, op := range t.Ops {
 			if err := op.notifyComplete(m.ID); err != nil {
-				return &userError{op: t.name, err: err}
+				return &userError{op: t.Name, err: err}
 			}
 		}
 		t.lastCompleted = max(t.lastCompleted, m.ID)
@@ -499,7 +539,7 @@ func (t *task) handle(m network.Mail) error {
 			t.al.abort(m.ID)
 		}
 		t.abortCapture(m.ID)
-		for _, op := range t.ops {
+		for _, op := range t.Ops {
 			op.notifyAborted(m.ID)
 		}
 		if t.state == lifePaused && t.suspendFor == m.ID {
@@ -510,7 +550,7 @@ func (t *task) handle(m network.Mail) error {
 		return t.onUnalignedBarrier(m)
 	case network.MailAlignmentTimeout:
 		if len(t.captures) > 0 {
-			t.checkOutputBarriers(t.svc.clock())
+			t.checkOutputBarriers(t.svc.Clock())
 		}
 		return t.alignmentTimedOut(m.ID)
 	case network.MailBarrierAnnounce:
@@ -518,7 +558,7 @@ func (t *task) handle(m network.Mail) error {
 			t.announced = m.Barrier
 		}
 	case network.MailDrain:
-		if t.source != nil && t.inputOpen() {
+		if t.Source != nil && t.inputOpen() {
 			t.waitFinal = true
 			return t.endOfInput(network.EOPDrain)
 		}
@@ -529,15 +569,15 @@ func (t *task) handle(m network.Mail) error {
 // checkpoint takes checkpoint b: sinks pre-commit, the barrier goes
 // downstream right after the records that precede it, state is captured
 // synchronously, and the capture is handed to the asynchronous writer.
-func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
-	start := t.svc.clock()
+func (t *Task) checkpoint(b network.Barrier, unaligned bool) error {
+	start := t.svc.Clock()
 	var alignment time.Duration
 	if t.alignID == b.ID {
 		alignment = start.Sub(t.alignStart)
 	}
-	for _, op := range t.ops {
+	for _, op := range t.Ops {
 		if err := op.prepareSnapshot(b.ID); err != nil {
-			return &userError{op: t.name, err: fmt.Errorf("prepare checkpoint %d: %w", b.ID, err)}
+			return &userError{op: t.Name, err: fmt.Errorf("prepare checkpoint %d: %w", b.ID, err)}
 		}
 	}
 	var channels *channelCapture
@@ -545,7 +585,7 @@ func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
 		channels = t.startUnaligned(b)
 	} else if t.inputOpen() {
 		ev := &network.Event{Kind: network.EventBarrier, Barrier: b}
-		for _, w := range t.writers {
+		for _, w := range t.Writers {
 			w.BroadcastEvent(ev)
 		}
 		if b.Timeoutable() {
@@ -557,12 +597,12 @@ func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
 		// The input ended, but the output may still be held back, its end
 		// of partition last: the barrier goes in band before that end, and
 		// turns unaligned at the timeout like any other.
-		for _, w := range t.writers {
+		for _, w := range t.Writers {
 			w.BarrierBeforeEnd(b)
 		}
 		channels = t.watchOutputBarrier(b)
 	}
-	caps := make([]namedCapture, 0, len(t.ops))
+	caps := make([]namedCapture, 0, len(t.Ops))
 	release := func() {
 		for _, c := range caps {
 			if c.c.keyed != nil {
@@ -571,21 +611,21 @@ func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
 		}
 	}
 	req := snapshotRequest{id: b.ID, typ: b.Type, files: t.inputOpen() && b.Location != nil && b.Location.Dir != ""}
-	for i, op := range t.ops {
+	for i, op := range t.Ops {
 		c, err := op.snapshot(req)
 		if err != nil {
 			release()
-			return &userError{op: t.name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.ID, err)}
+			return &userError{op: t.Name, err: fmt.Errorf("snapshot for checkpoint %d: %w", b.ID, err)}
 		}
 		if c != nil {
-			caps = append(caps, namedCapture{uid: t.uids[i], c: c})
+			caps = append(caps, namedCapture{uid: t.UIDs[i], c: c})
 		}
 	}
 	t.lastSnapshot = b.ID
 	if t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
 		t.snapshotAfterEOI = b.ID
 	}
-	if b.Type.IsSynchronous() && !b.Type.Drain && t.source != nil && t.state == lifeRunning {
+	if b.Type.IsSynchronous() && !b.Type.Drain && t.Source != nil && t.state == lifeRunning {
 		t.suspendFor = b.ID
 		if err := t.setState(lifePaused); err != nil {
 			release()
@@ -594,7 +634,7 @@ func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
 	}
 	select {
 	case t.async <- asyncJob{b: b, unaligned: unaligned, caps: caps, keep: !t.inputOpen(), channels: channels,
-		alignment: alignment, sync: t.svc.clock().Sub(start)}:
+		alignment: alignment, sync: t.svc.Clock().Sub(start)}:
 		return nil
 	case <-t.done:
 		release()
@@ -603,7 +643,7 @@ func (t *task) checkpoint(b network.Barrier, unaligned bool) error {
 }
 
 // asyncLoop encodes and writes snapshots, one at a time, in order.
-func (t *task) asyncLoop() {
+func (t *Task) asyncLoop() {
 	defer close(t.asyncDone)
 	for j := range t.async {
 		var snaps []checkpoint.OperatorSnapshot
@@ -629,15 +669,15 @@ func (t *task) asyncLoop() {
 				continue
 			}
 		}
-		asyncStart := t.svc.clock()
+		asyncStart := t.svc.Clock()
 		err := protect(func() (err error) {
 			if j.keep {
 				// Kept in memory for later checkpoints: encode it whole.
-				if snaps, err = encodeCaptures(t.subtask, j.caps); err != nil {
+				if snaps, err = encodeCaptures(t.Subtask, j.caps); err != nil {
 					return err
 				}
 			} else {
-				snaps = streamCaptures(t.subtask, j.caps)
+				snaps = streamCaptures(t.Subtask, j.caps)
 				for i := range snaps {
 					if snaps[i].Encoder != nil {
 						snaps[i].Encoder = abortableEncoder{snaps[i].Encoder, aborted}
@@ -650,7 +690,7 @@ func (t *task) asyncLoop() {
 			if t.canceled() {
 				return nil
 			}
-			handles, err = t.svc.storage.WriteSubtask(j.b.Location, snaps)
+			handles, err = t.svc.Storage.WriteSubtask(j.b.Location, snaps)
 			if !j.keep {
 				countEntries(snaps, j.caps)
 			}
@@ -662,7 +702,7 @@ func (t *task) asyncLoop() {
 			continue
 		}
 		if err != nil {
-			t.svc.jm.decline(t, j.b.ID, checkpoint.ErrAsyncFailed, err)
+			t.svc.JobMaster.Decline(t, j.b.ID, checkpoint.ErrAsyncFailed, err)
 			continue
 		}
 		if j.keep {
@@ -676,16 +716,16 @@ func (t *task) asyncLoop() {
 			for i := range final {
 				final[i].InputChannels, final[i].OutputChannels = nil, nil
 			}
-			t.finalMu.Lock()
-			t.final = final
-			t.finalMu.Unlock()
+			t.FinalMu.Lock()
+			t.Final = final
+			t.FinalMu.Unlock()
 		}
-		t.svc.jm.ack(t, j.b.ID, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
-			Stats: t.subtaskStats(j, handles, t.svc.clock().Sub(asyncStart))})
+		t.svc.JobMaster.Ack(t, j.b.ID, &checkpoint.Ack{Handles: handles, Descs: checkpoint.Descriptors(snaps),
+			Stats: t.subtaskStats(j, handles, t.svc.Clock().Sub(asyncStart))})
 	}
 }
 
-func (t *task) isAborted(id int64) bool {
+func (t *Task) isAborted(id int64) bool {
 	t.abortMu.Lock()
 	defer t.abortMu.Unlock()
 	return t.aborted[id]
@@ -693,7 +733,7 @@ func (t *task) isAborted(id int64) bool {
 
 // forgetAborted drops the aborts of checkpoints up to id, whose snapshots
 // are written (or were never taken).
-func (t *task) forgetAborted(id int64) {
+func (t *Task) forgetAborted(id int64) {
 	t.abortMu.Lock()
 	defer t.abortMu.Unlock()
 	for a := range t.aborted {
@@ -812,20 +852,20 @@ func countEntries(snaps []checkpoint.OperatorSnapshot, caps []namedCapture) {
 
 // endOfInput: every input has ended (or the source is exhausted, or
 // drained). Operators finish head first, then the end is passed downstream.
-func (t *task) endOfInput(mode network.EOPMode) error {
+func (t *Task) endOfInput(mode network.EOPMode) error {
 	if err := t.setState(lifeEndedInput); err != nil {
 		return err
 	}
-	for _, op := range t.ops {
+	for _, op := range t.Ops {
 		if err := op.endInput(); err != nil {
-			return &userError{op: t.name, err: err}
+			return &userError{op: t.Name, err: err}
 		}
 	}
 	eop := &network.Event{Kind: network.EventEndOfPartition, EOP: mode}
-	for _, w := range t.writers {
+	for _, w := range t.Writers {
 		w.BroadcastEvent(eop)
 	}
-	t.svc.jm.endOfInput(t)
+	t.svc.JobMaster.EndOfInput(t)
 	return nil
 }
 
@@ -833,12 +873,12 @@ func (t *task) endOfInput(mode network.EOPMode) error {
 // operators are not finished (Flink's "suspend" savepoint), the stop is
 // passed downstream, and the task waits until it has been told that the
 // savepoint completed, so that its two-phase-commit sinks have committed.
-func (t *task) endSuspended() error {
+func (t *Task) endSuspended() error {
 	if err := t.setState(lifeSuspended); err != nil {
 		return err
 	}
 	eop := &network.Event{Kind: network.EventEndOfPartition, EOP: network.EOPSuspend}
-	for _, w := range t.writers {
+	for _, w := range t.Writers {
 		w.BroadcastEvent(eop)
 	}
 	return nil
@@ -847,7 +887,7 @@ func (t *task) endSuspended() error {
 // afterInput waits, when checkpointing is on, for a checkpoint taken after
 // the input ended to complete, so that two-phase-commit sinks commit the
 // tail of their output before the task finishes (FLIP-147).
-func (t *task) afterInput() error {
+func (t *Task) afterInput() error {
 	// What the writers hold back (the end of input last) goes out first.
 	for {
 		blocked, err := t.waitOutput()
@@ -866,7 +906,7 @@ func (t *task) afterInput() error {
 	}
 	for wait() {
 		select {
-		case <-t.mail.Notify:
+		case <-t.Mail.Notify:
 			if err := t.handleMail(); err != nil {
 				return err
 			}
@@ -877,22 +917,22 @@ func (t *task) afterInput() error {
 	return nil
 }
 
-func (t *task) onIdle() {
-	for _, w := range t.writers {
+func (t *Task) onIdle() {
+	for _, w := range t.Writers {
 		w.Flush()
 	}
-	for _, op := range t.ops {
+	for _, op := range t.Ops {
 		op.idle()
 	}
 	t.lastFlush = time.Time{}
 }
 
-func (t *task) maybeFlushOnTimeout() {
+func (t *Task) maybeFlushOnTimeout() {
 	t.polls++
 	if t.polls&63 != 0 {
 		return
 	}
-	now := t.svc.clock()
+	now := t.svc.Clock()
 	if t.lastFlush.IsZero() {
 		t.lastFlush = now
 		return
@@ -904,9 +944,9 @@ func (t *task) maybeFlushOnTimeout() {
 }
 
 // armTimer makes the task wake up for its earliest processing-time timer.
-func (t *task) armTimer() {
+func (t *Task) armTimer() {
 	next, ok := int64(0), false
-	for _, op := range t.ops {
+	for _, op := range t.Ops {
 		if ts, has := op.nextTimer(); has && (!ok || ts < next) {
 			next, ok = ts, true
 		}
@@ -914,7 +954,7 @@ func (t *task) armTimer() {
 	if !ok || (t.timerC != nil && t.timerAt == next) {
 		return
 	}
-	d := time.Duration(next-t.svc.clock().UnixMilli()) * time.Millisecond
+	d := time.Duration(next-t.svc.Clock().UnixMilli()) * time.Millisecond
 	if d < 0 {
 		d = 0
 	}
@@ -926,11 +966,11 @@ func (t *task) armTimer() {
 	t.timerC, t.timerAt = t.timer.C, next
 }
 
-func (t *task) fireTimers() error {
-	now := t.svc.clock().UnixMilli()
-	for _, op := range t.ops {
+func (t *Task) fireTimers() error {
+	now := t.svc.Clock().UnixMilli()
+	for _, op := range t.Ops {
 		if err := op.fireTimers(now); err != nil {
-			return &userError{op: t.name, err: err}
+			return &userError{op: t.Name, err: err}
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package engine
+package task
 
 import "github.com/gflink/gflink/engine/internal/network"
 

@@ -1,14 +1,8 @@
-package engine
+package api
 
-import "fmt"
-
-// Appender is implemented by records that render themselves as text by
-// appending to a byte slice: no fmt, no string per record. The print and
-// file sinks use it when a record type has it. A type that has String too
-// must append exactly the bytes String returns.
-type Appender interface {
-	AppendTo(dst []byte) []byte
-}
+import (
+	"fmt"
+)
 
 // RecordText appends records of type T as text, the way fmt's %v renders
 // them, without fmt where the type allows: AppendTo when T has it (with a

@@ -1,15 +1,11 @@
-package engine
+package task
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gflink/gflink/engine/internal/network"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func b(id int64) network.Barrier { return network.Barrier{ID: id} }
 
@@ -165,8 +161,8 @@ func TestAlignmentHoldsBackTheSender(t *testing.T) {
 func newTestWriter(t *testing.T, targets []any, part network.ShipStrategy, batch int) *network.RecordWriter[int] {
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
-	tk := &task{done: done, mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
-	_, ow := typeOpsFor[int]{}.newWriter(targets, part, nil, 128, batch, 0, tk)
+	tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
+	_, ow := typeOpsFor[int]{}.NewWriter(targets, part, nil, 128, batch, 0, tk)
 	return ow.(*network.RecordWriter[int])
 }
 
@@ -270,38 +266,6 @@ func TestSenderWaitsForCredit(t *testing.T) {
 	}
 }
 
-// A job whose exchanges the machine cannot hold is refused before it
-// starts, with the numbers; p=10000 word count was OOM-killed at 24 GB.
-func TestExchangeMemoryRefused(t *testing.T) {
-	build := func(p int) *JobGraph {
-		env := NewEnvironment(EnvironmentOptions{Parallelism: p})
-		src := FromSource[int](env, &emptySource{}, "src").UID("src")
-		Process[int, int, int](KeyBy(src, func(x int) int { return x }), passThrough{}).UID("p").Print().UID("sink")
-		g, err := env.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-	if n := build(10).numChannels(); n != 10*10 {
-		t.Fatalf("p=10: %d channels; want 100 (keyed p×p; the sink is chained)", n)
-	}
-	if err := checkExchangeMemory(build(1000), 8<<30); err != nil {
-		t.Fatalf("p=1000 on 8 GB: %v", err)
-	}
-	err := checkExchangeMemory(build(10000), 24<<30)
-	if err == nil || !strings.Contains(err.Error(), "parallelism 10000") || !strings.Contains(err.Error(), "100000000 channels") {
-		t.Fatalf("p=10000 on 24 GB: %v", err)
-	}
-}
-
-type passThrough struct{}
-
-func (passThrough) ProcessElement(_ *Context[int], x int, out Collector[int]) error {
-	out.Collect(x)
-	return nil
-}
-
 type countingEncoder struct{ calls []int }
 
 func (e *countingEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
@@ -314,7 +278,7 @@ func (e *countingEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
 // pinned, and the next snapshot's overlays grow, for a snapshot nobody
 // reads); a snapshot the task keeps as its final state is exempt.
 func TestAbortedSnapshotStopsEncoding(t *testing.T) {
-	tk := &task{}
+	tk := &Task{}
 	enc := &countingEncoder{}
 	ae := abortableEncoder{enc: enc, aborted: func() bool { return tk.isAborted(7) }}
 	if got, _ := ae.EncodeKeyGroup(nil, 0); string(got) != "\x01\x02\x03" {
@@ -337,8 +301,8 @@ func TestAbortedSnapshotStopsEncoding(t *testing.T) {
 func TestAbortWhileTheAttemptIsCancelled(t *testing.T) {
 	for range 200 {
 		done := make(chan struct{})
-		tk := &task{async: make(chan asyncJob, 1), asyncDone: make(chan struct{}), done: done,
-			svc: &taskServices{clock: time.Now}}
+		tk := &Task{async: make(chan asyncJob, 1), asyncDone: make(chan struct{}), done: done,
+			svc: &Services{Clock: time.Now}}
 		c := newChannelCapture(7, 2)
 		tk.captures = []*channelCapture{c}
 		tk.async <- asyncJob{b: network.Barrier{ID: 7}, channels: c}

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"errors"
@@ -132,11 +132,11 @@ func TestPrintWriterWritesWholeLinesInChunks(t *testing.T) {
 	w.Write(appendVal{"idle", 1})
 	want.WriteString("2> <idle1\n")
 	n := len(out.chunks)
-	pw.idle()
+	pw.Idle()
 	if len(out.chunks) != n+1 {
 		t.Fatalf("idle wrote %d chunks; want 1", len(out.chunks)-n)
 	}
-	pw.idle() // nothing buffered: nothing written
+	pw.Idle() // nothing buffered: nothing written
 	w.Write(appendVal{"end", 2})
 	want.WriteString("2> <end2\n")
 	if err := w.Flush(true); err != nil {
@@ -165,7 +165,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 func TestPrintWriterReportsAnIdleWriteError(t *testing.T) {
 	w, _ := (&PrintSink[int]{W: failWriter{}}).CreateWriter(SinkContext{Parallelism: 1})
 	w.Write(1)
-	w.(*printWriter[int]).idle()
+	w.(*printWriter[int]).Idle()
 	if err := w.Write(2); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("Write after a failed idle write: %v", err)
 	}

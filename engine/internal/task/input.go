@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"encoding/binary"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/savepoint"
 )
 
@@ -17,7 +18,7 @@ import (
 // alignment (stash), and the recording of unaligned checkpoints' input
 // channel state.
 type inputQueue[T any] struct {
-	t     *task
+	t     *Task
 	g     *network.InputGate[T]
 	queue []network.Batch[T]
 	stash []network.Batch[T]
@@ -27,7 +28,7 @@ type inputQueue[T any] struct {
 	ser      state.Serializer[T]
 	// head is the task's first operator; keyed is head if it takes the
 	// key groups of a keyed exchange.
-	head  Collector[T]
+	head  api.Collector[T]
 	keyed keyGroupCollector[T]
 	// alignTimer fires at the aligned-checkpoint timeout of alignFor, the
 	// checkpoint whose alignment is in progress (armAlignTimer).
@@ -109,11 +110,11 @@ type unalignedInput interface {
 
 // runInput drives a task fed by an input gate: batches (restored in-flight
 // records first), mail and timers, until the input ends.
-func runInput[T any](t *task, g *network.InputGate[T], head Collector[T]) error {
+func runInput[T any](t *Task, g *network.InputGate[T], head api.Collector[T]) error {
 	q := &inputQueue[T]{t: t, g: g, received: make([]uint32, len(g.Channels)), ser: state.SerializerFor[T](), head: head}
 	q.keyed, _ = head.(keyGroupCollector[T])
 	t.input = q
-	if len(t.inFlight) > 0 {
+	if len(t.InFlight) > 0 {
 		restored, err := readInFlight[T](t, q.ser)
 		if err != nil {
 			return err
@@ -144,7 +145,7 @@ func runInput[T any](t *task, g *network.InputGate[T], head Collector[T]) error 
 // mail or a due timer.
 func (q *inputQueue[T]) step() error {
 	t := q.t
-	if t.mail.Priority.Load() {
+	if t.Mail.Priority.Load() {
 		return t.handleMail()
 	}
 	if blocked, err := t.waitOutput(); blocked || err != nil {
@@ -169,7 +170,7 @@ func (q *inputQueue[T]) step() error {
 		err := q.process(b)
 		t.maybeFlushOnTimeout()
 		return err
-	case <-t.mail.Notify:
+	case <-t.Mail.Notify:
 		return t.handleMail()
 	case <-t.timerC:
 		t.timerC, t.timerAt = nil, 0
@@ -192,8 +193,8 @@ func (q *inputQueue[T]) armAlignTimer() {
 	q.alignFor = id
 	q.stopAlignTimer()
 	if id != 0 {
-		d := time.Duration(until-t.svc.clock().UnixMilli()) * time.Millisecond
-		q.alignTimer = time.AfterFunc(max(d, 0), func() { t.mail.Put(network.Mail{Kind: network.MailAlignmentTimeout, ID: id}) })
+		d := time.Duration(until-t.svc.Clock().UnixMilli()) * time.Millisecond
+		q.alignTimer = time.AfterFunc(max(d, 0), func() { t.Mail.Put(network.Mail{Kind: network.MailAlignmentTimeout, ID: id}) })
 	}
 }
 
@@ -213,7 +214,7 @@ func (q *inputQueue[T]) process(b network.Batch[T]) error {
 		q.stash = append(q.stash, b) // held back for alignment
 		return nil
 	}
-	priority := &q.t.mail.Priority
+	priority := &q.t.Mail.Priority
 	i := q.collect(b, priority)
 	if i < len(b.Recs) || b.Ev != nil && priority.Load() {
 		// Cut short, or an event that must wait for the barrier (the end
@@ -262,9 +263,9 @@ func (q *inputQueue[T]) collect(b network.Batch[T], priority *atomic.Bool) int {
 // waitOutput sends what the task's writers hold back; if some is still
 // held back, it waits once — for a credit, mail (handled) or cancellation —
 // and reports blocked, so that the caller takes no input meanwhile.
-func (t *task) waitOutput() (blocked bool, err error) {
+func (t *Task) waitOutput() (blocked bool, err error) {
 	pending, onQueue := false, false
-	for _, w := range t.writers {
+	for _, w := range t.Writers {
 		if w.DrainPending() {
 			pending = true
 			onQueue = onQueue || w.PendingOnQueue()
@@ -272,7 +273,7 @@ func (t *task) waitOutput() (blocked bool, err error) {
 	}
 	var barrierDue int64
 	if len(t.captures) > 0 {
-		barrierDue = t.checkOutputBarriers(t.svc.clock())
+		barrierDue = t.checkOutputBarriers(t.svc.Clock())
 	}
 	if !pending {
 		return false, nil
@@ -284,7 +285,7 @@ func (t *task) waitOutput() (blocked bool, err error) {
 		// barrier's alignment timeout.
 		d := time.Millisecond
 		if !onQueue {
-			d = time.Duration(barrierDue-t.svc.clock().UnixMilli()) * time.Millisecond
+			d = time.Duration(barrierDue-t.svc.Clock().UnixMilli()) * time.Millisecond
 		}
 		tm := time.NewTimer(max(d, 0))
 		defer tm.Stop()
@@ -293,7 +294,7 @@ func (t *task) waitOutput() (blocked bool, err error) {
 	select {
 	case <-t.wake:
 	case <-poll:
-	case <-t.mail.Notify:
+	case <-t.Mail.Notify:
 		err = t.handleMail()
 	case <-t.done:
 		err = network.ErrTaskCanceled
@@ -303,14 +304,14 @@ func (t *task) waitOutput() (blocked bool, err error) {
 
 // readInFlight decodes the in-flight records restored for this subtask
 // into batches, input edge by input edge in the order restore gives them.
-func readInFlight[T any](t *task, ser state.Serializer[T]) ([]network.Batch[T], error) {
-	br := &savepoint.BlockReader{FS: t.svc.fs, Dir: t.inFlightDir}
+func readInFlight[T any](t *Task, ser state.Serializer[T]) ([]network.Batch[T], error) {
+	br := &savepoint.BlockReader{FS: t.svc.FS, Dir: t.InFlightDir}
 	defer br.Close()
 	var out []network.Batch[T]
-	for _, p := range t.inFlight {
+	for _, p := range t.InFlight {
 		data, err := br.Read(p.Stream, p.Stream.Offset, p.Stream.Length)
 		if err != nil {
-			return nil, fmt.Errorf("restore in-flight records of %s: %w", t.name, err)
+			return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, err)
 		}
 		ch := int32(-1 - p.Edge)
 		var b network.Batch[T]
@@ -320,14 +321,14 @@ func readInFlight[T any](t *task, ser state.Serializer[T]) ([]network.Batch[T], 
 				var n int
 				kh, n = binary.Uvarint(data)
 				if n <= 0 {
-					return nil, fmt.Errorf("restore in-flight records of %s: %w", t.name, savepoint.ErrCorrupt)
+					return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, savepoint.ErrCorrupt)
 				}
 				data = data[n:]
 			}
 			var r T
 			r, data, err = ser.Decode(data)
 			if err != nil {
-				return nil, fmt.Errorf("restore in-flight records of %s: %w: %w", t.name, savepoint.ErrCorrupt, err)
+				return nil, fmt.Errorf("restore in-flight records of %s: %w: %w", t.Name, savepoint.ErrCorrupt, err)
 			}
 			if p.Keyed && !p.Owns(int(uint16(kh))) {
 				continue // re-routed to another subtask by the rescale

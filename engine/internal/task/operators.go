@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"errors"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/restore"
 	"github.com/gflink/gflink/savepoint"
 )
 
-// operator is the runtime view of one operator in a chain. The task calls
+// Operator is the runtime view of one operator in a chain. The task calls
 // these from its own goroutine only.
-type operator interface {
-	open(ctx *opContext) error
+type Operator interface {
+	open(ctx *OpContext) error
 	// prepareSnapshot runs before the barrier is forwarded: sinks flush and
 	// pre-commit here, so that what they wrote belongs to this checkpoint.
 	prepareSnapshot(id int64) error
@@ -60,13 +61,13 @@ type opCapture struct {
 	states  []savepoint.StateDescriptor
 }
 
-// opContext is what an operator gets when it opens.
-type opContext struct {
-	t       *task
-	uid     string
-	maxPar  int
-	restore *restore.SubtaskRestore // nil: fresh start
-	blocks  *savepoint.BlockReader
+// OpContext is what an operator gets when it opens.
+type OpContext struct {
+	Task           *Task
+	UID            string
+	MaxParallelism int
+	Restore        *restore.SubtaskRestore // nil: fresh start
+	Blocks         *savepoint.BlockReader
 }
 
 // userError carries an error returned by user code up to the task, which
@@ -85,11 +86,11 @@ func (e *userError) Error() string {
 }
 func (e *userError) Unwrap() error { return e.err }
 
-// cloneFunction gives each subtask its own copy of a function object, as
+// CloneFunction gives each subtask its own copy of a function object, as
 // Flink gives each parallel instance its own deserialized copy: a pointer
 // to a struct is copied shallowly, so fields set in Open (state handles)
 // belong to one subtask. Other values are shared as they are.
-func cloneFunction[F any](fn F) F {
+func CloneFunction[F any](fn F) F {
 	v := reflect.ValueOf(fn)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return fn
@@ -99,13 +100,13 @@ func cloneFunction[F any](fn F) F {
 	return c.Interface().(F)
 }
 
-func fail(op string, err error) {
+func Fail(op string, err error) {
 	panic(&userError{op: op, err: err})
 }
 
 type baseOperator struct{}
 
-func (baseOperator) open(*opContext) error                        { return nil }
+func (baseOperator) open(*OpContext) error                        { return nil }
 func (baseOperator) prepareSnapshot(int64) error                  { return nil }
 func (baseOperator) snapshot(snapshotRequest) (*opCapture, error) { return nil, nil }
 func (baseOperator) notifyComplete(int64) error                   { return nil }
@@ -116,178 +117,91 @@ func (baseOperator) close() error                                 { return nil }
 func (baseOperator) nextTimer() (int64, bool)                     { return 0, false }
 func (baseOperator) fireTimers(int64) error                       { return nil }
 
-type mapOperator[IN, OUT any] struct {
+type MapOperator[IN, OUT any] struct {
 	baseOperator
-	f   func(IN) OUT
-	out Collector[OUT]
+	F   func(IN) OUT
+	Out api.Collector[OUT]
 }
 
-func (o *mapOperator[IN, OUT]) Collect(v IN) { o.out.Collect(o.f(v)) }
+func (o *MapOperator[IN, OUT]) Collect(v IN) { o.Out.Collect(o.F(v)) }
 
-type flatMapOperator[IN, OUT any] struct {
+type FlatMapOperator[IN, OUT any] struct {
 	baseOperator
-	f   func(IN, Collector[OUT])
-	out Collector[OUT]
+	F   func(IN, api.Collector[OUT])
+	Out api.Collector[OUT]
 }
 
-func (o *flatMapOperator[IN, OUT]) Collect(v IN) { o.f(v, o.out) }
+func (o *FlatMapOperator[IN, OUT]) Collect(v IN) { o.F(v, o.Out) }
 
-type filterOperator[T any] struct {
+type FilterOperator[T any] struct {
 	baseOperator
-	f   func(T) bool
-	out Collector[T]
+	F   func(T) bool
+	Out api.Collector[T]
 }
 
-func (o *filterOperator[T]) Collect(v T) {
-	if o.f(v) {
-		o.out.Collect(v)
+func (o *FilterOperator[T]) Collect(v T) {
+	if o.F(v) {
+		o.Out.Collect(v)
 	}
 }
 
-type mapErrOperator[IN, OUT any] struct {
+type MapErrOperator[IN, OUT any] struct {
 	baseOperator
-	f    func(IN) (OUT, error)
-	out  Collector[OUT]
-	name string
+	F    func(IN) (OUT, error)
+	Out  api.Collector[OUT]
+	Name string
 }
 
-func (o *mapErrOperator[IN, OUT]) Collect(v IN) {
-	r, err := o.f(v)
+func (o *MapErrOperator[IN, OUT]) Collect(v IN) {
+	r, err := o.F(v)
 	if err != nil {
-		fail(o.name, err)
+		Fail(o.Name, err)
 	}
-	o.out.Collect(r)
+	o.Out.Collect(r)
 }
 
-type flatMapErrOperator[IN, OUT any] struct {
+type FlatMapErrOperator[IN, OUT any] struct {
 	baseOperator
-	f    func(IN, Collector[OUT]) error
-	out  Collector[OUT]
-	name string
+	F    func(IN, api.Collector[OUT]) error
+	Out  api.Collector[OUT]
+	Name string
 }
 
-func (o *flatMapErrOperator[IN, OUT]) Collect(v IN) {
-	if err := o.f(v, o.out); err != nil {
-		fail(o.name, err)
+func (o *FlatMapErrOperator[IN, OUT]) Collect(v IN) {
+	if err := o.F(v, o.Out); err != nil {
+		Fail(o.Name, err)
 	}
 }
 
-type filterErrOperator[T any] struct {
+type FilterErrOperator[T any] struct {
 	baseOperator
-	f    func(T) (bool, error)
-	out  Collector[T]
-	name string
+	F    func(T) (bool, error)
+	Out  api.Collector[T]
+	Name string
 }
 
-func (o *filterErrOperator[T]) Collect(v T) {
-	keep, err := o.f(v)
+func (o *FilterErrOperator[T]) Collect(v T) {
+	keep, err := o.F(v)
 	if err != nil {
-		fail(o.name, err)
+		Fail(o.Name, err)
 	}
 	if keep {
-		o.out.Collect(v)
+		o.Out.Collect(v)
 	}
 }
 
-type unionOperator[T any] struct {
+type UnionOperator[T any] struct {
 	baseOperator
-	out Collector[T]
+	Out api.Collector[T]
 }
 
-func (o *unionOperator[T]) Collect(v T) { o.out.Collect(v) }
-
-// KeyedProcessFunction processes the records of a keyed stream, one key at
-// a time, with keyed state and timers (Flink's KeyedProcessFunction).
-// A function may also implement Opener (to declare state), TimerHandler
-// (to react to timers) and Closer.
-type KeyedProcessFunction[K comparable, IN, OUT any] interface {
-	ProcessElement(ctx *Context[K], in IN, out Collector[OUT]) error
-}
-
-// Opener is implemented by functions that declare state or set up
-// resources before processing.
-type Opener[K comparable] interface {
-	Open(ctx *Context[K]) error
-}
-
-// TimerHandler is implemented by functions that set timers.
-type TimerHandler[K comparable, OUT any] interface {
-	OnTimer(ctx *Context[K], timestamp int64, out Collector[OUT]) error
-}
-
-// Closer is implemented by functions that hold resources.
-type Closer interface {
-	Close() error
-}
-
-// TimeDomain says which clock fired a timer.
-type TimeDomain int
-
-const (
-	ProcessingTime TimeDomain = iota
-	EventTime
-)
-
-// Context gives a keyed function its key, state and timers.
-type Context[K comparable] struct {
-	op     *keyedProcessOperatorCore[K]
-	domain TimeDomain
-}
-
-// CurrentKey is the key of the record or timer being processed.
-func (c *Context[K]) CurrentKey() K { return c.op.backend.CurrentKey() }
-
-// TimeDomain is the clock of the timer being handled (in OnTimer).
-func (c *Context[K]) TimeDomain() TimeDomain { return c.domain }
-
-// Subtask is the index of the subtask running the function.
-func (c *Context[K]) Subtask() int { return c.op.subtask }
-
-// Parallelism is the operator's parallelism.
-func (c *Context[K]) Parallelism() int { return c.op.parallelism }
-
-// TimerService sets and deletes timers of the current key.
-func (c *Context[K]) TimerService() TimerService { return c.op }
-
-// TimerService is the timer API of keyed functions.
-type TimerService interface {
-	CurrentProcessingTime() int64
-	RegisterProcessingTimeTimer(ts int64)
-	DeleteProcessingTimeTimer(ts int64)
-	CurrentWatermark() int64
-	RegisterEventTimeTimer(ts int64)
-	DeleteEventTimeTimer(ts int64)
-}
-
-// Keyed state types, re-exported from the state backend.
-type (
-	ValueState[V any]               = state.ValueState[V]
-	ListState[V any]                = state.ListState[V]
-	MapState[UK comparable, UV any] = state.MapState[UK, UV]
-	Serializer[T any]               = state.Serializer[T]
-	KeySerializer[K any]            = state.KeySerializer[K]
-)
-
-// GetValueState declares (in Open) the value state called name.
-func GetValueState[V any, K comparable](ctx *Context[K], name string) (ValueState[V], error) {
-	return state.GetValueState[V](ctx.op.backend, name, state.SerializerFor[V]())
-}
-
-// GetListState declares (in Open) the list state called name.
-func GetListState[V any, K comparable](ctx *Context[K], name string) (ListState[V], error) {
-	return state.GetListState[V](ctx.op.backend, name, state.SerializerFor[V]())
-}
-
-// GetMapState declares (in Open) the map state called name.
-func GetMapState[UK comparable, UV any, K comparable](ctx *Context[K], name string) (MapState[UK, UV], error) {
-	return state.GetMapState[UK, UV](ctx.op.backend, name, state.SerializerFor[UK](), state.SerializerFor[UV]())
-}
+func (o *UnionOperator[T]) Collect(v T) { o.Out.Collect(v) }
 
 // keyedProcessOperatorCore is the key-typed part of a keyed operator: the
 // backend and the timers, shared with the Context.
 type keyedProcessOperatorCore[K comparable] struct {
 	backend     state.Backend[K]
-	backends    *stateBackends
+	backends    *StateBackends
 	uid         string
 	attempt     int
 	ptimers     state.TimerQueue
@@ -324,24 +238,23 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	clErr   error
 	ended   bool // endInput was called: all input is processed
 	name    string
-	fn      KeyedProcessFunction[K, IN, OUT]
+	fn      api.KeyedProcessFunction[K, IN, OUT]
 	keyFn   func(IN) K
 	keySer  state.KeySerializer[K]
-	out     Collector[OUT]
-	ctx     Context[K]
+	out     api.Collector[OUT]
+	ctx     api.Context[K]
 }
 
-func newKeyedProcessOperator[K comparable, IN, OUT any](rt *buildContext, fn KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
-	op := &keyedProcessOperator[K, IN, OUT]{fn: cloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.name}
+func NewKeyedProcessOperator[K comparable, IN, OUT any](rt *BuildContext, fn api.KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out api.Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
+	op := &keyedProcessOperator[K, IN, OUT]{fn: CloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.Name}
 	op.watermark = math.MinInt64
-	op.ctx.op = &op.keyedProcessOperatorCore
 	return op
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 	o.backend.SetCurrentKey(o.keyFn(v))
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
-		fail(o.name, err)
+		Fail(o.name, err)
 	}
 	if o.failing != nil {
 		o.failIfStateFailed()
@@ -354,7 +267,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 // by failGuard.
 func (o *keyedProcessOperator[K, IN, OUT]) failIfStateFailed() {
 	if err := o.failing.Err(); err != nil {
-		fail(o.name, err)
+		Fail(o.name, err)
 	}
 }
 
@@ -372,7 +285,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) stateErr(err error) error {
 // function returns, before a record emitted after the failure could leave
 // the operator.
 type failGuard[T any] struct {
-	out     Collector[T]
+	out     api.Collector[T]
 	failing state.Failing
 }
 
@@ -391,7 +304,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash 
 		o.backend.SetCurrentKeyAndGroup(o.keyFn(v), kg)
 	}
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
-		fail(o.name, err)
+		Fail(o.name, err)
 	}
 	if o.failing != nil {
 		o.failIfStateFailed()
@@ -412,17 +325,17 @@ func (o *keyedProcessOperator[K, IN, OUT]) PrefetchKey(v IN, kg int, hash uint32
 	}
 }
 
-func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
-	t := ctx.t
-	o.subtask, o.parallelism, o.clock = t.subtask, t.v.parallelism, t.svc.clock
-	kgr := state.RangeForSubtask(ctx.maxPar, t.v.parallelism, t.subtask)
-	o.backends, o.uid, o.attempt = t.svc.backends, ctx.uid, t.svc.attempt
+func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *OpContext) error {
+	t := ctx.Task
+	o.subtask, o.parallelism, o.clock = t.Subtask, t.Parallelism, t.svc.Clock
+	kgr := state.RangeForSubtask(ctx.MaxParallelism, t.Parallelism, t.Subtask)
+	o.backends, o.uid, o.attempt = t.svc.Backends, ctx.UID, t.svc.Attempt
 	var native []restore.NativeRestore
-	if ctx.restore != nil {
-		native = ctx.restore.Native
+	if ctx.Restore != nil {
+		native = ctx.Restore.Native
 	}
-	backend, err := newKeyedBackend(o.backends, o.keySer, keyedBackendOptions{maxPar: ctx.maxPar, keyGroups: kgr, uid: ctx.uid,
-		subtask: t.subtask, attempt: t.svc.attempt, fs: ctx.blocks.FS, snapshotDir: ctx.blocks.Dir, native: native})
+	backend, err := newKeyedBackend(o.backends, o.keySer, keyedBackendOptions{maxPar: ctx.MaxParallelism, keyGroups: kgr, uid: ctx.UID,
+		subtask: t.Subtask, attempt: t.svc.Attempt, fs: ctx.Blocks.FS, snapshotDir: ctx.Blocks.Dir, native: native})
 	if err != nil {
 		return err
 	}
@@ -430,8 +343,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 		o.failing = f
 		o.out = &failGuard[OUT]{out: o.out, failing: f}
 	}
-	replay := ctx.restore != nil && len(ctx.restore.Changelog) > 0
-	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.uid, replay, t.svc.log)
+	replay := ctx.Restore != nil && len(ctx.Restore.Changelog) > 0
+	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.UID, replay, t.svc.Log)
 	o.changelog, _ = o.backend.(*state.ChangelogBackend[K])
 	o.hashed, _ = o.backend.(state.HashedKeys[K])
 	if o.changelog != nil {
@@ -442,6 +355,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 		}
 	}
 	o.prefetch, o.keyWarm = state.Prefetchers(o.backend)
+	o.ctx = api.NewContext(o.backend, api.TimerService(&o.keyedProcessOperatorCore), o.subtask, o.parallelism)
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()
@@ -450,25 +364,25 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *opContext) error {
 	return nil
 }
 
-func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
+func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *OpContext) error {
 	var err error
-	if ctx.restore != nil {
-		blocks := make([]state.KeyGroupBlock, 0, len(ctx.restore.KeyGroups))
-		for _, kg := range ctx.restore.KeyGroups {
-			block, err := ctx.blocks.Read(kg.Stream, kg.Offset, kg.Length)
+	if ctx.Restore != nil {
+		blocks := make([]state.KeyGroupBlock, 0, len(ctx.Restore.KeyGroups))
+		for _, kg := range ctx.Restore.KeyGroups {
+			block, err := ctx.Blocks.Read(kg.Stream, kg.Offset, kg.Length)
 			if err != nil {
-				return fmt.Errorf("restore key group %d of operator %s: %w", kg.KeyGroup, ctx.uid, err)
+				return fmt.Errorf("restore key group %d of operator %s: %w", kg.KeyGroup, ctx.UID, err)
 			}
 			blocks = append(blocks, state.KeyGroupBlock{KeyGroup: kg.KeyGroup, Block: block})
 		}
 		// Key groups decode independently: on every core the machine has.
 		if err := o.backend.RestoreKeyGroups(blocks, runtime.GOMAXPROCS(0)); err != nil {
-			return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
+			return fmt.Errorf("restore operator %s: %w", ctx.UID, err)
 		}
 		// Then the changelog since the materialization, replayed as each
 		// state registers (timers just below, the function's in Open).
-		if err := restoreChangelog(o.backend, ctx.blocks.FS, o.backends.changelogMemory, ctx.restore.Changelog); err != nil {
-			return fmt.Errorf("restore operator %s: %w", ctx.uid, err)
+		if err := restoreChangelog(o.backend, ctx.Blocks.FS, o.backends.ChangelogMemory, ctx.Restore.Changelog); err != nil {
+			return fmt.Errorf("restore operator %s: %w", ctx.UID, err)
 		}
 	}
 	if o.ptimers, err = state.TimersFor(o.backend, state.KindProcessingTime); err != nil {
@@ -477,7 +391,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *opContext) error {
 	if o.etimers, err = state.TimersFor(o.backend, state.KindEventTime); err != nil {
 		return err
 	}
-	if op, ok := o.fn.(Opener[K]); ok {
+	if op, ok := o.fn.(api.Opener[K]); ok {
 		if err := op.Open(&o.ctx); err != nil {
 			return err
 		}
@@ -554,13 +468,13 @@ func (o *keyedProcessOperator[K, IN, OUT]) fireTimers(now int64) error {
 	if err := o.tickChangelog(); err != nil {
 		return err
 	}
-	th, ok := o.fn.(TimerHandler[K, OUT])
+	th, ok := o.fn.(api.TimerHandler[K, OUT])
 	if !ok {
 		// Timers without a handler are dropped, as Flink's default OnTimer
 		// does nothing.
 		return o.stateErr(o.ptimers.FireDue(now, func(int64) error { return nil }))
 	}
-	o.ctx.domain = ProcessingTime
+	api.SetTimeDomain(&o.ctx, api.ProcessingTime)
 	return o.stateErr(o.ptimers.FireDue(now, func(ts int64) error { return th.OnTimer(&o.ctx, ts, o.out) }))
 }
 
@@ -569,8 +483,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 		return nil
 	}
 	o.watermark = wm
-	th, ok := o.fn.(TimerHandler[K, OUT])
-	o.ctx.domain = EventTime
+	th, ok := o.fn.(api.TimerHandler[K, OUT])
+	api.SetTimeDomain(&o.ctx, api.EventTime)
 	return o.stateErr(o.etimers.FireDue(wm, func(ts int64) error {
 		if !ok {
 			return nil
@@ -589,7 +503,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) endInput() error {
 
 func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 	var err error
-	if c, ok := o.fn.(Closer); ok {
+	if c, ok := o.fn.(api.Closer); ok {
 		err = c.Close()
 	}
 	// The LSM's working directory goes now, or when the last snapshot being
@@ -612,3 +526,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
 func (o *keyedProcessOperator[K, IN, OUT]) notifyAborted(id int64) { o.backend.CheckpointAborted(id) }
 
 func (o *keyedProcessOperator[K, IN, OUT]) idle() { o.tickChangelog() }
+
+// BuildContext is what a node's build function may know.
+type BuildContext struct {
+	Name string
+}

@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"errors"
@@ -149,18 +149,18 @@ func (c *channelCapture) notify(ch int32, seq, received uint32) {
 	}
 }
 
-// chanInfo names a gate channel: its input edge and sending subtask.
-type chanInfo struct {
-	edge, sender int
+// ChanInfo names a gate channel: its input edge and sending subtask.
+type ChanInfo struct {
+	Edge, Sender int
 }
 
 // startUnaligned starts unaligned checkpoint b on the task's goroutine: the
 // barrier goes out ahead of what the writers hold, which is kept as output
 // channel state, and the input channel state starts recording. It returns
 // the capture the asynchronous writer waits for.
-func (t *task) startUnaligned(b network.Barrier) *channelCapture {
+func (t *Task) startUnaligned(b network.Barrier) *channelCapture {
 	c := newChannelCapture(b.ID, t.numIn)
-	c.started = t.svc.clock()
+	c.started = t.svc.Clock()
 	if !t.inputOpen() {
 		// A task whose input ended gets no more, but what it sent may not
 		// have arrived: held back by backpressure (a bounded source that
@@ -171,16 +171,16 @@ func (t *task) startUnaligned(b network.Barrier) *channelCapture {
 		// state — so that the checkpoint does not wait for the receivers
 		// to drain it.
 		c.numOpen = 0
-		c.output = make([][]network.ChannelData, len(t.writers))
-		for i, w := range t.writers {
+		c.output = make([][]network.ChannelData, len(t.Writers))
+		for i, w := range t.Writers {
 			c.output[i] = w.UnalignedBarrier(b)
 		}
 		t.lastUnaligned = b.ID
 		close(c.done)
 		return c
 	}
-	c.output = make([][]network.ChannelData, len(t.writers))
-	for i, w := range t.writers {
+	c.output = make([][]network.ChannelData, len(t.Writers))
+	for i, w := range t.Writers {
 		c.output[i] = w.UnalignedBarrier(b)
 	}
 	t.lastUnaligned = b.ID
@@ -202,7 +202,7 @@ func (t *task) startUnaligned(b network.Barrier) *channelCapture {
 			}
 		case al.current.ID != 0:
 			// An older alignment gives way, as to a newer barrier.
-			t.svc.jm.decline(t, al.current.ID, checkpoint.ErrDeclined,
+			t.svc.JobMaster.Decline(t, al.current.ID, checkpoint.ErrDeclined,
 				errors.New("(alignment was aborted by the barrier of a newer checkpoint)"))
 		}
 		al.lastDone, al.current = max(al.lastDone, b.ID), network.Barrier{}
@@ -221,7 +221,7 @@ func (t *task) startUnaligned(b network.Barrier) *channelCapture {
 
 // onUnalignedBarrier handles the barrier of an unaligned checkpoint that
 // came on channel m.ch: the first one of its checkpoint takes the snapshot.
-func (t *task) onUnalignedBarrier(m network.Mail) error {
+func (t *Task) onUnalignedBarrier(m network.Mail) error {
 	id := m.Barrier.ID
 	takenAligned := t.al != nil && m.Barrier.Timeoutable() && id <= t.al.lastDone
 	if id > t.lastUnaligned && !takenAligned && !t.isAborted(id) && t.inputOpen() {
@@ -239,14 +239,14 @@ func (t *task) onUnalignedBarrier(m network.Mail) error {
 }
 
 // completeCaptures hands the completed captures to the asynchronous writer.
-func (t *task) completeCaptures() {
+func (t *Task) completeCaptures() {
 	if len(t.captures) == 0 {
 		return
 	}
 	kept := t.captures[:0]
 	for _, c := range t.captures {
 		if c.complete() {
-			c.alignment = t.svc.clock().Sub(c.started)
+			c.alignment = t.svc.Clock().Sub(c.started)
 			c.stop()
 			close(c.done)
 		} else {
@@ -258,7 +258,7 @@ func (t *task) completeCaptures() {
 }
 
 // abortCapture stops recording the channel state of an aborted checkpoint.
-func (t *task) abortCapture(id int64) {
+func (t *Task) abortCapture(id int64) {
 	for _, c := range t.captures {
 		if c.id == id {
 			c.numOpen, c.outputWait = 0, nil
@@ -271,14 +271,14 @@ func (t *task) abortCapture(id int64) {
 // task's snapshots: input channel state to the head operator's, output
 // channel state to the tail operator's (Flink's inputChannelState and
 // resultSubpartitionState).
-func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCapture) []checkpoint.OperatorSnapshot {
+func (t *Task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCapture) []checkpoint.OperatorSnapshot {
 	of := func(uid string) *checkpoint.OperatorSnapshot {
 		for i := range snaps {
 			if snaps[i].UID == uid {
 				return &snaps[i]
 			}
 		}
-		snaps = append(snaps, checkpoint.OperatorSnapshot{UID: uid, Subtask: t.subtask})
+		snaps = append(snaps, checkpoint.OperatorSnapshot{UID: uid, Subtask: t.Subtask})
 		return &snaps[len(snaps)-1]
 	}
 	for _, ch := range slices.Sorted(maps.Keys(c.input)) {
@@ -288,18 +288,18 @@ func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 		}
 		cs := checkpoint.ChannelState{Keyed: d.Keyed, Records: d.Records, Data: d.Data}
 		if ch < 0 {
-			cs.Peer, cs.Channel = t.inPeers[-1-ch], -1
+			cs.Peer, cs.Channel = t.InPeers[-1-ch], -1
 		} else {
-			info := t.chanInfo[ch]
-			cs.Peer, cs.Channel = t.inPeers[info.edge], info.sender
+			info := t.ChanInfo[ch]
+			cs.Peer, cs.Channel = t.InPeers[info.Edge], info.Sender
 		}
-		s := of(t.uids[0])
+		s := of(t.UIDs[0])
 		s.InputChannels = append(s.InputChannels, cs)
 	}
 	for i, out := range c.output {
 		for _, d := range out {
-			s := of(t.uids[len(t.uids)-1])
-			s.OutputChannels = append(s.OutputChannels, checkpoint.ChannelState{Peer: t.outPeers[i],
+			s := of(t.UIDs[len(t.UIDs)-1])
+			s.OutputChannels = append(s.OutputChannels, checkpoint.ChannelState{Peer: t.OutPeers[i],
 				Channel: d.Channel, Keyed: d.Keyed, Records: d.Records, Data: d.Data})
 		}
 	}
@@ -307,8 +307,8 @@ func (t *task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 }
 
 // subtaskStats describes the task's part in a checkpoint it wrote.
-func (t *task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskState, async time.Duration) checkpoint.SubtaskStats {
-	s := checkpoint.SubtaskStats{VertexID: operatorID(t.v.head()), Subtask: t.subtask, Unaligned: j.unaligned,
+func (t *Task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskState, async time.Duration) checkpoint.SubtaskStats {
+	s := checkpoint.SubtaskStats{VertexID: t.vertexID, Subtask: t.Subtask, Unaligned: j.unaligned,
 		Alignment: j.alignment, Sync: j.sync, Async: async}
 	if c := j.channels; c != nil {
 		s.Unaligned = j.unaligned || c.converted
@@ -327,10 +327,10 @@ func (t *task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskStat
 // aligned, on the writers that hold it back: if it is still held back at
 // b's aligned-checkpoint timeout, it turns unaligned there
 // (checkOutputBarriers). It returns nil when the barrier went through.
-func (t *task) watchOutputBarrier(b network.Barrier) *channelCapture {
+func (t *Task) watchOutputBarrier(b network.Barrier) *channelCapture {
 	c := newChannelCapture(b.ID, 0)
-	c.started, c.b = t.svc.clock(), b
-	for i, w := range t.writers {
+	c.started, c.b = t.svc.Clock(), b
+	for i, w := range t.Writers {
 		if w.BarrierPending(b.ID) {
 			c.outputWait = append(c.outputWait, i)
 		}
@@ -338,9 +338,9 @@ func (t *task) watchOutputBarrier(b network.Barrier) *channelCapture {
 	if len(c.outputWait) == 0 {
 		return nil
 	}
-	c.output = make([][]network.ChannelData, len(t.writers))
-	d := time.Duration(b.AlignedUntil-t.svc.clock().UnixMilli()) * time.Millisecond
-	c.timer = time.AfterFunc(max(d, 0), func() { t.mail.Put(network.Mail{Kind: network.MailAlignmentTimeout, ID: b.ID}) })
+	c.output = make([][]network.ChannelData, len(t.Writers))
+	d := time.Duration(b.AlignedUntil-t.svc.Clock().UnixMilli()) * time.Millisecond
+	c.timer = time.AfterFunc(max(d, 0), func() { t.Mail.Put(network.Mail{Kind: network.MailAlignmentTimeout, ID: b.ID}) })
 	t.captures = append(t.captures, c)
 	return c
 }
@@ -348,14 +348,14 @@ func (t *task) watchOutputBarrier(b network.Barrier) *channelCapture {
 // checkOutputBarriers settles the barriers watched by watchOutputBarrier:
 // gone through in band, or turned unaligned at their timeout. It returns
 // the earliest timeout still ahead (0: none).
-func (t *task) checkOutputBarriers(now time.Time) (next int64) {
+func (t *Task) checkOutputBarriers(now time.Time) (next int64) {
 	for _, c := range t.captures {
 		if len(c.outputWait) == 0 {
 			continue
 		}
 		kept := c.outputWait[:0]
 		for _, i := range c.outputWait {
-			w := t.writers[i]
+			w := t.Writers[i]
 			switch {
 			case !w.BarrierPending(c.id):
 			case now.UnixMilli() >= c.b.AlignedUntil:
@@ -376,14 +376,14 @@ func (t *task) checkOutputBarriers(now time.Time) (next int64) {
 
 // alignmentDeadline is when the checkpoint being aligned, or announced and
 // not taken yet, turns unaligned (0: none, or it does not time out).
-func (t *task) alignmentDeadline() (id, until int64) {
+func (t *Task) alignmentDeadline() (id, until int64) {
 	if b, ok := t.pendingAligned(); ok {
 		return b.ID, b.AlignedUntil
 	}
 	return 0, 0
 }
 
-func (t *task) pendingAligned() (network.Barrier, bool) {
+func (t *Task) pendingAligned() (network.Barrier, bool) {
 	if t.al == nil {
 		return network.Barrier{}, false
 	}
@@ -398,7 +398,7 @@ func (t *task) pendingAligned() (network.Barrier, bool) {
 
 // alignmentTimedOut takes checkpoint id unaligned if it is still being
 // aligned, or announced and not taken.
-func (t *task) alignmentTimedOut(id int64) error {
+func (t *Task) alignmentTimedOut(id int64) error {
 	if b, ok := t.pendingAligned(); ok && b.ID == id {
 		return t.checkpoint(b, true)
 	}

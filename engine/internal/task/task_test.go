@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"errors"
@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/internal/api"
 )
 
 // failingOp is an operator whose checkpoint callbacks fail.
 type failingOp struct{ err error }
 
-func (failingOp) open(*opContext) error                        { return nil }
+func (failingOp) open(*OpContext) error                        { return nil }
 func (o failingOp) prepareSnapshot(int64) error                { return o.err }
 func (failingOp) snapshot(snapshotRequest) (*opCapture, error) { return nil, nil }
 func (o failingOp) notifyComplete(int64) error                 { return o.err }
@@ -32,9 +33,9 @@ func TestMailHandlersReturnErrors(t *testing.T) {
 		{Kind: network.MailTrigger, Barrier: network.Barrier{ID: 1}},
 		{Kind: network.MailDrain},
 	} {
-		tk := &task{name: "t (1/1)", ops: []operator{failingOp{err: boom}}, uids: []string{"op"}, mail: network.NewMailbox(), svc: &taskServices{clock: time.Now},
-			source: sourceRunnerStub{}}
-		tk.mail.Put(m)
+		tk := &Task{Name: "t (1/1)", Ops: []Operator{failingOp{err: boom}}, UIDs: []string{"op"}, Mail: network.NewMailbox(), svc: &Services{Clock: time.Now},
+			Source: sourceRunnerStub{}}
+		tk.Mail.Put(m)
 		var err error
 		func() {
 			defer func() {
@@ -61,7 +62,7 @@ func TestTaskLifecycleTransitions(t *testing.T) {
 	}
 	for _, from := range all {
 		for _, to := range all {
-			tk := &task{name: "t", state: from}
+			tk := &Task{Name: "t", state: from}
 			err := tk.setState(to)
 			if legal[[2]lifecycle{from, to}] {
 				if err != nil || tk.state != to {
@@ -78,12 +79,12 @@ func TestTaskLifecycleTransitions(t *testing.T) {
 
 // A stop-with-savepoint that is aborted resumes a paused source.
 func TestAbortResumesPausedSource(t *testing.T) {
-	tk := &task{name: "t", state: lifePaused, suspendFor: 7, mail: network.NewMailbox()}
-	tk.mail.Put(network.Mail{Kind: network.MailAbort, ID: 6})
+	tk := &Task{Name: "t", state: lifePaused, suspendFor: 7, Mail: network.NewMailbox()}
+	tk.Mail.Put(network.Mail{Kind: network.MailAbort, ID: 6})
 	if err := tk.handleMail(); err != nil || tk.state != lifePaused {
 		t.Fatalf("abort of another checkpoint: %v, state %s", err, tk.state)
 	}
-	tk.mail.Put(network.Mail{Kind: network.MailAbort, ID: 7})
+	tk.Mail.Put(network.Mail{Kind: network.MailAbort, ID: 7})
 	if err := tk.handleMail(); err != nil || tk.state != lifeRunning {
 		t.Fatalf("abort of the stop's savepoint: %v, state %s; want RUNNING", err, tk.state)
 	}
@@ -91,5 +92,5 @@ func TestAbortResumesPausedSource(t *testing.T) {
 
 type sourceRunnerStub struct{}
 
-func (sourceRunnerStub) poll() (InputStatus, int64, error)    { return EndOfInput, 0, nil }
-func (sourceRunnerStub) nextPollTime(now time.Time) time.Time { return now }
+func (sourceRunnerStub) poll() (api.InputStatus, int64, error) { return api.EndOfInput, 0, nil }
+func (sourceRunnerStub) nextPollTime(now time.Time) time.Time  { return now }

@@ -1,7 +1,8 @@
-package engine
+package task
 
 import (
 	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/internal/api"
 )
 
 // keyGroupCollector is a keyed operator fed by a keyed exchange: it takes
@@ -23,7 +24,7 @@ type keyGroupCollector[T any] interface {
 const prefetchAhead = 8
 
 // fanout sends each record to several outputs.
-type fanout[T any] struct{ outs []Collector[T] }
+type fanout[T any] struct{ outs []api.Collector[T] }
 
 func (f *fanout[T]) Collect(v T) {
 	for _, o := range f.outs {
@@ -31,26 +32,26 @@ func (f *fanout[T]) Collect(v T) {
 	}
 }
 
-// typeOps creates the typed runtime pieces for records of one type.
-type typeOps interface {
-	newGate(numChannels, perChannel int, mail *network.Mailbox) any
-	addChannel(gate any) any
-	newWriter(targets []any, part network.ShipStrategy, hash any, maxPar, batch, start int, t *task) (any, network.OutputWriter)
-	newFanout(outs []any) any
-	runInput(t *task, gate any, head any) error
+// TypeOps creates the typed runtime pieces for records of one type.
+type TypeOps interface {
+	NewGate(numChannels, perChannel int, mail *network.Mailbox) any
+	AddChannel(gate any) any
+	NewWriter(targets []any, part network.ShipStrategy, hash any, maxPar, batch, start int, t *Task) (any, network.OutputWriter)
+	NewFanout(outs []any) any
+	RunInput(t *Task, gate any, head any) error
 }
 
 type typeOpsFor[T any] struct{}
 
-func newTypeOps[T any]() typeOps { return typeOpsFor[T]{} }
+func NewTypeOps[T any]() TypeOps { return typeOpsFor[T]{} }
 
-func (typeOpsFor[T]) newGate(n, per int, mail *network.Mailbox) any {
+func (typeOpsFor[T]) NewGate(n, per int, mail *network.Mailbox) any {
 	return network.NewInputGate[T](n, per, mail)
 }
 
-func (typeOpsFor[T]) addChannel(gate any) any { return gate.(*network.InputGate[T]).AddChannel() }
+func (typeOpsFor[T]) AddChannel(gate any) any { return gate.(*network.InputGate[T]).AddChannel() }
 
-func (typeOpsFor[T]) newWriter(targets []any, part network.ShipStrategy, hash any, maxPar, batch, start int, t *task) (any, network.OutputWriter) {
+func (typeOpsFor[T]) NewWriter(targets []any, part network.ShipStrategy, hash any, maxPar, batch, start int, t *Task) (any, network.OutputWriter) {
 	chans := make([]*network.Channel[T], 0, len(targets))
 	for _, c := range targets {
 		chans = append(chans, c.(*network.Channel[T]))
@@ -60,21 +61,21 @@ func (typeOpsFor[T]) newWriter(targets []any, part network.ShipStrategy, hash an
 		h = hash.(func(T) uint64)
 	}
 	w := network.NewRecordWriter(chans, h, network.WriterOptions{Ship: part, MaxParallelism: maxPar, BatchSize: batch,
-		Start: start, Done: t.done, Wake: t.wake, Mail: t.mail})
-	return Collector[T](w), w
+		Start: start, Done: t.done, Wake: t.wake, Mail: t.Mail})
+	return api.Collector[T](w), w
 }
 
-func (typeOpsFor[T]) newFanout(outs []any) any {
+func (typeOpsFor[T]) NewFanout(outs []any) any {
 	if len(outs) == 1 {
 		return outs[0]
 	}
 	f := &fanout[T]{}
 	for _, o := range outs {
-		f.outs = append(f.outs, o.(Collector[T]))
+		f.outs = append(f.outs, o.(api.Collector[T]))
 	}
-	return Collector[T](f)
+	return api.Collector[T](f)
 }
 
-func (typeOpsFor[T]) runInput(t *task, gate any, head any) error {
-	return runInput(t, gate.(*network.InputGate[T]), head.(Collector[T]))
+func (typeOpsFor[T]) RunInput(t *Task, gate any, head any) error {
+	return runInput(t, gate.(*network.InputGate[T]), head.(api.Collector[T]))
 }

@@ -1,11 +1,6 @@
-package engine
+package api
 
-import (
-	"fmt"
-	"time"
-
-	"github.com/gflink/gflink/savepoint"
-)
+import "time"
 
 // Source is a replayable input, split into splits that subtasks read by
 // position (Flink's FLIP-27 source). Splits are the source's own encoding;
@@ -35,11 +30,6 @@ type RestoredSplitsChecker interface {
 // at any parallelism.
 type UnionSplitSource interface {
 	UnionSplits() bool
-}
-
-func unionSplits(src any) bool {
-	u, ok := src.(UnionSplitSource)
-	return ok && u.UnionSplits()
 }
 
 // SourceCheckpointListener is implemented by readers that act when a
@@ -91,98 +81,4 @@ type SourceReader[T any] interface {
 // poll interval). Without it the task polls again after a millisecond.
 type AvailabilityWaiter interface {
 	NextPollTime() time.Time
-}
-
-// sourceReaderStateName is the operator state holding a reader's splits
-// (Flink's SourceOperator uses the same name).
-const sourceReaderStateName = "SourceReaderState"
-
-type sourceOperator[T any] struct {
-	baseOperator
-	src     Source[T]
-	out     Collector[T]
-	counted countingCollector[T]
-	reader  SourceReader[T]
-}
-
-// countingCollector counts the records a source emits, for fault
-// injection and metrics.
-type countingCollector[T any] struct {
-	out Collector[T]
-	n   int64
-}
-
-func (c *countingCollector[T]) Collect(v T) {
-	c.n++
-	c.out.Collect(v)
-}
-
-func (o *sourceOperator[T]) open(ctx *opContext) error {
-	t := ctx.t
-	r, err := o.src.CreateReader(SourceContext{Subtask: t.subtask, Parallelism: t.v.parallelism})
-	if err != nil {
-		return err
-	}
-	o.reader = r
-	o.counted.out = o.out
-	var splits [][]byte
-	if ctx.restore != nil {
-		for _, s := range ctx.restore.OperatorState {
-			if s.Name == sourceReaderStateName {
-				splits = append(splits, s.Items...)
-			}
-		}
-	}
-	return r.AddSplits(splits)
-}
-
-func (o *sourceOperator[T]) snapshot(req snapshotRequest) (*opCapture, error) {
-	splits, err := o.reader.SnapshotState(req.id)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot source reader: %w", err)
-	}
-	mode := savepoint.SplitDistribute
-	if unionSplits(o.src) {
-		mode = savepoint.Union
-	}
-	return &opCapture{
-		opState: []savepoint.OperatorListState{{Name: sourceReaderStateName, Mode: mode, Items: splits}},
-		states:  []savepoint.StateDescriptor{{Name: sourceReaderStateName, Kind: mode.String(), Entries: int64(len(splits))}},
-	}, nil
-}
-
-func (o *sourceOperator[T]) notifyComplete(id int64) error {
-	if l, ok := o.reader.(SourceCheckpointListener); ok {
-		return l.NotifyCheckpointComplete(id)
-	}
-	return nil
-}
-
-func (o *sourceOperator[T]) close() error {
-	if o.reader != nil {
-		return o.reader.Close()
-	}
-	return nil
-}
-
-// poll reads the next records and returns how many were emitted.
-func (o *sourceOperator[T]) poll() (InputStatus, int64, error) {
-	before := o.counted.n
-	st, err := o.reader.PollNext(&o.counted)
-	return st, o.counted.n - before, err
-}
-
-// nextPollTime says when to poll a reader that had nothing available.
-func (o *sourceOperator[T]) nextPollTime(now time.Time) time.Time {
-	if w, ok := o.reader.(AvailabilityWaiter); ok {
-		return w.NextPollTime()
-	}
-	return now.Add(time.Millisecond)
-}
-
-// sourceRunner is the type-independent view of a source operator that the
-// task loop drives.
-type sourceRunner interface {
-	poll() (InputStatus, int64, error)
-	nextPollTime(now time.Time) time.Time
 }

@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"encoding/binary"
@@ -40,7 +40,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		defer close(done)
 
 		type receiver struct {
-			t *task
+			t *Task
 			q *inputQueue[int]
 			// processed lists the records processed, per sender.
 			processed [][]int
@@ -53,9 +53,9 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		recv := make([]*receiver, numR)
 		gates := make([]*network.InputGate[int], numR)
 		for r := range recv {
-			tk := &task{done: done, mail: network.NewMailbox(), wake: make(chan struct{}, 1), numIn: numS,
-				al: newAligner(numS, true), svc: &taskServices{clock: time.Now}}
-			g := network.NewInputGate[int](numS, per, tk.mail)
+			tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1), numIn: numS,
+				al: newAligner(numS, true), svc: &Services{Clock: time.Now}}
+			g := network.NewInputGate[int](numS, per, tk.Mail)
 			q := &inputQueue[int]{t: tk, g: g, received: make([]uint32, numS), ser: intSer}
 			tk.input = q
 			recv[r] = &receiver{t: tk, q: q, processed: make([][]int, numS), at: map[int64][]int{}, caps: map[int64]*channelCapture{},
@@ -80,8 +80,8 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			for r := range recv {
 				targets = append(targets, gates[r].AddChannel()) // channel s of gate r
 			}
-			tk := &task{done: done, mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
-			_, ow := typeOpsFor[int]{}.newWriter(targets, network.ShipRebalance, nil, 128, batch, s, tk)
+			tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
+			_, ow := typeOpsFor[int]{}.NewWriter(targets, network.ShipRebalance, nil, 128, batch, s, tk)
 			send[s] = &sender{w: ow.(*network.RecordWriter[int]), sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
 		}
 		var triggered int64
@@ -210,7 +210,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 			}
 		}
 		handleMail := func(rc *receiver) bool {
-			mails := rc.t.mail.Take()
+			mails := rc.t.Mail.Take()
 			for _, m := range mails {
 				if m.Kind == network.MailBarrierAnnounce {
 					if m.Barrier.ID > rc.t.announced.ID {
@@ -292,7 +292,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				receive(recv[rapid.IntRange(0, numR-1).Draw(rt, "r")])
 			case 7: // a receiver processes (part of) its oldest batch
 				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
-				if len(rc.q.queue) == 0 || rc.t.mail.Priority.Load() {
+				if len(rc.q.queue) == 0 || rc.t.Mail.Priority.Load() {
 					// A task checks its mailbox before each record: a
 					// barrier put there before a batch was sent is taken
 					// before any record of the batch.
@@ -306,7 +306,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				convert(send[rapid.IntRange(0, numS-1).Draw(rt, "s")])
 			case 10: // a receiver's alignment reaches its timeout
 				rc := recv[rapid.IntRange(0, numR-1).Draw(rt, "r")]
-				if rc.t.mail.Priority.Load() {
+				if rc.t.Mail.Priority.Load() {
 					continue // the mail goes first
 				}
 				if b, ok := rc.t.pendingAligned(); ok {
@@ -340,7 +340,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 					progress = true
 				}
 				rc.q.unstash()
-				for len(rc.q.queue) > 0 && !rc.t.mail.Priority.Load() {
+				for len(rc.q.queue) > 0 && !rc.t.Mail.Priority.Load() {
 					b := rc.q.queue[0]
 					process(rc, len(b.Recs)-b.Off)
 					rc.q.unstash()
@@ -442,4 +442,4 @@ func decodeInts(rt *rapid.T, d network.ChannelData) []int {
 
 // chanSender is the sending subtask of a gate channel in these tests,
 // where channel i of every gate is sender i's.
-func (t *task) chanSender(ch int32) int { return int(ch) }
+func (t *Task) chanSender(ch int32) int { return int(ch) }

@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"crypto/rand"
@@ -86,7 +86,7 @@ type ChangelogInfo struct {
 	Interval time.Duration
 }
 
-func changelogInfo(c *config.Configuration, cc *changelogConfig) ChangelogInfo {
+func NewChangelogInfo(c *config.Configuration, cc *ChangelogConfig) ChangelogInfo {
 	storage, _ := ChangelogStorage.Get(c)
 	interval, _ := ChangelogMaterializeInterval.Get(c)
 	if periodic, _ := ChangelogMaterializeEnabled.Get(c); !periodic {
@@ -95,11 +95,11 @@ func changelogInfo(c *config.Configuration, cc *changelogConfig) ChangelogInfo {
 	return ChangelogInfo{Enabled: cc != nil, Storage: storage, Interval: interval}
 }
 
-// changelogConfig is a job's changelog configuration; nil when off.
-type changelogConfig struct {
+// ChangelogConfig is a job's changelog configuration; nil when off.
+type ChangelogConfig struct {
 	storage      string
-	dir          string        // <base-path>/<jobId>/dstl (filesystem)
-	interval     time.Duration // 0: no periodic materialization
+	Dir          string        // <base-path>/<jobId>/dstl (filesystem)
+	Interval     time.Duration // 0: no periodic materialization
 	ckPeriod     time.Duration // how often checkpoints come (materializations start after one)
 	maxFailures  int
 	persistDelay time.Duration
@@ -108,15 +108,15 @@ type changelogConfig struct {
 	attempts     int
 }
 
-// changelogFrom reads the changelog's options and checks its limits
+// ChangelogFrom reads the changelog's options and checks its limits
 // before the job starts: each error says what to change.
-func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) (*changelogConfig, []string, error) {
+func ChangelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) (*ChangelogConfig, []string, error) {
 	on, err := ChangelogEnabled.Get(c)
 	if err != nil || !on {
 		return nil, nil, err
 	}
 	var warnings []string
-	cc := &changelogConfig{ckPeriod: max(cp.Interval, cp.MinPause)}
+	cc := &ChangelogConfig{ckPeriod: max(cp.Interval, cp.MinPause)}
 	if cc.storage, err = ChangelogStorage.Get(c); err != nil {
 		return nil, nil, err
 	}
@@ -133,7 +133,7 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		return nil, nil, err
 	}
 	if periodic {
-		cc.interval = interval
+		cc.Interval = interval
 	}
 	if cc.maxFailures, err = ChangelogMaxFailures.Get(c); err != nil {
 		return nil, nil, err
@@ -181,7 +181,7 @@ func changelogFrom(c *config.Configuration, cp checkpoint.Config, jobID string) 
 		if err != nil {
 			return nil, nil, err
 		}
-		cc.dir = filepath.Join(p, jobID, changelog.DirName)
+		cc.Dir = filepath.Join(p, jobID, changelog.DirName)
 	case ChangelogStorageMemory:
 		warnings = append(warnings, "state.changelog.storage: memory keeps the changelog in this process's memory, for tests: its checkpoints restore within this process (failover) but are lost with it. Use state.changelog.storage: filesystem and state.changelog.dstl.dfs.base-path for checkpoints that outlive the process.")
 	}
@@ -197,42 +197,42 @@ func checkLocalDir(s string) error {
 	return err
 }
 
-// init creates the log's directory.
-func (cc *changelogConfig) init(fsys vfs.FS) error {
-	if cc == nil || cc.dir == "" {
+// Init creates the log's directory.
+func (cc *ChangelogConfig) Init(fsys vfs.FS) error {
+	if cc == nil || cc.Dir == "" {
 		return nil
 	}
-	if err := fsys.MkdirAll(cc.dir, vfs.PrivateDirMode); err != nil {
+	if err := fsys.MkdirAll(cc.Dir, vfs.PrivateDirMode); err != nil {
 		return fmt.Errorf("create the changelog directory: %w", err)
 	}
 	return nil
 }
 
-// where says where the log goes, for the start-up line.
-func (cc *changelogConfig) where() string {
+// Where says where the log goes, for the start-up line.
+func (cc *ChangelogConfig) Where() string {
 	if cc.storage == ChangelogStorageMemory {
 		return "memory (this process)"
 	}
-	return cc.dir
+	return cc.Dir
 }
 
 // withChangelog wraps a keyed subtask's backend: with the changelog on,
 // to log every change; with it off, only when the restored checkpoint has
 // a log to replay (the changelog was on when it was taken).
-func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySer state.KeySerializer[K], t *task, uid string, restoring bool, log *slog.Logger) state.Backend[K] {
+func withChangelog[K comparable](be state.Backend[K], cc *ChangelogConfig, keySer state.KeySerializer[K], t *Task, uid string, restoring bool, log *slog.Logger) state.Backend[K] {
 	if cc == nil && !restoring {
 		return be
 	}
-	o := state.ChangelogOptions{Logging: cc != nil, Now: t.svc.clock}
+	o := state.ChangelogOptions{Logging: cc != nil, Now: t.svc.Clock}
 	if cc != nil {
-		var storage changelog.Storage = t.svc.backends.changelogMemory
+		var storage changelog.Storage = t.svc.Backends.ChangelogMemory
 		if cc.storage == ChangelogStorageFilesystem {
-			storage = changelog.FSStorage{FS: t.svc.fs, Dir: cc.dir}
+			storage = changelog.FSStorage{FS: t.svc.FS, Dir: cc.Dir}
 		}
-		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.subtask, randomID()),
+		o.Writer = changelog.WriterOptions{Storage: storage, Prefix: fmt.Sprintf("s%d-%s", t.Subtask, randomID()),
 			PersistDelay: cc.persistDelay, HandOff: cc.handOff, InFlight: cc.inFlight, MaxAttempts: cc.attempts}
-		o.Interval, o.MaxFailures, o.CheckpointPeriod = cc.interval, cc.maxFailures, cc.ckPeriod
-		storageOf := t.svc.storage
+		o.Interval, o.MaxFailures, o.CheckpointPeriod = cc.Interval, cc.maxFailures, cc.ckPeriod
+		storageOf := t.svc.Storage
 		o.Materialize = func(s state.Snapshot, id int64) (*savepoint.KeyedStateHandle, int64, error) {
 			if n, ok := s.(*state.NativeSnapshot); ok {
 				return storageOf.UploadMaterialized(id, &checkpoint.NativeFiles{Wait: n.Wait, Dir: n.Dir, BackendID: n.BackendID,
@@ -241,20 +241,20 @@ func withChangelog[K comparable](be state.Backend[K], cc *changelogConfig, keySe
 			r := s.KeyGroupRange()
 			return storageOf.WriteMaterialized(r.Start, r.End, yieldingEncoder{s})
 		}
-		if sb := t.svc.backends; sb != nil && sb.dir != nil {
+		if sb := t.svc.Backends; sb != nil && sb.dir != nil {
 			// rocksdb: materializations are the LSM's own files, and
 			// each uploads only the SST files the last one did not.
 			o.MaterializeOptions = func(id int64) state.SnapshotOptions {
 				return state.SnapshotOptions{ID: -id, Native: true, Incremental: true, RemoveDir: os.RemoveAll,
-					LocalDir: sb.dir.SnapshotDir(uid, t.subtask, t.svc.attempt, -id)}
+					LocalDir: sb.dir.SnapshotDir(uid, t.Subtask, t.svc.Attempt, -id)}
 			}
 		}
 		o.OnMaterialized = func(id, size int64, took time.Duration, err error) {
 			if err != nil {
-				log.Warn(fmt.Sprintf("Materialization %d of %s (subtask %d) failed", id, uid, t.subtask), "error", err)
+				log.Warn(fmt.Sprintf("Materialization %d of %s (subtask %d) failed", id, uid, t.Subtask), "error", err)
 				return
 			}
-			log.Debug(fmt.Sprintf("Materialized the state of %s (subtask %d)", uid, t.subtask), "materialization", id, "bytes", size, "took", took)
+			log.Debug(fmt.Sprintf("Materialized the state of %s (subtask %d)", uid, t.Subtask), "materialization", id, "bytes", size, "took", took)
 		}
 	}
 	return state.NewChangelogBackend(be, keySer, o)

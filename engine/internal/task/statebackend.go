@@ -1,4 +1,4 @@
-package engine
+package task
 
 import (
 	"errors"
@@ -18,11 +18,90 @@ import (
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
-// stateBackends makes the keyed state backends of a job's operators, as
+// StateBackendKind names a state backend (state.backend.type).
+type StateBackendKind string
+
+// The state backends: Go maps in memory, and an embedded LSM tree (Pebble)
+// under Flink's name for its LSM backend.
+const (
+	StateBackendHashMap StateBackendKind = "hashmap"
+	StateBackendRocksDB StateBackendKind = "rocksdb"
+)
+
+func parseStateBackend(s string) (StateBackendKind, error) {
+	switch lower := toLower(s); lower {
+	case "hashmap", "jobmanager", "filesystem":
+		// Flink 1.x's legacy backend names meant the heap backend too.
+		return StateBackendHashMap, nil
+	case "rocksdb":
+		return StateBackendRocksDB, nil
+	case "forst":
+		return "", fmt.Errorf("the %s state backend is not available in gflink", lower)
+	}
+	return "", fmt.Errorf("unknown state backend '%s'", s)
+}
+
+func positiveMemory(m config.MemorySize) error {
+	if m <= 0 {
+		return fmt.Errorf("must be positive")
+	}
+	return nil
+}
+
+func toLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// The state backends' options.
+var (
+	StateBackend = config.NewOption("state.backend.type", parseStateBackend, func(k StateBackendKind) string { return string(k) },
+		"hashmap or rocksdb (jobmanager and filesystem, Flink 1.x's legacy names, mean hashmap too)").
+		WithDefault(StateBackendHashMap).WithDeprecatedKeys("state.backend").
+		WithDescription("Where keyed state lives while the job runs: hashmap keeps it in Go maps, rocksdb in an embedded LSM tree per stateful subtask (Pebble), bounded by disk rather than memory.")
+	RocksDBLocalDir = config.String("state.backend.rocksdb.localdir").
+			WithAccepted("a directory").
+			WithDescription("Where the rocksdb backend keeps its working directories (one per job, removed when the job ends). Default: the first of io.tmp.dirs, else $GFLINK_HOME/tmp.")
+	IOTmpDirs = config.String("io.tmp.dirs").
+			WithAccepted("directories separated by ',' or '" + string(os.PathListSeparator) + "'").
+			WithDescription("Directories for temporary files; the rocksdb backend uses the first unless state.backend.rocksdb.localdir is set.")
+	RocksDBBlockCacheSize = config.Memory("state.backend.rocksdb.block.cache-size").WithDefault(config.MemorySize(8 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("The block cache of each rocksdb subtask's LSM, when state.backend.rocksdb.memory.managed is false.")
+	RocksDBWriteBufferSize = config.Memory("state.backend.rocksdb.writebuffer.size").WithDefault(config.MemorySize(64 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("The size of one memtable of each rocksdb subtask's LSM (at most two exist at once, plus a write buffer of the same size in front of them), when state.backend.rocksdb.memory.managed is false.")
+	RocksDBManagedMemory = config.Bool("state.backend.rocksdb.memory.managed").WithDefault(true).
+				WithDescription("The rocksdb backend's subtasks share one memory budget, taskmanager.memory.managed.size, as Flink's managed memory: a block cache shared by all of the job's LSMs, and write buffers split among them (state.backend.rocksdb.memory.write-buffer-ratio). false: each subtask gets state.backend.rocksdb.block.cache-size and state.backend.rocksdb.writebuffer.size.")
+	ManagedMemorySize = config.Memory("taskmanager.memory.managed.size").WithDefault(config.MemorySize(256 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("gflink: the memory the rocksdb backend's LSMs share (the process is the one TaskManager).")
+	RocksDBWriteBufferRatio = config.Float("state.backend.rocksdb.memory.write-buffer-ratio").WithDefault(0.5).
+				WithCheck(func(f float64) error {
+			if f <= 0 || f >= 1 {
+				return fmt.Errorf("must be between 0 and 1, exclusive")
+			}
+			return nil
+		}).WithAccepted("a number between 0 and 1, exclusive").
+		WithDescription("The share of the managed memory the write buffers (memtables) take; the block cache has the rest.")
+	RocksDBTimerService = config.Enum("state.backend.rocksdb.timer-service.factory", "PriorityQueueStateType", "ROCKSDB", "HEAP").
+				WithDefault("ROCKSDB").
+				WithDescription("Where the rocksdb backend keeps timers. gflink keeps them in the LSM, with their order in a heap in memory, in both modes.")
+	Incremental = config.Bool("execution.checkpointing.incremental").WithDefault(false).
+			WithDeprecatedKeys("state.backend.incremental").
+			WithDescription("With the rocksdb backend, a checkpoint uploads only the SST files the last completed checkpoint did not hold, into <dir>/<jobId>/shared/, and refers to the others. The hashmap backend's checkpoints are always full.")
+)
+
+// StateBackends makes the keyed state backends of a job's operators, as
 // state.backend.type says: Go maps (hashmap), or one embedded LSM per
 // stateful subtask (rocksdb), in a working directory of the job's that is
 // removed when the job ends.
-type stateBackends struct {
+type StateBackends struct {
 	kind        StateBackendKind
 	incremental bool        // execution.checkpointing.incremental
 	dir         *lsm.JobDir // rocksdb only
@@ -37,45 +116,45 @@ type stateBackends struct {
 	// nil when each has its own.
 	cache       *lsm.Cache
 	cacheBudget int64
-	// changelog wraps every keyed backend when state.changelog.enabled.
-	changelog *changelogConfig
-	// changelogMemory holds the job's log files of memory storage; a
+	// Changelog wraps every keyed backend when state.changelog.enabled.
+	Changelog *ChangelogConfig
+	// ChangelogMemory holds the job's log files of memory storage; a
 	// restore of the job (after a failure) reads them back.
-	changelogMemory *changelog.MemoryStorage
+	ChangelogMemory *changelog.MemoryStorage
 }
 
 // changelogConfig is the job's changelog configuration, nil when off.
-func (b *stateBackends) changelogConfig() *changelogConfig {
+func (b *StateBackends) changelogConfig() *ChangelogConfig {
 	if b == nil {
 		return nil
 	}
-	return b.changelog
+	return b.Changelog
 }
 
-// backendsOptions says what the state backends of a job are for.
-type backendsOptions struct {
-	jobID string
-	// jobDir is the job's checkpoint directory.
-	jobDir string
-	// restored is the snapshot the job restores ("" for none), and claim
+// BackendsOptions says what the state backends of a job are for.
+type BackendsOptions struct {
+	JobID string
+	// JobDir is the job's checkpoint directory.
+	JobDir string
+	// Restored is the snapshot the job restores ("" for none), and claim
 	// whether it restores it in CLAIM mode.
-	restored string
-	claim    bool
-	// keyedSubtasks is the number of keyed subtasks, among which managed
+	Restored string
+	Claim    bool
+	// KeyedSubtasks is the number of keyed subtasks, among which managed
 	// memory is split.
-	keyedSubtasks int
-	log           *slog.Logger
+	KeyedSubtasks int
+	Log           *slog.Logger
 }
 
-// newStateBackends reads the backend's options; for rocksdb it creates the
+// NewStateBackends reads the backend's options; for rocksdb it creates the
 // job's working directory (removing those that killed processes left).
-func newStateBackends(c *config.Configuration, o backendsOptions) (*stateBackends, error) {
-	jobID, jobDir, restored, claim, subtasks, log := o.jobID, o.jobDir, o.restored, o.claim, o.keyedSubtasks, o.log
+func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackends, error) {
+	jobID, jobDir, restored, claim, subtasks, log := o.JobID, o.JobDir, o.Restored, o.Claim, o.KeyedSubtasks, o.Log
 	kind, err := StateBackend.Get(c)
 	if err != nil {
 		return nil, err
 	}
-	b := &stateBackends{kind: kind, jobDir: jobDir, claim: claim && restored != "", changelogMemory: changelog.NewMemoryStorage()}
+	b := &StateBackends{kind: kind, jobDir: jobDir, claim: claim && restored != "", ChangelogMemory: changelog.NewMemoryStorage()}
 	if kind != StateBackendRocksDB {
 		return b, nil
 	}
@@ -114,7 +193,7 @@ func newStateBackends(c *config.Configuration, o backendsOptions) (*stateBackend
 	if b.incremental, err = Incremental.Get(c); err != nil {
 		return nil, err
 	}
-	root, err := lsmLocalDir(c)
+	root, err := LSMLocalDir(c)
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +221,10 @@ func newStateBackends(c *config.Configuration, o backendsOptions) (*stateBackend
 	return b, nil
 }
 
-// lsmLocalDir is state.backend.rocksdb.localdir, else the first of
+// LSMLocalDir is state.backend.rocksdb.localdir, else the first of
 // io.tmp.dirs, else $GFLINK_HOME/tmp.
 // A directory may be a path or a file: URI, as everywhere gflink takes one.
-func lsmLocalDir(c *config.Configuration) (string, error) {
+func LSMLocalDir(c *config.Configuration) (string, error) {
 	if d, ok, err := RocksDBLocalDir.Lookup(c); err != nil || ok && d != "" {
 		if err != nil {
 			return "", err
@@ -172,21 +251,21 @@ func lsmLocalDir(c *config.Configuration) (string, error) {
 	return filepath.Join(jobregistry.Home(os.Getenv), "tmp"), nil
 }
 
-// name is the backend's name (hashmap or rocksdb).
-func (b *stateBackends) name() StateBackendKind {
+// Name is the backend's name (hashmap or rocksdb).
+func (b *StateBackends) Name() StateBackendKind {
 	if b == nil {
 		return StateBackendHashMap
 	}
 	return b.kind
 }
 
-// isIncremental: rocksdb with incremental checkpoints.
-func (b *stateBackends) isIncremental() bool {
+// IsIncremental: rocksdb with incremental checkpoints.
+func (b *StateBackends) IsIncremental() bool {
 	return b != nil && b.kind == StateBackendRocksDB && b.incremental
 }
 
-// close removes the job's working directory.
-func (b *stateBackends) close() error {
+// Close removes the job's working directory.
+func (b *StateBackends) Close() error {
 	if b == nil || b.dir == nil {
 		return nil
 	}
@@ -216,11 +295,11 @@ type keyedBackendOptions struct {
 // range are opened as they are; otherwise (rescaling) each old subtask's
 // files are opened on the side and the key groups of this subtask copied
 // over. Canonical blocks are restored later (RestoreKeyGroups).
-func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[K], o keyedBackendOptions) (state.Backend[K], error) {
+func newKeyedBackend[K comparable](b *StateBackends, keySer state.KeySerializer[K], o keyedBackendOptions) (state.Backend[K], error) {
 	maxPar, kgr, uid, subtask, attempt, fsys, snapDir, native := o.maxPar, o.keyGroups, o.uid, o.subtask, o.attempt, o.fs, o.snapshotDir, o.native
 	if b == nil || b.kind != StateBackendRocksDB {
 		if len(native) > 0 {
-			return nil, fmt.Errorf("operator %s has native rocksdb state, which the %s backend cannot restore", uid, b.name())
+			return nil, fmt.Errorf("operator %s has native rocksdb state, which the %s backend cannot restore", uid, b.Name())
 		}
 		return state.NewKeyedBackend(keySer, maxPar, kgr), nil
 	}
@@ -249,7 +328,7 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 			return nil, fmt.Errorf("restore operator %s (subtask %d): %w", uid, subtask, err)
 		}
 		if b.incremental && b.claim && b.jobDir != "" {
-			be.SeedShared(claimedShared(snapDir, native[0].Handle, b.jobDir))
+			be.SeedShared(ClaimedShared(snapDir, native[0].Handle, b.jobDir))
 		}
 		return be, nil
 	}
@@ -267,13 +346,13 @@ func newKeyedBackend[K comparable](b *stateBackends, keySer state.KeySerializer[
 	return be, nil
 }
 
-// claimedShared returns where the restored checkpoint's shared SST files
+// ClaimedShared returns where the restored checkpoint's shared SST files
 // are, relative to a checkpoint directory of the job in jobDir: a CLAIM
 // restore lets the job's incremental checkpoints refer to them. Files that
 // cannot be referred to that way (another base directory, or private to
 // the restored checkpoint, which CLAIM deletes once subsumed) are left
 // out: the first checkpoint uploads them again.
-func claimedShared(snapDir string, h *savepoint.NativeStateHandle, jobDir string) map[string]savepoint.NativeFile {
+func ClaimedShared(snapDir string, h *savepoint.NativeStateHandle, jobDir string) map[string]savepoint.NativeFile {
 	out := map[string]savepoint.NativeFile{}
 	for _, f := range h.Files {
 		if !strings.HasPrefix(filepath.ToSlash(f.Path), "../") {

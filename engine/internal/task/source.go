@@ -1,0 +1,108 @@
+package task
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gflink/gflink/internal/api"
+	"github.com/gflink/gflink/savepoint"
+)
+
+func UnionSplits(src any) bool {
+	u, ok := src.(api.UnionSplitSource)
+	return ok && u.UnionSplits()
+}
+
+// sourceReaderStateName is the operator state holding a reader's splits
+// (Flink's SourceOperator uses the same name).
+const SourceReaderStateName = "SourceReaderState"
+
+type SourceOperator[T any] struct {
+	baseOperator
+	Src     api.Source[T]
+	Out     api.Collector[T]
+	counted countingCollector[T]
+	reader  api.SourceReader[T]
+}
+
+// countingCollector counts the records a source emits, for fault
+// injection and metrics.
+type countingCollector[T any] struct {
+	out api.Collector[T]
+	n   int64
+}
+
+func (c *countingCollector[T]) Collect(v T) {
+	c.n++
+	c.out.Collect(v)
+}
+
+func (o *SourceOperator[T]) open(ctx *OpContext) error {
+	t := ctx.Task
+	r, err := o.Src.CreateReader(api.SourceContext{Subtask: t.Subtask, Parallelism: t.Parallelism})
+	if err != nil {
+		return err
+	}
+	o.reader = r
+	o.counted.out = o.Out
+	var splits [][]byte
+	if ctx.Restore != nil {
+		for _, s := range ctx.Restore.OperatorState {
+			if s.Name == SourceReaderStateName {
+				splits = append(splits, s.Items...)
+			}
+		}
+	}
+	return r.AddSplits(splits)
+}
+
+func (o *SourceOperator[T]) snapshot(req snapshotRequest) (*opCapture, error) {
+	splits, err := o.reader.SnapshotState(req.id)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot source reader: %w", err)
+	}
+	mode := savepoint.SplitDistribute
+	if UnionSplits(o.Src) {
+		mode = savepoint.Union
+	}
+	return &opCapture{
+		opState: []savepoint.OperatorListState{{Name: SourceReaderStateName, Mode: mode, Items: splits}},
+		states:  []savepoint.StateDescriptor{{Name: SourceReaderStateName, Kind: mode.String(), Entries: int64(len(splits))}},
+	}, nil
+}
+
+func (o *SourceOperator[T]) notifyComplete(id int64) error {
+	if l, ok := o.reader.(api.SourceCheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+func (o *SourceOperator[T]) close() error {
+	if o.reader != nil {
+		return o.reader.Close()
+	}
+	return nil
+}
+
+// poll reads the next records and returns how many were emitted.
+func (o *SourceOperator[T]) poll() (api.InputStatus, int64, error) {
+	before := o.counted.n
+	st, err := o.reader.PollNext(&o.counted)
+	return st, o.counted.n - before, err
+}
+
+// nextPollTime says when to poll a reader that had nothing available.
+func (o *SourceOperator[T]) nextPollTime(now time.Time) time.Time {
+	if w, ok := o.reader.(api.AvailabilityWaiter); ok {
+		return w.NextPollTime()
+	}
+	return now.Add(time.Millisecond)
+}
+
+// SourceRunner is the type-independent view of a source operator that the
+// task loop drives.
+type SourceRunner interface {
+	poll() (api.InputStatus, int64, error)
+	nextPollTime(now time.Time) time.Time
+}
