@@ -50,6 +50,8 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/api": {mod + "/engine/state", mod + "/savepoint"},
 		mod + "/engine/internal/task": {mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state", mod + "/engine/checkpoint",
 			mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry" /* Home: $GFLINK_HOME */},
+		mod + "/engine/internal/graph": {mod + "/engine/internal/task", mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state",
+			mod + "/engine/checkpoint", mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry"},
 		mod + "/engine/internal/network": {mod + "/engine/state", mod + "/engine/checkpoint", mod + "/savepoint", mod + "/restore", mod + "/engine/config"},
 	}
 	// direct lists what a package may import itself, beyond the standard

@@ -6,21 +6,31 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/internal/api"
 )
 
+// JobGraph is a job ready to run: its operators with their parallelism,
+// max parallelism and uids resolved, chained into vertices (Environment.
+// Build makes it; Submit runs it).
+type JobGraph = graph.JobGraph
+
+// OperatorInfo describes an operator of a job graph (JobGraph.Operators).
+type OperatorInfo = graph.OperatorInfo
+
 // Environment is where a job is assembled, like Flink's
 // StreamExecutionEnvironment. A job function adds sources, transformations
 // and sinks to it.
 type Environment struct {
-	nodes          []*node
+	nodes          []*graph.Node
 	parallelism    int
 	maxParallelism int // 0: derived per operator
 	maxParExplicit bool
@@ -84,7 +94,7 @@ func (env *Environment) addError(err error) { env.errs = append(env.errs, err) }
 // DataStream is a stream of records of type T.
 type DataStream[T any] struct {
 	env *Environment
-	n   *node
+	n   *graph.Node
 	// part is how records go to the next operator connected to this
 	// stream: forward (chained when it can be) unless Rebalance or Shuffle
 	// said otherwise. Flink keeps it in a virtual partition node.
@@ -96,24 +106,24 @@ type DataStream[T any] struct {
 // does, and state that cannot be matched to an operator cannot be restored.
 func (s DataStream[T]) UID(uid string) DataStream[T] {
 	if uid == "" {
-		s.env.addError(fmt.Errorf("operator %q: the uid must not be empty", s.n.name))
+		s.env.addError(fmt.Errorf("operator %q: the uid must not be empty", s.n.Name))
 	}
-	s.n.uid, s.n.uidExplicit = uid, true
+	s.n.UID, s.n.UIDExplicit = uid, true
 	return s
 }
 
 // Name sets the operator's name, shown in task names and logs.
 func (s DataStream[T]) Name(name string) DataStream[T] {
-	s.n.name = name
+	s.n.Name = name
 	return s
 }
 
 // Parallelism sets the operator's parallelism.
 func (s DataStream[T]) Parallelism(p int) DataStream[T] {
 	if p <= 0 {
-		s.env.addError(fmt.Errorf("operator %q: The parallelism must be a positive number: %d", s.n.name, p))
+		s.env.addError(fmt.Errorf("operator %q: The parallelism must be a positive number: %d", s.n.Name, p))
 	}
-	s.n.parallelism = p
+	s.n.Parallelism = p
 	return s
 }
 
@@ -121,19 +131,19 @@ func (s DataStream[T]) Parallelism(p int) DataStream[T] {
 // groups of a keyed operator, which bounds how far it can be rescaled.
 func (s DataStream[T]) MaxParallelism(p int) DataStream[T] {
 	if p <= 0 || p > state.UpperBoundMaxParallelism {
-		s.env.addError(fmt.Errorf("operator %q: max parallelism must be between 1 and %d, got %d", s.n.name, state.UpperBoundMaxParallelism, p))
+		s.env.addError(fmt.Errorf("operator %q: max parallelism must be between 1 and %d, got %d", s.n.Name, state.UpperBoundMaxParallelism, p))
 	}
-	s.n.maxParallelism = p
+	s.n.MaxParallelism = p
 	return s
 }
 
 // FromSource adds a source.
 func FromSource[T any](env *Environment, src api.Source[T], name string) DataStream[T] {
-	n := env.newNode(kindSource, name, task.NewTypeOps[T]())
-	n.source = src
-	n.enumerate = src.Splits
-	n.stateful = true // sources keep their splits and positions
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n := env.newNode(graph.KindSource, name, task.NewTypeOps[T]())
+	n.Source = src
+	n.Enumerate = src.Splits
+	n.Stateful = true // sources keep their splits and positions
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.SourceOperator[T]{Src: src, Out: out.(api.Collector[T])}
 		return nil, op
 	}
@@ -142,9 +152,9 @@ func FromSource[T any](env *Environment, src api.Source[T], name string) DataStr
 
 // Map applies f to every record.
 func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.MapOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT])}
 		return api.Collector[IN](op), op
 	}
@@ -153,9 +163,9 @@ func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
 
 // FlatMap calls f for every record; f emits any number of records.
 func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT])) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Flat Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Flat Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.FlatMapOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT])}
 		return api.Collector[IN](op), op
 	}
@@ -164,9 +174,9 @@ func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT])) Data
 
 // Filter keeps the records for which f returns true.
 func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
-	n := s.env.newNode(kindOperator, "Filter", s.n.out)
+	n := s.env.newNode(graph.KindOperator, "Filter", s.n.Out)
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.FilterOperator[T]{F: f, Out: out.(api.Collector[T])}
 		return api.Collector[T](op), op
 	}
@@ -200,9 +210,9 @@ func (s DataStream[T]) Broadcast() DataStream[T] {
 // MapErr is Map for a function that can fail: an error fails the task,
 // and the restart strategy decides what follows.
 func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.MapErrOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT]), Name: rt.Name}
 		return api.Collector[IN](op), op
 	}
@@ -211,9 +221,9 @@ func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[O
 
 // FlatMapErr is FlatMap for a function that can fail.
 func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT]) error) DataStream[OUT] {
-	n := s.env.newNode(kindOperator, "Flat Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Flat Map", task.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.FlatMapErrOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT]), Name: rt.Name}
 		return api.Collector[IN](op), op
 	}
@@ -222,9 +232,9 @@ func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT]) er
 
 // FilterErr is Filter for a predicate that can fail.
 func (s DataStream[T]) FilterErr(f func(T) (bool, error)) DataStream[T] {
-	n := s.env.newNode(kindOperator, "Filter", s.n.out)
+	n := s.env.newNode(graph.KindOperator, "Filter", s.n.Out)
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.FilterErrOperator[T]{F: f, Out: out.(api.Collector[T]), Name: rt.Name}
 		return api.Collector[T](op), op
 	}
@@ -237,15 +247,15 @@ func (s DataStream[T]) FilterErr(f func(T) (bool, error)) DataStream[T] {
 // it chains to.
 func Union[T any](first DataStream[T], more ...DataStream[T]) DataStream[T] {
 	env := first.env
-	n := env.newNode(kindOperator, "Union", first.n.out)
+	n := env.newNode(graph.KindOperator, "Union", first.n.Out)
 	for _, s := range append([]DataStream[T]{first}, more...) {
 		if s.env != env {
-			env.addError(fmt.Errorf("union: operator %q belongs to another environment", s.n.name))
+			env.addError(fmt.Errorf("union: operator %q belongs to another environment", s.n.Name))
 			continue
 		}
 		env.connect(s.n, n, s.part, nil)
 	}
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.UnionOperator[T]{Out: out.(api.Collector[T])}
 		return api.Collector[T](op), op
 	}
@@ -277,12 +287,12 @@ func (ks KeyedStream[T, K]) WithKeySerializer(ser state.KeySerializer[K]) KeyedS
 // set timers.
 func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedProcessFunction[K, T, OUT]) DataStream[OUT] {
 	env := ks.s.env
-	n := env.newNode(kindOperator, "KeyedProcess", task.NewTypeOps[OUT]())
-	n.keyed, n.stateful = true, true
+	n := env.newNode(graph.KindOperator, "KeyedProcess", task.NewTypeOps[OUT]())
+	n.Keyed, n.Stateful = true, true
 	keySer := ks.keySer
 	keyFn := ks.key
 	env.connect(ks.s.n, n, network.ShipHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
-	n.build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := task.NewKeyedProcessOperator(rt, fn, keyFn, keySer, out.(api.Collector[OUT]))
 		return api.Collector[T](op), op
 	}
@@ -292,7 +302,7 @@ func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedPro
 // DataStreamSink is the end of a stream.
 type DataStreamSink struct {
 	env *Environment
-	n   *node
+	n   *graph.Node
 }
 
 // UID sets the sink's uid.
@@ -302,7 +312,7 @@ func (s DataStreamSink) UID(uid string) DataStreamSink {
 }
 
 // Name sets the sink's name.
-func (s DataStreamSink) Name(name string) DataStreamSink { s.n.name = name; return s }
+func (s DataStreamSink) Name(name string) DataStreamSink { s.n.Name = name; return s }
 
 // Parallelism sets the sink's parallelism.
 func (s DataStreamSink) Parallelism(p int) DataStreamSink {
@@ -312,11 +322,11 @@ func (s DataStreamSink) Parallelism(p int) DataStreamSink {
 
 // SinkTo writes the stream to a sink.
 func (s DataStream[T]) SinkTo(sink api.Sink[T]) DataStreamSink {
-	n := s.env.newNode(kindSink, "Sink", nil)
-	n.stateful = task.IsStatefulSink(sink)
-	n.sink = sink
+	n := s.env.newNode(graph.KindSink, "Sink", nil)
+	n.Stateful = task.IsStatefulSink(sink)
+	n.Sink = sink
 	s.env.connect(s.n, n, s.part, nil)
-	n.build = func(rt *task.BuildContext, _ any) (any, task.Operator) {
+	n.Build = func(rt *task.BuildContext, _ any) (any, task.Operator) {
 		op := task.NewSinkOperator(rt, sink)
 		return api.Collector[T](op), op
 	}
@@ -329,4 +339,27 @@ func (s DataStream[T]) SinkTo(sink api.Sink[T]) DataStreamSink {
 // lines may appear again.
 func (s DataStream[T]) Print() DataStreamSink {
 	return s.SinkTo(&api.PrintSink[T]{W: s.env.stdout}).Name("Print to Std. Out")
+}
+func (env *Environment) newNode(kind graph.NodeKind, name string, out task.TypeOps) *graph.Node {
+	n := &graph.Node{ID: len(env.nodes), Kind: kind, Name: name, Out: out}
+	env.nodes = append(env.nodes, n)
+	return n
+}
+
+func (env *Environment) connect(from, to *graph.Node, part network.ShipStrategy, hash any) {
+	if from.Kind == graph.KindSink {
+		env.addError(fmt.Errorf("a sink has no output to connect to %q", to.Name))
+	}
+	e := &graph.Edge{From: from, To: to, Ship: part, Hash: hash}
+	from.Outs = append(from.Outs, e)
+	to.In = append(to.In, e)
+}
+
+// Build validates the environment's job and turns it into a JobGraph.
+func (env *Environment) Build() (*graph.JobGraph, error) {
+	if len(env.errs) > 0 {
+		return nil, errors.Join(env.errs...)
+	}
+	return graph.New(env.nodes, graph.Options{Name: env.JobName(), Parallelism: env.parallelism,
+		MaxParallelism: env.maxParallelism, MaxParallelismExplicit: env.maxParExplicit})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/savepoint"
 )
@@ -225,11 +226,11 @@ func (j *Job) Info() JobInfo {
 	if jm.status.IsGloballyTerminal() {
 		info.EndTime = jm.timestamps[jm.status]
 	}
-	for _, v := range jm.graph.vertices {
-		vi := VertexInfo{ID: operatorID(v.head()), Name: v.name, Parallelism: v.parallelism,
-			MaxParallelism: v.head().maxParallelism, Tasks: map[string]int{}, StartTime: info.StartTime, EndTime: -1}
-		for i := 0; i < v.parallelism; i++ {
-			vi.Tasks[jm.taskStates[taskKey{v.id, i}]]++
+	for _, v := range jm.graph.Vertices {
+		vi := VertexInfo{ID: graph.OperatorID(v.Head()), Name: v.Name, Parallelism: v.Parallelism,
+			MaxParallelism: v.Head().MaxParallelism, Tasks: map[string]int{}, StartTime: info.StartTime, EndTime: -1}
+		for i := 0; i < v.Parallelism; i++ {
+			vi.Tasks[jm.taskStates[taskKey{v.ID, i}]]++
 		}
 		info.MaxParallelism = max(info.MaxParallelism, vi.MaxParallelism)
 		info.Vertices = append(info.Vertices, vi)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/internal/api"
 	"go.uber.org/goleak"
 )
@@ -13,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // A job whose exchanges the machine cannot hold is refused before it
 // starts, with the numbers; p=10000 word count was OOM-killed at 24 GB.
 func TestExchangeMemoryRefused(t *testing.T) {
-	build := func(p int) *JobGraph {
+	build := func(p int) *graph.JobGraph {
 		env := NewEnvironment(EnvironmentOptions{Parallelism: p})
 		src := FromSource[int](env, &emptySource{}, "src").UID("src")
 		Process[int, int, int](KeyBy(src, func(x int) int { return x }), passThrough{}).UID("p").Print().UID("sink")
@@ -23,13 +24,13 @@ func TestExchangeMemoryRefused(t *testing.T) {
 		}
 		return g
 	}
-	if n := build(10).numChannels(); n != 10*10 {
+	if n := build(10).NumChannels(); n != 10*10 {
 		t.Fatalf("p=10: %d channels; want 100 (keyed p×p; the sink is chained)", n)
 	}
-	if err := checkExchangeMemory(build(1000), 8<<30); err != nil {
+	if err := graph.CheckExchangeMemory(build(1000), 8<<30); err != nil {
 		t.Fatalf("p=1000 on 8 GB: %v", err)
 	}
-	err := checkExchangeMemory(build(10000), 24<<30)
+	err := graph.CheckExchangeMemory(build(10000), 24<<30)
 	if err == nil || !strings.Contains(err.Error(), "parallelism 10000") || !strings.Contains(err.Error(), "100000000 channels") {
 		t.Fatalf("p=10000 on 24 GB: %v", err)
 	}

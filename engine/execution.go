@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/restore"
@@ -97,7 +98,7 @@ func (e *execution) SourceEmitted(t *task.Task, n int64) {
 func (jm *jobMaster) deploy(plan *restore.Plan) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &deployment{jm: jm, plan: plan, e: jm.newExecution(cancel, ctx.Done(), plan),
-		tasksOf: map[*vertex][]*task.Task{}, vertexOf: map[*node]*vertex{}}
+		tasksOf: map[*graph.Vertex][]*task.Task{}, vertexOf: map[*graph.Node]*graph.Vertex{}}
 	d.createTasks()
 	d.connectChannels()
 	if plan != nil && plan.Meta != nil && plan.Meta.HasChannelState() {
@@ -122,11 +123,11 @@ type deployment struct {
 	jm       *jobMaster
 	plan     *restore.Plan
 	e        *execution
-	tasksOf  map[*vertex][]*task.Task
-	vertexOf map[*node]*vertex
+	tasksOf  map[*graph.Vertex][]*task.Task
+	vertexOf map[*graph.Node]*graph.Vertex
 	// targets[edge][sender] lists the channels a sending subtask writes
 	// to, indexed by receiving subtask (one for forward edges).
-	targets map[*edge][][]any
+	targets map[*graph.Edge][][]any
 }
 
 // newExecution starts the bookkeeping of a new attempt: its number, run id
@@ -137,11 +138,11 @@ func (jm *jobMaster) newExecution(cancel context.CancelFunc, done <-chan struct{
 		maxPar: map[string]int{}, runID: NewJobID()[:8], previousRunIDs: slices.Clone(jm.runIDs)}
 	jm.runIDs = append(jm.runIDs, e.runID)
 	jm.attempt++
-	for _, n := range jm.graph.nodes {
-		e.maxPar[n.uid] = n.maxParallelism
+	for _, n := range jm.graph.Nodes {
+		e.maxPar[n.UID] = n.MaxParallelism
 		if plan != nil {
-			if op := plan.Operators[n.uid]; op != nil {
-				e.maxPar[n.uid] = op.MaxParallelism
+			if op := plan.Operators[n.UID]; op != nil {
+				e.maxPar[n.UID] = op.MaxParallelism
 			}
 		}
 	}
@@ -156,30 +157,30 @@ func (d *deployment) createTasks() {
 		Log: jm.log, Clock: e.clock, JobMaster: e}
 	exactlyOnce := jm.cpCfg.Mode == checkpoint.ExactlyOnce
 	waitFinal := jm.cpCfg.Enabled() && jm.cpCfg.AfterTasksFinish
-	for _, v := range jm.graph.vertices {
-		for _, n := range v.nodes {
+	for _, v := range jm.graph.Vertices {
+		for _, n := range v.Nodes {
 			d.vertexOf[n] = v
 		}
 		numCh := 0
-		for _, in := range v.inputs {
-			if in.part == network.ShipForward {
+		for _, in := range v.Inputs {
+			if in.Ship == network.ShipForward {
 				numCh++
 			} else {
-				numCh += in.from.parallelism
+				numCh += in.From.Parallelism
 			}
 		}
-		for i := 0; i < v.parallelism; i++ {
-			t := task.New(task.Options{ID: checkpoint.TaskID(len(e.tasks)), Services: svc, Vertex: v.id, VertexID: operatorID(v.head()),
-				Parallelism: v.parallelism, Subtask: i, Name: fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism),
+		for i := 0; i < v.Parallelism; i++ {
+			t := task.New(task.Options{ID: checkpoint.TaskID(len(e.tasks)), Services: svc, Vertex: v.ID, VertexID: graph.OperatorID(v.Head()),
+				Parallelism: v.Parallelism, Subtask: i, Name: fmt.Sprintf("%s (%d/%d)", v.Name, i+1, v.Parallelism),
 				Done: e.done, ExactlyOnce: exactlyOnce, WaitFinal: waitFinal})
-			for _, in := range v.inputs {
-				t.InPeers = append(t.InPeers, in.from.uid)
+			for _, in := range v.Inputs {
+				t.InPeers = append(t.InPeers, in.From.UID)
 			}
-			for _, oe := range v.outputs {
-				t.OutPeers = append(t.OutPeers, oe.to.uid)
+			for _, oe := range v.Outputs {
+				t.OutPeers = append(t.OutPeers, oe.To.UID)
 			}
-			if len(v.inputs) > 0 {
-				t.ConnectInput(v.inputs[0].from.out, numCh)
+			if len(v.Inputs) > 0 {
+				t.ConnectInput(v.Inputs[0].From.Out, numCh)
 			}
 			e.tasks = append(e.tasks, t)
 			d.tasksOf[v] = append(d.tasksOf[v], t)
@@ -190,17 +191,17 @@ func (d *deployment) createTasks() {
 // connectChannels makes the channels of every edge: one per sending and
 // receiving subtask (one per subtask for forward edges).
 func (d *deployment) connectChannels() {
-	d.targets = map[*edge][][]any{}
-	for _, v := range d.jm.graph.vertices {
-		for k, in := range v.inputs {
-			up := d.vertexOf[in.from]
-			per := make([][]any, up.parallelism)
+	d.targets = map[*graph.Edge][][]any{}
+	for _, v := range d.jm.graph.Vertices {
+		for k, in := range v.Inputs {
+			up := d.vertexOf[in.From]
+			per := make([][]any, up.Parallelism)
 			for i, recv := range d.tasksOf[v] {
-				for j := range up.parallelism {
-					if in.part == network.ShipForward && i != j {
+				for j := range up.Parallelism {
+					if in.Ship == network.ShipForward && i != j {
 						continue
 					}
-					per[j] = append(per[j], in.from.out.AddChannel(recv.Gate))
+					per[j] = append(per[j], in.From.Out.AddChannel(recv.Gate))
 					recv.ChanInfo = append(recv.ChanInfo, task.ChanInfo{Edge: k, Sender: j})
 				}
 			}
@@ -212,38 +213,38 @@ func (d *deployment) connectChannels() {
 // buildChains builds each task's chain of operators, tail first, with the
 // writers of its outputs and each operator's restore context.
 func (d *deployment) buildChains() {
-	for _, v := range d.jm.graph.vertices {
+	for _, v := range d.jm.graph.Vertices {
 		for i, t := range d.tasksOf[v] {
 			var outs []any
-			for _, oe := range v.outputs {
-				c, w := oe.from.out.NewWriter(d.targets[oe][i], oe.part, oe.hash, d.e.maxPar[oe.to.uid],
+			for _, oe := range v.Outputs {
+				c, w := oe.From.Out.NewWriter(d.targets[oe][i], oe.Ship, oe.Hash, d.e.maxPar[oe.To.UID],
 					network.DefaultBatchSize, i, t)
 				outs = append(outs, c)
 				t.Writers = append(t.Writers, w)
 			}
 			var out any
 			if len(outs) > 0 {
-				out = v.tail().out.NewFanout(outs)
+				out = v.Tail().Out.NewFanout(outs)
 			}
-			t.Ops = make([]task.Operator, len(v.nodes))
-			t.UIDs = make([]string, len(v.nodes))
-			t.Restore = make([]*task.OpContext, len(v.nodes))
+			t.Ops = make([]task.Operator, len(v.Nodes))
+			t.UIDs = make([]string, len(v.Nodes))
+			t.Restore = make([]*task.OpContext, len(v.Nodes))
 			blocks := &savepoint.BlockReader{FS: d.jm.fs}
 			if d.plan != nil {
 				blocks.Dir = d.plan.Dir
 			}
-			for k := len(v.nodes) - 1; k >= 0; k-- {
-				n := v.nodes[k]
-				in, op := n.build(&task.BuildContext{Name: displayName(n)}, out)
+			for k := len(v.Nodes) - 1; k >= 0; k-- {
+				n := v.Nodes[k]
+				in, op := n.Build(&task.BuildContext{Name: graph.DisplayName(n)}, out)
 				out = in
-				t.Ops[k], t.UIDs[k] = op, n.uid
-				oc := &task.OpContext{Task: t, UID: n.uid, MaxParallelism: d.e.maxPar[n.uid], Blocks: blocks}
+				t.Ops[k], t.UIDs[k] = op, n.UID
+				oc := &task.OpContext{Task: t, UID: n.UID, MaxParallelism: d.e.maxPar[n.UID], Blocks: blocks}
 				if d.plan != nil {
-					if p := d.plan.Operators[n.uid]; p != nil {
+					if p := d.plan.Operators[n.UID]; p != nil {
 						oc.Restore = &p.Subtasks[i]
 					}
 				}
-				if n.kind == kindSource {
+				if n.Kind == graph.KindSource {
 					t.Source = op.(task.SourceRunner)
 				}
 				t.Restore[k] = oc
@@ -256,20 +257,20 @@ func (d *deployment) buildChains() {
 // assignFreshSplits gives the sources that restore nothing their splits,
 // round-robin (every split to every reader of a union source).
 func (d *deployment) assignFreshSplits() error {
-	for _, n := range d.jm.graph.nodes {
-		if n.kind != kindSource || (d.plan != nil && d.plan.Operators[n.uid] != nil) {
+	for _, n := range d.jm.graph.Nodes {
+		if n.Kind != graph.KindSource || (d.plan != nil && d.plan.Operators[n.UID] != nil) {
 			continue
 		}
-		splits, err := n.enumerate(n.parallelism)
+		splits, err := n.Enumerate(n.Parallelism)
 		if err != nil {
-			return fmt.Errorf("enumerate splits of %s: %w", displayName(n), err)
+			return fmt.Errorf("enumerate splits of %s: %w", graph.DisplayName(n), err)
 		}
-		union := task.UnionSplits(n.source)
+		union := task.UnionSplits(n.Source)
 		for i, t := range d.tasksOf[d.vertexOf[n]] {
 			mine := splits // a union source's readers pick their own
 			if !union {
 				mine = nil
-				for j := i; j < len(splits); j += n.parallelism {
+				for j := i; j < len(splits); j += n.Parallelism {
 					mine = append(mine, splits[j])
 				}
 			}
@@ -288,7 +289,7 @@ func (d *deployment) start() {
 	for i, t := range e.tasks {
 		infos[i] = checkpoint.TaskInfo{ID: t.ID, Source: t.Source != nil}
 		for _, ci := range t.ChanInfo {
-			infos[i].Upstream = append(infos[i].Upstream, d.tasksOf[d.vertexOf[jm.graph.vertices[t.Vertex].inputs[ci.Edge].from]][ci.Sender].ID)
+			infos[i].Upstream = append(infos[i].Upstream, d.tasksOf[d.vertexOf[jm.graph.Vertices[t.Vertex].Inputs[ci.Edge].From]][ci.Sender].ID)
 		}
 	}
 	jm.coord.Start(jm.clock(), infos)
@@ -303,29 +304,12 @@ func (d *deployment) start() {
 	}
 }
 
-// exchanges lists the job's data exchanges between chains, for the records
-// in flight of unaligned checkpoints.
-func (g *JobGraph) exchanges() []restore.Exchange {
-	var out []restore.Exchange
-	for _, v := range g.vertices {
-		for _, in := range v.inputs {
-			out = append(out, exchangeOf(v, in, in.to.maxParallelism))
-		}
-	}
-	return out
-}
-
-func exchangeOf(v *vertex, in *edge, maxPar int) restore.Exchange {
-	return restore.Exchange{From: in.from.uid, To: in.to.uid, Keyed: in.part == network.ShipHash, Broadcast: in.part == network.ShipBroadcast,
-		Parallelism: v.parallelism, MaxParallelism: maxPar}
-}
-
 // planInFlight gives each receiving task the records in flight of the
 // unaligned checkpoint it restores from, per input edge.
-func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*vertex][]*task.Task) error {
+func (e *execution) planInFlight(plan *restore.Plan, tasksOf map[*graph.Vertex][]*task.Task) error {
 	for v, tasks := range tasksOf {
-		for k, in := range v.inputs {
-			per, err := restore.InFlightFor(plan.Meta, exchangeOf(v, in, e.maxPar[in.to.uid]))
+		for k, in := range v.Inputs {
+			per, err := restore.InFlightFor(plan.Meta, graph.ExchangeOf(v, in, e.maxPar[in.To.UID]))
 			if err != nil {
 				return fmt.Errorf("snapshot %s: %w", plan.Pointer, err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/restart"
@@ -93,7 +94,7 @@ func NewJobID() string {
 
 // Submit validates a job's configuration and restore, then starts it. An
 // error means the job did not start: nothing ran and nothing was written.
-func Submit(ctx context.Context, g *JobGraph, o JobOptions) (*Job, error) {
+func Submit(ctx context.Context, g *graph.JobGraph, o JobOptions) (*Job, error) {
 	jm, err := newJobMaster(ctx, g, o)
 	if err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ type taskEvent struct {
 
 type jobMaster struct {
 	jobID   string
-	graph   *JobGraph
+	graph   *graph.JobGraph
 	conf    *config.Configuration
 	cpCfg   checkpoint.Config
 	clInfo  task.ChangelogInfo
@@ -215,7 +216,7 @@ type jobMaster struct {
 	resume *restore.Plan
 }
 
-func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, error) {
+func newJobMaster(ctx context.Context, g *graph.JobGraph, o JobOptions) (*jobMaster, error) {
 	c := o.Config
 	if c == nil {
 		c = config.New()
@@ -223,7 +224,7 @@ func newJobMaster(ctx context.Context, g *JobGraph, o JobOptions) (*jobMaster, e
 	if err := config.Validate(c, Options()); err != nil {
 		return nil, err
 	}
-	if err := checkExchangeMemory(g, physicalMemory()); err != nil {
+	if err := graph.CheckExchangeMemory(g, graph.PhysicalMemory()); err != nil {
 		return nil, err
 	}
 	jm := &jobMaster{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
@@ -283,11 +284,11 @@ func (jm *jobMaster) configureCheckpointing(c *config.Configuration) error {
 		jm.log.Warn("execution.checkpointing.checkpoints-after-tasks-finish is false: once a task has finished, no checkpoint completes, so two-phase-commit sinks never commit what they wrote after the last checkpoint before the input ended (the file sink leaves it in hidden pending files), and a failure after that restarts from that older checkpoint.")
 	}
 	jm.cpCfg = cfg
-	for _, n := range jm.graph.nodes {
-		if nr, ok := n.source.(api.NonReplayableSource); ok {
+	for _, n := range jm.graph.Nodes {
+		if nr, ok := n.Source.(api.NonReplayableSource); ok {
 			jm.log.Warn(nr.NotReplayable())
 		}
-		for _, c := range []any{n.source, n.sink} {
+		for _, c := range []any{n.Source, n.Sink} {
 			if tc, ok := c.(api.CheckpointTimingChecker); ok {
 				for _, w := range tc.CheckCheckpointTiming(api.CheckpointTiming{Interval: cfg.Interval, Timeout: cfg.Timeout, MinPause: cfg.MinPause}) {
 					jm.log.Warn(w)
@@ -359,9 +360,9 @@ func (jm *jobMaster) planRestore(c *config.Configuration, o JobOptions) (int64, 
 // snapshot (owned by the job under CLAIM), and creates the checkpoint
 // directory.
 func (jm *jobMaster) startCoordinator(o JobOptions, nextID int64) error {
-	for _, v := range jm.graph.vertices {
-		for i := 0; i < v.parallelism; i++ {
-			jm.taskStates[taskKey{v.id, i}] = ExecCreated
+	for _, v := range jm.graph.Vertices {
+		for i := 0; i < v.Parallelism; i++ {
+			jm.taskStates[taskKey{v.ID, i}] = ExecCreated
 		}
 	}
 	jm.coord = checkpoint.NewCoordinator(jm.cpCfg, nextID)
@@ -395,9 +396,9 @@ func (jm *jobMaster) openStateBackends(c *config.Configuration, o JobOptions, cl
 		restored = jm.plan.Pointer
 	}
 	keyed := 0
-	for _, n := range jm.graph.nodes {
-		if n.keyed {
-			keyed += n.parallelism
+	for _, n := range jm.graph.Nodes {
+		if n.Keyed {
+			keyed += n.Parallelism
 		}
 	}
 	var err error
@@ -502,31 +503,21 @@ func sourcePositions(e *execution) *restore.Plan {
 	return plan
 }
 
-// description is the job as the restore planner sees it.
-func (g *JobGraph) description() restore.Job {
-	var j restore.Job
-	for _, n := range g.nodes {
-		j.Operators = append(j.Operators, restore.Operator{UID: n.uid, Name: displayName(n), Parallelism: n.parallelism,
-			MaxParallelism: n.maxParallelism, MaxParallelismExplicit: n.maxParExplicit})
-	}
-	return j
-}
-
 // PlanRestore matches a snapshot against a job graph, as a job restored
 // from it would — for `run --check`, which reports the plan without
 // running anything.
-func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend task.StateBackendKind) (*restore.Plan, error) {
+func PlanRestore(g *graph.JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend task.StateBackendKind) (*restore.Plan, error) {
 	plan, err := MapRestore(g, fsys, r, allowNonRestoredState, backend)
 	if err != nil {
 		return nil, err
 	}
-	if lost := restore.UnmatchedInFlight(plan.Meta, g.exchanges()); len(lost) > 0 && !allowNonRestoredState {
+	if lost := restore.UnmatchedInFlight(plan.Meta, g.Exchanges()); len(lost) > 0 && !allowNonRestoredState {
 		return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. It is an unaligned checkpoint that holds records in flight on exchanges the new program does not have (%s): they cannot be restored. Restore a changed program from a savepoint (savepoints are aligned and hold no records in flight), or set the --allowNonRestoredState option to drop them.",
 			plan.Pointer, strings.Join(lost, ", "))
 	}
-	for _, n := range g.nodes {
+	for _, n := range g.Nodes {
 		if err := sourceMismatch(n, plan); err != nil {
-			return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The source state of operator %s does not fit the new program: %w. A restored source continues from the positions in its snapshot; start without -s to read this job's input from the beginning.", plan.Pointer, n.uid, err)
+			return nil, fmt.Errorf("Failed to rollback to checkpoint/savepoint %s. The source state of operator %s does not fit the new program: %w. A restored source continues from the positions in its snapshot; start without -s to read this job's input from the beginning.", plan.Pointer, n.UID, err)
 		}
 	}
 	return plan, nil
@@ -534,29 +525,29 @@ func PlanRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestored
 
 // MapRestore is PlanRestore without the check of restored source splits:
 // how the snapshot's state maps onto the job's operators.
-func MapRestore(g *JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend task.StateBackendKind) (*restore.Plan, error) {
+func MapRestore(g *graph.JobGraph, fsys vfs.FS, r *restore.Resolved, allowNonRestoredState bool, backend task.StateBackendKind) (*restore.Plan, error) {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	return restore.NewPlan(fsys, r, g.description(), restore.Options{
+	return restore.NewPlan(fsys, r, g.Description(), restore.Options{
 		AllowNonRestoredState: allowNonRestoredState, StateBackend: string(backend)})
 }
 
 // RestoredSourceMismatch says why the splits plan restores into the source
 // with this uid are not that source's, or returns nil (also for operators
 // that are not sources or cannot tell).
-func RestoredSourceMismatch(g *JobGraph, plan *restore.Plan, uid string) error {
-	for _, n := range g.nodes {
-		if n.uid == uid {
+func RestoredSourceMismatch(g *graph.JobGraph, plan *restore.Plan, uid string) error {
+	for _, n := range g.Nodes {
+		if n.UID == uid {
 			return sourceMismatch(n, plan)
 		}
 	}
 	return nil
 }
 
-func sourceMismatch(n *node, plan *restore.Plan) error {
-	checker, ok := n.source.(api.RestoredSplitsChecker)
-	op := plan.Operators[n.uid]
+func sourceMismatch(n *graph.Node, plan *restore.Plan) error {
+	checker, ok := n.Source.(api.RestoredSplitsChecker)
+	op := plan.Operators[n.UID]
 	if !ok || op == nil || op.Finished {
 		return nil // not a checking source, no state, or finished: reads nothing more
 	}
@@ -818,9 +809,9 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 		acks, finals = append(acks, ack), append(finals, final)
 	}
 	var ops []checkpoint.OperatorInfo
-	for _, n := range jm.graph.nodes {
-		ops = append(ops, checkpoint.OperatorInfo{UID: n.uid, OperatorID: operatorID(n), Name: displayName(n),
-			Parallelism: n.parallelism, MaxParallelism: jm.exec.maxPar[n.uid]})
+	for _, n := range jm.graph.Nodes {
+		ops = append(ops, checkpoint.OperatorInfo{UID: n.UID, OperatorID: graph.OperatorID(n), Name: graph.DisplayName(n),
+			Parallelism: n.Parallelism, MaxParallelism: jm.exec.maxPar[n.UID]})
 	}
 	md.Operators = checkpoint.AssembleOperators(ops, acks, finals)
 	md.CompletionTimestamp = jm.clock().UnixMilli()

@@ -61,7 +61,7 @@ func TestFinalizeAfterFailoverInSameBatch(t *testing.T) {
 	jm.status = StatusRunning
 	now := time.Now()
 	jm.exec = &execution{jm: jm, clock: time.Now, maxPar: map[string]int{"src": 128, "sink": 128},
-		tasks: []*task.Task{task.New(task.Options{Name: "t", Parallelism: g.vertices[0].parallelism})}}
+		tasks: []*task.Task{task.New(task.Options{Name: "t", Parallelism: g.Vertices[0].Parallelism})}}
 	jm.coord.Start(now, []checkpoint.TaskInfo{{ID: 0, Source: true}})
 	jm.apply(jm.coord.Tick(now.Add(10 * time.Millisecond)))
 	jm.apply(jm.coord.Tick(now.Add(20 * time.Millisecond)))

@@ -1,9 +1,9 @@
-package engine
+package graph
 
 import "syscall"
 
-// physicalMemory is the machine's RAM in bytes, 0 if unknown.
-func physicalMemory() uint64 {
+// PhysicalMemory is the machine's RAM in bytes, 0 if unknown.
+func PhysicalMemory() uint64 {
 	var si syscall.Sysinfo_t
 	if err := syscall.Sysinfo(&si); err != nil {
 		return 0

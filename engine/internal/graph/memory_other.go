@@ -1,6 +1,6 @@
 //go:build !linux
 
-package engine
+package graph
 
 // physicalMemory is the machine's RAM in bytes, 0 if unknown.
 func physicalMemory() uint64 { return 0 }

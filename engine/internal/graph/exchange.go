@@ -1,4 +1,4 @@
-package engine
+package graph
 
 import (
 	"fmt"
@@ -12,39 +12,39 @@ import (
 // channels, peaks at ~170 MB in all).
 const channelBytes = 160
 
-// numChannels is how many channels an attempt of g creates: one per pair of
+// NumChannels is how many channels an attempt of g creates: one per pair of
 // subtasks for each keyed or rebalanced exchange, one per subtask for a
 // forward one.
-func (g *JobGraph) numChannels() int64 {
+func (g *JobGraph) NumChannels() int64 {
 	var n int64
-	for _, v := range g.vertices {
-		for _, in := range v.inputs {
-			if in.part == network.ShipForward {
-				n += int64(v.parallelism)
+	for _, v := range g.Vertices {
+		for _, in := range v.Inputs {
+			if in.Ship == network.ShipForward {
+				n += int64(v.Parallelism)
 			} else {
-				n += int64(in.from.parallelism) * int64(v.parallelism)
+				n += int64(in.From.Parallelism) * int64(v.Parallelism)
 			}
 		}
 	}
 	return n
 }
 
-// checkExchangeMemory refuses, before anything starts, a job whose channels
+// CheckExchangeMemory refuses, before anything starts, a job whose channels
 // alone would need more than half the machine's memory: an all-to-all
 // exchange grows with p², and a process killed by the OOM killer tells the
 // user nothing.
-func checkExchangeMemory(g *JobGraph, total uint64) error {
+func CheckExchangeMemory(g *JobGraph, total uint64) error {
 	if total == 0 {
 		return nil // unknown: let it try
 	}
-	ch := g.numChannels()
+	ch := g.NumChannels()
 	need := uint64(ch) * channelBytes
 	if need <= total/2 {
 		return nil
 	}
 	maxP := 1
-	for _, v := range g.vertices {
-		maxP = max(maxP, v.parallelism)
+	for _, v := range g.Vertices {
+		maxP = max(maxP, v.Parallelism)
 	}
 	return fmt.Errorf("parallelism %d is more than this machine can hold: the job's data exchanges need %d channels (one per pair of subtasks of each keyBy or rebalance), about %s, more than half of its %s of memory; lower the parallelism (-p, parallelism.default)",
 		maxP, ch, formatBytes(need), formatBytes(total))
