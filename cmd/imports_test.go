@@ -50,6 +50,8 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/api": {mod + "/engine/state", mod + "/savepoint"},
 		mod + "/engine/internal/task": {mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state", mod + "/engine/checkpoint",
 			mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry" /* Home: $GFLINK_HOME */},
+		mod + "/engine/internal/jobmaster": {mod + "/engine/internal/graph", mod + "/engine/internal/task", mod + "/internal/api", mod + "/engine/internal/network",
+			mod + "/engine/state", mod + "/engine/checkpoint", mod + "/engine/config", mod + "/engine/restart", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry"},
 		mod + "/engine/internal/graph": {mod + "/engine/internal/task", mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state",
 			mod + "/engine/checkpoint", mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry"},
 		mod + "/engine/internal/network": {mod + "/engine/state", mod + "/engine/checkpoint", mod + "/savepoint", mod + "/restore", mod + "/engine/config"},
@@ -115,7 +117,7 @@ func TestImportRules(t *testing.T) {
 			}
 			// The job master knows high availability only as the
 			// engine.HighAvailability interface; ZooKeeper is engine/ha's.
-			if pkg == mod+"/engine" && (under(d, mod+"/engine/ha") || under(d, "github.com/go-zookeeper/zk")) {
+			if (pkg == mod+"/engine" || under(pkg, mod+"/engine/internal")) && (under(d, mod+"/engine/ha") || under(d, "github.com/go-zookeeper/zk")) {
 				t.Errorf("%s depends on %s: the engine sees high availability only through engine.HighAvailability", pkg, d)
 			}
 			for _, r := range rules {

@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/internal/graph"
+	"github.com/gflink/gflink/engine/internal/jobmaster"
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/engine/state"
@@ -362,4 +364,23 @@ func (env *Environment) Build() (*graph.JobGraph, error) {
 	}
 	return graph.New(env.nodes, graph.Options{Name: env.JobName(), Parallelism: env.parallelism,
 		MaxParallelism: env.maxParallelism, MaxParallelismExplicit: env.maxParExplicit})
+}
+
+// NewEnvironmentFromConfig makes an environment with the configured
+// parallelism, max parallelism and job name.
+func NewEnvironmentFromConfig(c *config.Configuration, o EnvironmentOptions) (*Environment, error) {
+	p, err := jobmaster.Parallelism.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	maxP, err := jobmaster.MaxParallelism.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	name, err := jobmaster.PipelineName.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	o.Parallelism, o.MaxParallelism, o.JobName = p, maxP, name
+	return NewEnvironment(o), nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/internal/api"
+	"github.com/gflink/gflink/internal/testsource"
 	"go.uber.org/goleak"
 )
 
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestExchangeMemoryRefused(t *testing.T) {
 	build := func(p int) *graph.JobGraph {
 		env := NewEnvironment(EnvironmentOptions{Parallelism: p})
-		src := FromSource[int](env, &emptySource{}, "src").UID("src")
+		src := FromSource[int](env, testsource.EmptySource{}, "src").UID("src")
 		Process[int, int, int](KeyBy(src, func(x int) int { return x }), passThrough{}).UID("p").Print().UID("sink")
 		g, err := env.Build()
 		if err != nil {

@@ -1,31 +1,21 @@
-package engine
+package jobmaster
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
+	"github.com/gflink/gflink/engine/internal/graph"
+	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/internal/api"
+	"github.com/gflink/gflink/internal/testsource"
 	"github.com/gflink/gflink/savepoint/vfs"
 )
-
-type emptySource struct{}
-
-func (emptySource) Splits(int) ([][]byte, error) { return nil, nil }
-func (emptySource) CreateReader(api.SourceContext) (api.SourceReader[int], error) {
-	return emptyReader{}, nil
-}
-
-type emptyReader struct{}
-
-func (emptyReader) AddSplits([][]byte) error                             { return nil }
-func (emptyReader) PollNext(api.Collector[int]) (api.InputStatus, error) { return api.EndOfInput, nil }
-func (emptyReader) SnapshotState(int64) ([][]byte, error)                { return nil, nil }
-func (emptyReader) Close() error                                         { return nil }
 
 // TestFinalizeAfterFailoverInSameBatch: a task finishing can complete the
 // acks of two pending checkpoints at once; when finalizing the first fails
@@ -33,12 +23,7 @@ func (emptyReader) Close() error                                         { retur
 // (found by review: a nil dereference that killed the process).
 func TestFinalizeAfterFailoverInSameBatch(t *testing.T) {
 	dir := t.TempDir()
-	env := NewEnvironment(EnvironmentOptions{Parallelism: 1})
-	FromSource[int](env, &emptySource{}, "src").UID("src").Print().UID("sink")
-	g, err := env.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := sourceToSink(t)
 	c := config.New()
 	for k, v := range map[string]string{
 		"execution.checkpointing.interval":                   "10 ms",
@@ -72,4 +57,28 @@ func TestFinalizeAfterFailoverInSameBatch(t *testing.T) {
 	if jm.statusNow() != StatusRestarting || jm.exec != nil {
 		t.Fatalf("status %s, attempt %v: the failed finalize must fail the attempt over", jm.statusNow(), jm.exec)
 	}
+}
+
+// sourceToSink is the smallest job graph, an empty source into a print
+// sink, made as the job API's FromSource and Print make it (the job API
+// builds on this package, so its tests cannot use it).
+func sourceToSink(t *testing.T) *graph.JobGraph {
+	src := &graph.Node{ID: 0, Kind: graph.KindSource, Name: "src", UID: "src", UIDExplicit: true,
+		Out: task.NewTypeOps[int](), Source: testsource.EmptySource{}, Enumerate: testsource.EmptySource{}.Splits, Stateful: true}
+	src.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		return nil, &task.SourceOperator[int]{Src: testsource.EmptySource{}, Out: out.(api.Collector[int])}
+	}
+	sink := &api.PrintSink[int]{W: io.Discard}
+	snk := &graph.Node{ID: 1, Kind: graph.KindSink, Name: "Print to Std. Out", UID: "sink", UIDExplicit: true, Sink: sink}
+	snk.Build = func(rt *task.BuildContext, _ any) (any, task.Operator) {
+		op := task.NewSinkOperator(rt, api.Sink[int](sink))
+		return api.Collector[int](op), op
+	}
+	e := &graph.Edge{From: src, To: snk, Ship: network.ShipForward}
+	src.Outs, snk.In = []*graph.Edge{e}, []*graph.Edge{e}
+	g, err := graph.New([]*graph.Node{src, snk}, graph.Options{Name: "test", Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

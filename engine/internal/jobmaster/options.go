@@ -1,4 +1,4 @@
-package engine
+package jobmaster
 
 import (
 	"fmt"
@@ -55,25 +55,6 @@ func Options() []config.AnyOption {
 	out = append(out, checkpoint.Options()...)
 	out = append(out, restart.Options()...)
 	return out
-}
-
-// NewEnvironmentFromConfig makes an environment with the configured
-// parallelism, max parallelism and job name.
-func NewEnvironmentFromConfig(c *config.Configuration, o EnvironmentOptions) (*Environment, error) {
-	p, err := Parallelism.Get(c)
-	if err != nil {
-		return nil, err
-	}
-	maxP, err := MaxParallelism.Get(c)
-	if err != nil {
-		return nil, err
-	}
-	name, err := PipelineName.Get(c)
-	if err != nil {
-		return nil, err
-	}
-	o.Parallelism, o.MaxParallelism, o.JobName = p, maxP, name
-	return NewEnvironment(o), nil
 }
 
 // RecoveryClaimMode says who owns a restored snapshot
