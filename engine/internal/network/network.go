@@ -260,7 +260,7 @@ func (g *InputGate[T]) Recycle(b Batch[T]) {
 	}
 }
 
-// OutputWriter is the type-independent view of a recordWriter.
+// OutputWriter is the type-independent view of a RecordWriter.
 type OutputWriter interface {
 	Flush()
 	// BroadcastEvent queues ev on every channel after the records buffered

@@ -49,7 +49,7 @@ func (c *RichCore) open(ctx *OpContext) error {
 	return nil
 }
 
-// Opening, Declared, Restored and Declare make richCore the function's
+// Opening, Declared, Restored and Declare make RichCore the function's
 // api.OperatorStateStore.
 func (c *RichCore) Opening() bool { return c.opening }
 

@@ -197,7 +197,7 @@ type Task struct {
 	wake chan struct{}
 	// Unaligned checkpoints: input is the task's input queue; captures are
 	// the checkpoints whose input channel state is being recorded, oldest
-	// first. chanInfo says, per gate channel, which input edge and sending
+	// first. ChanInfo says, per gate channel, which input edge and sending
 	// subtask it is; inPeers names each input edge's sending operator and
 	// outPeers each writer's receiving operator, for _metadata.
 	input         unalignedInput

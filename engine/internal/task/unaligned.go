@@ -25,9 +25,9 @@ import (
 //     that channel's barrier.
 //
 // A barrier overtakes the data: the sender puts it in the receiver's
-// mailbox (mailUnalignedBarrier), with the number of the last batch it sent
+// mailbox (network.MailUnalignedBarrier), with the number of the last batch it sent
 // on the channel, and tags every later batch with the checkpoint's id
-// (netBatch.epoch). The receiver records, per channel, batches tagged older
+// (network.Batch.Epoch). The receiver records, per channel, batches tagged older
 // than n until it has received the barrier's batch number. Nothing waits
 // for alignment and no input is blocked; the channel state goes into the
 // checkpoint next to the operator state (savepoint.ChannelStateHandle). On
