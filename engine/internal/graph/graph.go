@@ -13,6 +13,7 @@ import (
 	"github.com/spaolacci/murmur3"
 )
 
+// NodeKind says whether a node is a source, an operator or a sink.
 type NodeKind int
 
 const (
@@ -43,6 +44,8 @@ type Node struct {
 	Build func(rt *task.BuildContext, out any) (in any, op task.Operator)
 }
 
+// Edge connects two nodes, with the ship strategy of the records between
+// them and, for ShipHash, the key's hash.
 type Edge struct {
 	From, To *Node
 	Ship     network.ShipStrategy
@@ -70,7 +73,10 @@ type Vertex struct {
 	Name        string
 }
 
+// Head is the vertex's first operator.
 func (v *Vertex) Head() *Node { return v.Nodes[0] }
+
+// Tail is the vertex's last operator.
 func (v *Vertex) Tail() *Node { return v.Nodes[len(v.Nodes)-1] }
 
 // OperatorInfo describes an operator of a job graph.
@@ -168,6 +174,7 @@ func OperatorID(n *Node) string {
 	return n.UID
 }
 
+// DisplayName is how Flink names an operator in plans and logs.
 func DisplayName(n *Node) string {
 	switch n.Kind {
 	case KindSource:
@@ -289,6 +296,8 @@ func (g *JobGraph) Exchanges() []restore.Exchange {
 	return out
 }
 
+// ExchangeOf describes an input edge of v to restore, which redistributes
+// its in-flight records.
 func ExchangeOf(v *Vertex, in *Edge, maxPar int) restore.Exchange {
 	return restore.Exchange{From: in.From.UID, To: in.To.UID, Keyed: in.Ship == network.ShipHash, Broadcast: in.Ship == network.ShipBroadcast,
 		Parallelism: v.Parallelism, MaxParallelism: maxPar}

@@ -86,6 +86,8 @@ type ChangelogInfo struct {
 	Interval time.Duration
 }
 
+// NewChangelogInfo describes the changelog's settings for the job's
+// configuration and statistics (cc nil: the changelog is off).
 func NewChangelogInfo(c *config.Configuration, cc *ChangelogConfig) ChangelogInfo {
 	storage, _ := ChangelogStorage.Get(c)
 	interval, _ := ChangelogMaterializeInterval.Get(c)

@@ -43,6 +43,7 @@ type TypeOps interface {
 
 type typeOpsFor[T any] struct{}
 
+// NewTypeOps returns the TypeOps of records of type T.
 func NewTypeOps[T any]() TypeOps { return typeOpsFor[T]{} }
 
 func (typeOpsFor[T]) NewGate(n, per int, mail *network.Mailbox) any {

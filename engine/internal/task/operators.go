@@ -100,6 +100,9 @@ func CloneFunction[F any](fn F) F {
 	return c.Interface().(F)
 }
 
+// Fail unwinds a failing user function through the chain's plain calls as
+// a panic carrying a userError, which the task recovers into its failure
+// (records are pushed by Collect, which has no error result).
 func Fail(op string, err error) {
 	panic(&userError{op: op, err: err})
 }
@@ -117,6 +120,7 @@ func (baseOperator) close() error                                 { return nil }
 func (baseOperator) nextTimer() (int64, bool)                     { return 0, false }
 func (baseOperator) fireTimers(int64) error                       { return nil }
 
+// MapOperator applies F to every record (Map).
 type MapOperator[IN, OUT any] struct {
 	baseOperator
 	F   func(IN) OUT
@@ -125,6 +129,7 @@ type MapOperator[IN, OUT any] struct {
 
 func (o *MapOperator[IN, OUT]) Collect(v IN) { o.Out.Collect(o.F(v)) }
 
+// FlatMapOperator calls F for every record (FlatMap).
 type FlatMapOperator[IN, OUT any] struct {
 	baseOperator
 	F   func(IN, api.Collector[OUT])
@@ -133,6 +138,7 @@ type FlatMapOperator[IN, OUT any] struct {
 
 func (o *FlatMapOperator[IN, OUT]) Collect(v IN) { o.F(v, o.Out) }
 
+// FilterOperator passes the records F keeps (Filter).
 type FilterOperator[T any] struct {
 	baseOperator
 	F   func(T) bool
@@ -145,6 +151,7 @@ func (o *FilterOperator[T]) Collect(v T) {
 	}
 }
 
+// MapErrOperator is MapOperator for a function that may fail (MapErr).
 type MapErrOperator[IN, OUT any] struct {
 	baseOperator
 	F    func(IN) (OUT, error)
@@ -160,6 +167,7 @@ func (o *MapErrOperator[IN, OUT]) Collect(v IN) {
 	o.Out.Collect(r)
 }
 
+// FlatMapErrOperator is FlatMapOperator for a function that may fail.
 type FlatMapErrOperator[IN, OUT any] struct {
 	baseOperator
 	F    func(IN, api.Collector[OUT]) error
@@ -173,6 +181,7 @@ func (o *FlatMapErrOperator[IN, OUT]) Collect(v IN) {
 	}
 }
 
+// FilterErrOperator is FilterOperator for a function that may fail.
 type FilterErrOperator[T any] struct {
 	baseOperator
 	F    func(T) (bool, error)
@@ -190,6 +199,7 @@ func (o *FilterErrOperator[T]) Collect(v T) {
 	}
 }
 
+// UnionOperator passes on the records of all its inputs (Union).
 type UnionOperator[T any] struct {
 	baseOperator
 	Out api.Collector[T]
@@ -245,6 +255,8 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	ctx     api.Context[K]
 }
 
+// NewKeyedProcessOperator makes the operator that runs a
+// KeyedProcessFunction with keyed state and timers (Process).
 func NewKeyedProcessOperator[K comparable, IN, OUT any](rt *BuildContext, fn api.KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out api.Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
 	op := &keyedProcessOperator[K, IN, OUT]{fn: CloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.Name}
 	op.watermark = math.MinInt64

@@ -83,6 +83,7 @@ func (c *RichCore) close() error {
 	return nil
 }
 
+// RichMapOperator runs a MapFunction object (MapFunc).
 type RichMapOperator[IN, OUT any] struct {
 	RichCore
 	F   api.MapFunction[IN, OUT]
@@ -97,6 +98,7 @@ func (o *RichMapOperator[IN, OUT]) Collect(v IN) {
 	o.Out.Collect(r)
 }
 
+// RichFlatMapOperator runs a FlatMapFunction object (FlatMapFunc).
 type RichFlatMapOperator[IN, OUT any] struct {
 	RichCore
 	F   api.FlatMapFunction[IN, OUT]
@@ -109,6 +111,7 @@ func (o *RichFlatMapOperator[IN, OUT]) Collect(v IN) {
 	}
 }
 
+// RichFilterOperator runs a FilterFunction object (FilterFunc).
 type RichFilterOperator[T any] struct {
 	RichCore
 	F   api.FilterFunction[T]

@@ -10,6 +10,8 @@ import (
 	"github.com/gflink/gflink/savepoint"
 )
 
+// IsStatefulSink reports whether a sink keeps state in snapshots (writer
+// state or committables), which makes its operator stateful in the graph.
 func IsStatefulSink(s any) bool {
 	_, ok := s.(interface {
 		CreateCommitter(api.SinkContext) (api.Committer, error)
@@ -39,6 +41,8 @@ type sinkOperator[T any] struct {
 	ctx          api.SinkContext
 }
 
+// NewSinkOperator makes the operator that runs a sink's writers and, for a
+// two-phase-commit sink, its committer.
 func NewSinkOperator[T any](rt *BuildContext, sink api.Sink[T]) *sinkOperator[T] {
 	return &sinkOperator[T]{name: rt.Name, sink: sink, pending: map[int64][][]byte{}}
 }

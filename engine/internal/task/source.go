@@ -8,6 +8,8 @@ import (
 	"github.com/gflink/gflink/savepoint"
 )
 
+// UnionSplits reports whether a source wants every subtask to get all
+// splits on restore (UnionSplitSource).
 func UnionSplits(src any) bool {
 	u, ok := src.(api.UnionSplitSource)
 	return ok && u.UnionSplits()
@@ -17,6 +19,7 @@ func UnionSplits(src any) bool {
 // (Flink's SourceOperator uses the same name).
 const SourceReaderStateName = "SourceReaderState"
 
+// SourceOperator runs a source's reader in a source task (FromSource).
 type SourceOperator[T any] struct {
 	baseOperator
 	Src     api.Source[T]
