@@ -219,11 +219,11 @@ func (b *ChangelogBackend[K]) KeyGroupOf(k K) int           { return b.inner.Key
 // queue is the wrapped backend's when the changelog is off).
 func (b *ChangelogBackend[K]) CurrentKey() K { return b.inner.CurrentKey() }
 
-// Err is the wrapped backend's first storage failure (Failing), if it can
-// fail.
+// Err is the wrapped backend's first storage failure, if it can fail
+// (Failing).
 func (b *ChangelogBackend[K]) Err() error {
 	if f, ok := b.inner.(Failing); ok {
-		return f.Err()
+		return f.Failure().Err()
 	}
 	return nil
 }

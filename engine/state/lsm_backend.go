@@ -71,8 +71,9 @@ type LSMBackend[K comparable] struct {
 	warmKey []byte
 
 	states map[string]lsmState
-	// err is the first failure of the store under a state accessor (fail).
-	err error
+	// flag holds the first failure of the store under a state accessor
+	// (fail).
+	flag FailureFlag
 	// known are states in the store that no operator declared (yet): the
 	// store was restored from native files, which carry their ids.
 	known   map[string]lsmMeta
@@ -197,7 +198,7 @@ func rawKey(kg int, name string) []byte {
 func (b *LSMBackend[K]) get(key []byte) ([]byte, bool) {
 	var ok bool
 	var err error
-	if b.err != nil {
+	if b.flag.err != nil {
 		return nil, false
 	}
 	b.val, ok, err = b.kv.Get(key, b.val[:0])
@@ -238,15 +239,13 @@ func (b *LSMBackend[K]) fail(err error) bool {
 	if err == nil {
 		return false
 	}
-	if b.err == nil {
-		b.err = &Failure{Err: err}
-	}
+	b.flag.Set(&Failure{Err: err})
 	return true
 }
 
 // Err returns the first failure of the store under a state accessor, or
 // nil.
-func (b *LSMBackend[K]) Err() error { return b.err }
+func (b *LSMBackend[K]) Err() error { return b.flag.err }
 
 // Failure is the storage under a state failing (a corrupt or unreadable
 // file, a full disk) inside a state accessor. The task fails with its
@@ -258,11 +257,30 @@ func (f *Failure) Error() string { return "state backend: " + f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
 // Failing is a backend whose state accessors can fail (the store under the
-// LSM backend): Err returns the first failure, after which the accessors
-// do nothing. Backends that hold state in memory do not implement it.
+// LSM backend): its FailureFlag holds the first failure, after which the
+// accessors do nothing. Backends that hold state in memory do not
+// implement it.
 type Failing interface {
-	Err() error
+	Failure() *FailureFlag
 }
+
+// FailureFlag holds a backend's first storage failure. The task checks it
+// after every call into a function, so it is a plain field read, not a
+// call through an interface.
+type FailureFlag struct{ err error }
+
+// Err returns the failure, or nil.
+func (f *FailureFlag) Err() error { return f.err }
+
+// Set records err, unless a failure is recorded already.
+func (f *FailureFlag) Set(err error) {
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// Failure returns the backend's failure flag (Failing).
+func (b *LSMBackend[K]) Failure() *FailureFlag { return &b.flag }
 
 func lsmRegister[K comparable, S lsmState](b *LSMBackend[K], name string, kind Kind, create func(id uint16) S) (S, error) {
 	var zero S
@@ -722,7 +740,7 @@ func (s *lsmValueState[K, V]) Value() (V, bool) {
 
 func (s *lsmValueState[K, V]) Update(v V) {
 	b := s.b
-	if b.err != nil {
+	if b.flag.err != nil {
 		return
 	}
 	b.val = s.ser.Append(b.val[:0], v)
@@ -836,7 +854,7 @@ func (s *lsmListState[K, V]) Get() []V {
 
 func (s *lsmListState[K, V]) Add(v V) {
 	b := s.b
-	if b.err != nil {
+	if b.flag.err != nil {
 		return
 	}
 	b.val = appendBytes(b.val[:0], s.ser.Append(b.key2[:0], v))
@@ -849,7 +867,7 @@ func (s *lsmListState[K, V]) Update(vs []V) {
 		s.Clear()
 		return
 	}
-	if b.err != nil {
+	if b.flag.err != nil {
 		return
 	}
 	b.val = b.val[:0]
@@ -964,7 +982,7 @@ func (s *lsmMapState[K, UK, UV]) Get(uk UK) (UV, bool) {
 
 func (s *lsmMapState[K, UK, UV]) Put(uk UK, uv UV) {
 	b := s.b
-	if b.err != nil {
+	if b.flag.err != nil {
 		return
 	}
 	k := s.userKey(uk)
@@ -981,7 +999,7 @@ func (s *lsmMapState[K, UK, UV]) Contains(uk UK) bool {
 
 func (s *lsmMapState[K, UK, UV]) All(f func(UK, UV) bool) {
 	b := s.b
-	if b.err != nil {
+	if b.flag.err != nil {
 		return
 	}
 	p := slices.Clone(b.stateKey(s.sid))
@@ -1012,7 +1030,7 @@ func (s *lsmMapState[K, UK, UV]) Len() int {
 }
 
 func (s *lsmMapState[K, UK, UV]) Clear() {
-	if s.b.err != nil {
+	if s.b.flag.err != nil {
 		return
 	}
 	p := s.b.stateKey(s.sid)
@@ -1140,7 +1158,7 @@ func (t *lsmTimers[K]) Register(ts int64) {
 	if t.exists(k) {
 		return
 	}
-	if t.b.err != nil || t.b.fail(t.b.kv.Set(k, nil)) {
+	if t.b.flag.err != nil || t.b.fail(t.b.kv.Set(k, nil)) {
 		return
 	}
 	if !t.requeue {
@@ -1204,12 +1222,12 @@ func (t *lsmTimers[K]) FireDue(upTo int64, fire func(ts int64) error) error {
 	for {
 		ts, ok := t.Next()
 		if !ok || ts > upTo {
-			return t.b.err // a failed store finds no timers: that is no end
+			return t.b.flag.err // a failed store finds no timers: that is no end
 		}
 		q := heap.Pop(&t.q).(queued[K])
 		if err := t.b.kv.Delete(t.queuedKey(q)); err != nil {
 			t.b.fail(err)
-			return t.b.err
+			return t.b.flag.err
 		}
 		t.b.SetCurrentKeyAndGroup(q.key, q.kg)
 		if err := fire(q.ts); err != nil {
@@ -1226,14 +1244,14 @@ func (t *lsmTimers[K]) Len() int {
 
 // del deletes key, unless the store has failed.
 func (b *LSMBackend[K]) del(key []byte) {
-	if b.err == nil {
+	if b.flag.err == nil {
 		b.fail(b.kv.Delete(key))
 	}
 }
 
 // count counts the store's keys in [lo, hi): 0 once the store has failed.
 func (b *LSMBackend[K]) count(lo, hi []byte) int {
-	if b.err != nil {
+	if b.flag.err != nil {
 		return 0
 	}
 	it, err := b.kv.NewIter(lo, hi)

@@ -241,18 +241,19 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// (state.Prefetchers: hashmap from the hash, rocksdb from the key).
 	prefetch state.Prefetcher
 	keyWarm  state.KeyPrefetcher[K]
-	// failing is the store under the state if its accessors can fail
-	// (state.Failing: the LSM's), checked after every call into the
-	// function; nil for the hashmap, so that its record path pays nothing.
-	failing state.Failing
-	clErr   error
-	ended   bool // endInput was called: all input is processed
-	name    string
-	fn      api.KeyedProcessFunction[K, IN, OUT]
-	keyFn   func(IN) K
-	keySer  state.KeySerializer[K]
-	out     api.Collector[OUT]
-	ctx     api.Context[K]
+	// failed is the failure flag of the store under the state if its
+	// accessors can fail (state.Failing: the LSM's), checked after every
+	// call into the function; nil for the hashmap, so that its record path
+	// pays nothing.
+	failed *state.FailureFlag
+	clErr  error
+	ended  bool // endInput was called: all input is processed
+	name   string
+	fn     api.KeyedProcessFunction[K, IN, OUT]
+	keyFn  func(IN) K
+	keySer state.KeySerializer[K]
+	out    api.Collector[OUT]
+	ctx    api.Context[K]
 }
 
 // NewKeyedProcessOperator makes the operator that runs a
@@ -268,7 +269,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
 		Fail(o.name, err)
 	}
-	if o.failing != nil {
+	if o.failed != nil {
 		o.failIfStateFailed()
 	}
 }
@@ -278,15 +279,15 @@ func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 // state.Failing). What the function emitted after the failure was dropped
 // by failGuard.
 func (o *keyedProcessOperator[K, IN, OUT]) failIfStateFailed() {
-	if err := o.failing.Err(); err != nil {
+	if err := o.failed.Err(); err != nil {
 		Fail(o.name, err)
 	}
 }
 
 // stateErr is err, or else the store's failure, if any.
 func (o *keyedProcessOperator[K, IN, OUT]) stateErr(err error) error {
-	if err == nil && o.failing != nil {
-		err = o.failing.Err()
+	if err == nil && o.failed != nil {
+		err = o.failed.Err()
 	}
 	return err
 }
@@ -297,12 +298,12 @@ func (o *keyedProcessOperator[K, IN, OUT]) stateErr(err error) error {
 // function returns, before a record emitted after the failure could leave
 // the operator.
 type failGuard[T any] struct {
-	out     api.Collector[T]
-	failing state.Failing
+	out    api.Collector[T]
+	failed *state.FailureFlag
 }
 
 func (g *failGuard[T]) Collect(v T) {
-	if g.failing.Err() == nil {
+	if g.failed.Err() == nil {
 		g.out.Collect(v)
 	}
 }
@@ -318,7 +319,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash 
 	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
 		Fail(o.name, err)
 	}
-	if o.failing != nil {
+	if o.failed != nil {
 		o.failIfStateFailed()
 	}
 }
@@ -352,8 +353,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *OpContext) error {
 		return err
 	}
 	if f, ok := backend.(state.Failing); ok {
-		o.failing = f
-		o.out = &failGuard[OUT]{out: o.out, failing: f}
+		o.failed = f.Failure()
+		o.out = &failGuard[OUT]{out: o.out, failed: o.failed}
 	}
 	replay := ctx.Restore != nil && len(ctx.Restore.Changelog) > 0
 	o.backend = withChangelog(backend, o.backends.changelogConfig(), o.keySer, t, ctx.UID, replay, t.svc.Log)
