@@ -49,11 +49,11 @@ func TestImportRules(t *testing.T) {
 	below := map[string][]string{
 		mod + "/internal/api": {mod + "/engine/state", mod + "/savepoint"},
 		mod + "/engine/internal/task": {mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state", mod + "/engine/checkpoint",
-			mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry" /* Home: $GFLINK_HOME */},
+			mod + "/engine/config", mod + "/savepoint", mod + "/restore"},
 		mod + "/engine/internal/jobmaster": {mod + "/engine/internal/graph", mod + "/engine/internal/task", mod + "/internal/api", mod + "/engine/internal/network",
 			mod + "/engine/state", mod + "/engine/checkpoint", mod + "/engine/config", mod + "/engine/restart", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry"},
 		mod + "/engine/internal/graph": {mod + "/engine/internal/task", mod + "/internal/api", mod + "/engine/internal/network", mod + "/engine/state",
-			mod + "/engine/checkpoint", mod + "/engine/config", mod + "/savepoint", mod + "/restore", mod + "/engine/jobregistry"},
+			mod + "/engine/checkpoint", mod + "/engine/config", mod + "/savepoint", mod + "/restore"},
 		mod + "/engine/internal/network": {mod + "/engine/state", mod + "/engine/checkpoint", mod + "/savepoint", mod + "/restore", mod + "/engine/config"},
 	}
 	// direct lists what a package may import itself, beyond the standard

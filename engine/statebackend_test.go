@@ -38,7 +38,8 @@ func TestClaimedShared(t *testing.T) {
 }
 
 // TestLSMLocalDirTakesFileURIs: state.backend.rocksdb.localdir and
-// io.tmp.dirs take paths and file: URIs (file:///x once made ./file:/x).
+// io.tmp.dirs take paths and file: URIs (file:///x once made ./file:/x);
+// with neither, the directory the job master gives ($GFLINK_HOME/tmp).
 func TestLSMLocalDirTakesFileURIs(t *testing.T) {
 	for _, tc := range []struct{ key, value, want string }{
 		{"state.backend.rocksdb.localdir", "file:///var/lsm", "/var/lsm"},
@@ -48,13 +49,16 @@ func TestLSMLocalDirTakesFileURIs(t *testing.T) {
 	} {
 		c := config.New()
 		c.SetString(tc.key, tc.value, "-D")
-		if got, err := task.LSMLocalDir(c); err != nil || got != tc.want {
+		if got, err := task.LSMLocalDir(c, "/home/tmp"); err != nil || got != tc.want {
 			t.Errorf("%s=%s: %q, %v; want %q", tc.key, tc.value, got, err, tc.want)
 		}
 	}
+	if got, err := task.LSMLocalDir(config.New(), "/home/tmp"); err != nil || got != "/home/tmp" {
+		t.Errorf("with neither key set: %q, %v; want the job master's default, /home/tmp", got, err)
+	}
 	c := config.New()
 	c.SetString("state.backend.rocksdb.localdir", "hdfs:///lsm", "-D")
-	if _, err := task.LSMLocalDir(c); err == nil || !strings.Contains(err.Error(), "state.backend.rocksdb.localdir") {
+	if _, err := task.LSMLocalDir(c, "/home/tmp"); err == nil || !strings.Contains(err.Error(), "state.backend.rocksdb.localdir") {
 		t.Errorf("hdfs: %v; want an error naming the key", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/restart"
 	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/restore"
@@ -403,7 +405,8 @@ func (jm *jobMaster) openStateBackends(c *config.Configuration, o JobOptions, cl
 	}
 	var err error
 	if jm.backends, err = task.NewStateBackends(c, task.BackendsOptions{JobID: jm.jobID, JobDir: jm.storage.JobDir, Restored: restored,
-		Claim: o.ClaimMode == ClaimModeClaim, KeyedSubtasks: keyed, Log: jm.log}); err != nil {
+		Claim: o.ClaimMode == ClaimModeClaim, KeyedSubtasks: keyed, Log: jm.log,
+		TmpDir: filepath.Join(jobregistry.Home(os.Getenv), "tmp")}); err != nil {
 		return err
 	}
 	jm.storage.ChangelogMemory = jm.backends.ChangelogMemory

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/gflink/gflink/engine/config"
-	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"
 	"github.com/gflink/gflink/restore"
@@ -144,6 +143,10 @@ type BackendsOptions struct {
 	// memory is split.
 	KeyedSubtasks int
 	Log           *slog.Logger
+	// TmpDir is where working directories go when neither
+	// state.backend.rocksdb.localdir nor io.tmp.dirs is set
+	// ($GFLINK_HOME/tmp).
+	TmpDir string
 }
 
 // NewStateBackends reads the backend's options; for rocksdb it creates the
@@ -193,7 +196,7 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 	if b.incremental, err = Incremental.Get(c); err != nil {
 		return nil, err
 	}
-	root, err := LSMLocalDir(c)
+	root, err := LSMLocalDir(c, o.TmpDir)
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +225,9 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 }
 
 // LSMLocalDir is state.backend.rocksdb.localdir, else the first of
-// io.tmp.dirs, else $GFLINK_HOME/tmp.
+// io.tmp.dirs, else tmpDir ($GFLINK_HOME/tmp).
 // A directory may be a path or a file: URI, as everywhere gflink takes one.
-func LSMLocalDir(c *config.Configuration) (string, error) {
+func LSMLocalDir(c *config.Configuration, tmpDir string) (string, error) {
 	if d, ok, err := RocksDBLocalDir.Lookup(c); err != nil || ok && d != "" {
 		if err != nil {
 			return "", err
@@ -248,7 +251,7 @@ func LSMLocalDir(c *config.Configuration) (string, error) {
 			}
 		}
 	}
-	return filepath.Join(jobregistry.Home(os.Getenv), "tmp"), nil
+	return tmpDir, nil
 }
 
 // Name is the backend's name (hashmap or rocksdb).
