@@ -267,8 +267,6 @@ func (w *fileWriter[T]) PrepareCommit() ([][]byte, error) {
 	return out, nil
 }
 
-func (w *fileWriter[T]) idle() {}
-
 // Close abandons the in-progress file: what it holds was not covered by a
 // checkpoint, and will be written again after a restore (or was already
 // handed over by PrepareCommit at the end of input).

@@ -219,15 +219,6 @@ func (b *ChangelogBackend[K]) KeyGroupOf(k K) int           { return b.inner.Key
 // queue is the wrapped backend's when the changelog is off).
 func (b *ChangelogBackend[K]) CurrentKey() K { return b.inner.CurrentKey() }
 
-// Err is the wrapped backend's first storage failure, if it can fail
-// (Failing).
-func (b *ChangelogBackend[K]) Err() error {
-	if f, ok := b.inner.(Failing); ok {
-		return f.Failure().Err()
-	}
-	return nil
-}
-
 func (b *ChangelogBackend[K]) SetCurrentKey(k K) { b.SetCurrentKeyAndGroup(k, b.inner.KeyGroupOf(k)) }
 
 func (b *ChangelogBackend[K]) SetCurrentKeyAndGroup(k K, kg int) {

@@ -230,11 +230,12 @@ func lsmBackendOf[K comparable](be Backend[K]) (*LSMBackend[K], error) {
 // fail records err, a failure of the store under a state accessor, which
 // has no error result (state reads and writes cannot fail in the hashmap
 // backend, and an error result on every Value and Update would burden every
-// job for the one backend that can). The first failure sticks: Err returns
-// it, the accessors that follow read nothing and write nothing, and the
-// operator fails the task once the function returns, before anything it
-// emitted after the failure leaves the operator (see the keyed operator's
-// failGuard). fail reports whether there was a failure.
+// job for the one backend that can). The first failure sticks: the
+// backend's FailureFlag holds it, the accessors that follow read nothing
+// and write nothing, and the operator fails the task once the function
+// returns, before anything it emitted after the failure leaves the
+// operator (see the keyed operator's failGuard). fail reports whether
+// there was a failure.
 func (b *LSMBackend[K]) fail(err error) bool {
 	if err == nil {
 		return false
@@ -242,10 +243,6 @@ func (b *LSMBackend[K]) fail(err error) bool {
 	b.flag.Set(&Failure{Err: err})
 	return true
 }
-
-// Err returns the first failure of the store under a state accessor, or
-// nil.
-func (b *LSMBackend[K]) Err() error { return b.flag.err }
 
 // Failure is the storage under a state failing (a corrupt or unreadable
 // file, a full disk) inside a state accessor. The task fails with its

@@ -710,8 +710,7 @@ func NewRecordWriter[T any](targets []*Channel[T], hash func(T) uint64, o Writer
 	n := len(targets)
 	w := &RecordWriter[T]{part: o.Ship, maxPar: o.MaxParallelism, batch: o.BatchSize, done: o.Done, wake: o.Wake, mail: o.Mail,
 		bufs: make([][]T, n), held: make([]bool, n), pending: make([][]PendingBatch[T], n), sent: make([]uint32, n),
-		Next: o.Start % n, ser: state.SerializerFor[T](), rnd: uint64(o.Start+1) * 0x9E3779B97F4A7C15, hash: hash}
-	w.targets = targets
+		Next: o.Start % n, ser: state.SerializerFor[T](), rnd: uint64(o.Start+1) * 0x9E3779B97F4A7C15, hash: hash, targets: targets}
 	for _, c := range targets {
 		c.wake = w.wake // each channel has exactly one sender: this writer
 	}

@@ -266,25 +266,15 @@ func NewKeyedProcessOperator[K comparable, IN, OUT any](rt *BuildContext, fn api
 
 func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
 	o.backend.SetCurrentKey(o.keyFn(v))
-	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
-		Fail(o.name, err)
-	}
-	if o.failed != nil {
-		o.failIfStateFailed()
-	}
-}
-
-// failIfStateFailed fails the task if the store under the state failed
-// while the function ran (state accessors have no error result; see
-// state.Failing). What the function emitted after the failure was dropped
-// by failGuard.
-func (o *keyedProcessOperator[K, IN, OUT]) failIfStateFailed() {
-	if err := o.failed.Err(); err != nil {
+	if err := o.stateErr(o.fn.ProcessElement(&o.ctx, v, o.out)); err != nil {
 		Fail(o.name, err)
 	}
 }
 
-// stateErr is err, or else the store's failure, if any.
+// stateErr is err, or else the failure of the store under the state, if
+// any: state accessors have no error result (state.Failing), so the
+// operator asks after every call into the function. What the function
+// emitted after the failure was dropped by failGuard.
 func (o *keyedProcessOperator[K, IN, OUT]) stateErr(err error) error {
 	if err == nil && o.failed != nil {
 		err = o.failed.Err()
@@ -316,11 +306,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) CollectInKeyGroup(v IN, kg int, hash 
 	} else {
 		o.backend.SetCurrentKeyAndGroup(o.keyFn(v), kg)
 	}
-	if err := o.fn.ProcessElement(&o.ctx, v, o.out); err != nil {
+	if err := o.stateErr(o.fn.ProcessElement(&o.ctx, v, o.out)); err != nil {
 		Fail(o.name, err)
-	}
-	if o.failed != nil {
-		o.failIfStateFailed()
 	}
 }
 

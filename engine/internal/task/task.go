@@ -100,12 +100,12 @@ func (t *Task) setState(to lifecycle) error {
 	return fmt.Errorf("%s: illegal task state transition %s -> %s", t.Name, t.state, to)
 }
 
-// Options describe a task to newTask.
+// Options describe a task to New.
 type Options struct {
 	ID       checkpoint.TaskID
 	Services *Services
-	// Vertex is the index of the task's vertex in the job graph, vertexID
-	// the id of its head operator; parallelism is the vertex's.
+	// Vertex is the index of the task's vertex in the job graph, VertexID
+	// the id of its head operator; Parallelism is the vertex's.
 	Vertex      int
 	VertexID    string
 	Parallelism int
@@ -113,12 +113,12 @@ type Options struct {
 	Name        string
 	// Done is closed when the attempt is cancelled.
 	Done <-chan struct{}
-	// exactlyOnce: barriers are aligned (else at-least-once); waitFinal:
+	// ExactlyOnce: barriers are aligned (else at-least-once); WaitFinal:
 	// the task waits for a checkpoint after its input ends.
 	ExactlyOnce, WaitFinal bool
 }
 
-// New makes a task; a task with inputs gets them with connectInput.
+// New makes a task; a task with inputs gets them with ConnectInput.
 func New(o Options) *Task {
 	return &Task{ID: o.ID, svc: o.Services, Vertex: o.Vertex, vertexID: o.VertexID, Parallelism: o.Parallelism,
 		Subtask: o.Subtask, Name: o.Name, Mail: network.NewMailbox(), done: o.Done, exactlyOnce: o.ExactlyOnce,
@@ -141,7 +141,7 @@ type Task struct {
 	svc *Services
 	// Vertex is the index of the task's vertex in the job graph,
 	// vertexID the id of its head operator (what Flink's REST API calls
-	// the vertex's id); parallelism is the vertex's.
+	// the vertex's id); Parallelism is the vertex's.
 	Vertex      int
 	vertexID    string
 	Parallelism int
@@ -379,13 +379,8 @@ func (t *Task) runSource() error {
 				break
 			}
 			t.onIdle()
-			select {
-			case <-t.Mail.Notify:
-				if err := t.handleMail(); err != nil {
-					return err
-				}
-			case <-t.done:
-				return network.ErrTaskCanceled
+			if err := t.awaitMail(); err != nil {
+				return err
 			}
 			continue
 		}
@@ -905,16 +900,22 @@ func (t *Task) afterInput() error {
 		return t.waitFinal && t.state != lifeFinished
 	}
 	for wait() {
-		select {
-		case <-t.Mail.Notify:
-			if err := t.handleMail(); err != nil {
-				return err
-			}
-		case <-t.done:
-			return network.ErrTaskCanceled
+		if err := t.awaitMail(); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// awaitMail waits for the task's mail and handles it, or reports that the
+// task was cancelled.
+func (t *Task) awaitMail() error {
+	select {
+	case <-t.Mail.Notify:
+		return t.handleMail()
+	case <-t.done:
+		return network.ErrTaskCanceled
+	}
 }
 
 func (t *Task) onIdle() {

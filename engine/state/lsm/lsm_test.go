@@ -1266,6 +1266,7 @@ func encodeKG(s state.Snapshot, dst []byte, kg int) []byte {
 type failingStore struct {
 	*lsm.Store
 	failing bool
+	sets    int // writes that reached the store
 }
 
 var errStore = errors.New("pebble: corrupt block 000012.sst")
@@ -1281,11 +1282,12 @@ func (f *failingStore) Set(key, value []byte) error {
 	if f.failing {
 		return errStore
 	}
+	f.sets++
 	return f.Store.Set(key, value)
 }
 
 // TestStoreFailureIsAnError: a state accessor whose store fails neither
-// panics nor pretends: the backend's Err returns a state.Failure wrapping
+// panics nor pretends: the backend's failure flag holds a state.Failure wrapping
 // the store's error (the task fails with it), the read returns nothing,
 // and no later write reaches the store.
 func TestStoreFailureIsAnError(t *testing.T) {
@@ -1302,23 +1304,27 @@ func TestStoreFailureIsAnError(t *testing.T) {
 	}
 	b.SetCurrentKey("a")
 	v.Update(1)
-	if b.Err() != nil {
-		t.Fatalf("Err before any failure: %v", b.Err())
+	if b.Failure().Err() != nil {
+		t.Fatalf("Err before any failure: %v", b.Failure().Err())
 	}
 	fs.failing = true
 	if got, ok := v.Value(); ok || got != 0 {
 		t.Errorf("a failed read returned %d, %v", got, ok)
 	}
 	var f *state.Failure
-	if err := b.Err(); !errors.As(err, &f) || !errors.Is(err, errStore) {
+	if err := b.Failure().Err(); !errors.As(err, &f) || !errors.Is(err, errStore) {
 		t.Fatalf("Err = %v; want a state.Failure wrapping %v", err, errStore)
 	}
 	fs.failing = false
+	sets := fs.sets
 	v.Update(2) // after the failure: not written
+	if fs.sets != sets {
+		t.Errorf("%d writes reached the store after it failed; want none", fs.sets-sets)
+	}
 	if got, ok := v.Value(); ok || got != 0 {
 		t.Errorf("after the failure, Value = %d, %v: the backend went on", got, ok)
 	}
-	if b.Err() == nil || !strings.Contains(b.Err().Error(), "state backend: pebble: corrupt block 000012.sst") {
-		t.Errorf("Err = %v", b.Err())
+	if b.Failure().Err() == nil || !strings.Contains(b.Failure().Err().Error(), "state backend: pebble: corrupt block 000012.sst") {
+		t.Errorf("Err = %v", b.Failure().Err())
 	}
 }
