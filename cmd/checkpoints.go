@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gflink/gflink/engine/cluster"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
@@ -245,7 +246,7 @@ func configuredJobCheckpointDir(f *Factory, o *CheckpointsOptions, id string) st
 	if err != nil {
 		return ""
 	}
-	return jobCheckpointDir(conf, id)
+	return cluster.JobCheckpointDir(conf, id)
 }
 
 func humanSize(n int64) string {

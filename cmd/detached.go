@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,11 +8,11 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/cluster"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
@@ -22,66 +20,19 @@ import (
 	"github.com/gflink/gflink/savepoint/vfs"
 )
 
-// Environment variables between a detached parent and its child.
-const (
-	detachedChildEnv = "GFLINK_DETACHED_CHILD" // "1" in the child
-	jobIDEnv         = "GFLINK_JOB_ID"         // the job id the parent chose
-	logFileEnv       = "GFLINK_LOG_FILE"       // the child's log file
-)
+// childReport is the child's side of the pipe to its parent, which also
+// knows the exit codes of the command line.
+type childReport struct{ *cluster.ParentPipe }
 
-// childReport is the child's side of the pipe (fd 3) to the parent: one
-// JSON line when the job is RUNNING, or why it could not start.
-type childReport struct {
-	w    *os.File
-	once sync.Once
-}
-
-type childMessage struct {
-	Notes []string `json:"notes,omitempty"`
-	JobID string   `json:"jobId,omitempty"`
-	State string   `json:"state,omitempty"`
-	Error string   `json:"error,omitempty"`
-	Code  int      `json:"code,omitempty"`
-	Usage bool     `json:"usage,omitempty"`
-	// Endpoint is the job's REST address.
-	Endpoint string `json:"endpoint,omitempty"`
-}
-
-func openChildReport() *childReport {
-	return &childReport{w: os.NewFile(3, "gflink-parent")}
-}
-
-func (r *childReport) send(m childMessage) {
-	r.once.Do(func() {
-		if r.w == nil {
-			return
-		}
-		b, _ := json.Marshal(m)
-		r.w.Write(append(b, '\n'))
-		r.w.Close()
-	})
-}
-
-func (r *childReport) running(jobID string, st engine.JobStatus, notes []string, endpoint string) {
-	r.send(childMessage{JobID: jobID, State: string(st), Notes: notes, Endpoint: endpoint})
-}
-
-// standingBy answers the parent of a high-availability process that does
-// not lead (or found the job ended): it returns with msg.
-func (r *childReport) standingBy(jobID, msg string) {
-	r.send(childMessage{JobID: jobID, State: stateStandingBy, Notes: []string{msg}})
-}
-
-// stateStandingBy is a detached child's answer when another process leads.
-const stateStandingBy = "STANDING_BY"
+func openChildReport() *childReport { return &childReport{cluster.OpenParentPipe()} }
 
 func (r *childReport) failed(err error) {
 	var u *UsageError
-	r.send(childMessage{Error: err.Error(), Code: exitCode(err), Usage: errors.As(err, &u)})
+	r.Send(cluster.ChildMessage{Error: err.Error(), Code: exitCode(err), Usage: errors.As(err, &u)})
 }
 
 func (r *childReport) close() {
-	r.send(childMessage{Error: "the job process ended without a report", Code: ExitFailure})
+	r.Send(cluster.ChildMessage{Error: "the job process ended without a report", Code: ExitFailure})
 }
 
 // runDetached starts the job in a background process and returns once it
@@ -126,7 +77,7 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 	}
 	cmd := exec.Command(exe, childArgs(f.Args)...)
 	cmd.Dir = f.WorkingDir
-	cmd.Env = append(os.Environ(), detachedChildEnv+"=1", jobIDEnv+"="+jobID, logFileEnv+"="+logPath)
+	cmd.Env = append(os.Environ(), cluster.DetachedChildEnv+"=1", cluster.JobIDEnv+"="+jobID, cluster.LogFileEnv+"="+logPath)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logFile, logFile
 	cmd.ExtraFiles = []*os.File{pw}
 	// A session of its own: Ctrl-C in this shell does not reach the job.
@@ -143,18 +94,17 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 	if err != nil || timeout <= 0 {
 		timeout = time.Minute
 	}
-	msgs := make(chan childMessage, 1)
+	msgs := make(chan cluster.ChildMessage, 1)
 	reported := true // the child said why it failed, if it did
 	go func() {
-		var m childMessage
-		line, err := bufio.NewReader(pr).ReadBytes('\n')
-		if err != nil || json.Unmarshal(line, &m) != nil {
+		m, err := cluster.ReadChildMessage(pr)
+		if err != nil {
 			reported = false
-			m = childMessage{Error: fmt.Sprintf("the job process exited before its job was running; see its log %s", logPath), Code: ExitFailure}
+			m = cluster.ChildMessage{Error: fmt.Sprintf("the job process exited before its job was running; see its log %s", logPath), Code: ExitFailure}
 		}
 		msgs <- m
 	}()
-	var m childMessage
+	var m cluster.ChildMessage
 	select {
 	case m = <-msgs:
 	case <-time.After(timeout):
@@ -190,7 +140,7 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 	for _, n := range m.Notes {
 		out.println("%s", n)
 	}
-	if m.State == stateStandingBy {
+	if m.State == cluster.StateStandingBy {
 		out.result(map[string]any{"jobId": jobID, "state": m.State, "log": logPath})
 		return nil
 	}
@@ -228,53 +178,6 @@ func childArgs(args []string) []string {
 func takesValue(opt string) bool {
 	name := strings.TrimLeft(opt, "-")
 	return !strings.Contains(name, "=") && (opt == "-D" || valueOptions["run"][name] || globalValueOptions[name])
-}
-
-// registration keeps a job's entry in $GFLINK_HOME/jobs up to date.
-type registration struct {
-	mu    sync.Mutex
-	reg   *jobregistry.Registry
-	entry jobregistry.Entry
-	warn  func(error)
-}
-
-func newRegistration(f *Factory, jobID, name, address, logPath, checkpointDir, token string) *registration {
-	r := &registration{reg: jobregistry.NewRegistry(jobregistry.Home(f.Getenv)),
-		entry: jobregistry.Entry{JobID: jobID, Name: name, PID: os.Getpid(), Address: address,
-			StartTime: time.Now().UnixMilli(), EndTime: -1, State: string(engine.StatusInitializing), Log: logPath,
-			CheckpointDir: checkpointDir, Token: token, Executable: jobregistry.SelfExecutable()}}
-	r.warn = func(err error) { fmt.Fprintf(f.IO.ErrOut, "WARN could not register job %s: %v\n", jobID, err) }
-	return r
-}
-
-func (r *registration) update(st engine.JobStatus, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if jobregistry.StatusRank(r.entry.State) > jobregistry.StatusRank(string(st)) || at.UnixMilli() < r.entry.LastModification {
-		return // a late, older status
-	}
-	r.entry.State = string(st)
-	r.entry.LastModification = at.UnixMilli()
-	if st.IsGloballyTerminal() {
-		r.entry.EndTime = at.UnixMilli()
-	}
-	r.put()
-}
-
-// savepoint records a completed savepoint: after the job has ended,
-// `checkpoints <jobId>` lists it from here.
-func (r *registration) savepoint(path string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.entry.Savepoints = append(r.entry.Savepoints, path)
-	r.put()
-}
-
-func (r *registration) put() {
-	if err := r.reg.Put(r.entry); err != nil && r.warn != nil {
-		r.warn(err)
-		r.warn = nil
-	}
 }
 
 // revision is the commit gflink was built from, if known.

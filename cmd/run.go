@@ -7,18 +7,15 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/gflink/gflink/engine"
-	"github.com/gflink/gflink/engine/checkpoint"
+	"github.com/gflink/gflink/engine/cluster"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
+	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/engine/rest"
 	"github.com/gflink/gflink/restore"
@@ -146,7 +143,7 @@ func runRun(f *Factory, o *RunOptions) error {
 			return err
 		}
 	}
-	child := f.Getenv(detachedChildEnv) == "1"
+	child := f.Getenv(cluster.DetachedChildEnv) == "1"
 	var report *childReport
 	if child {
 		report = openChildReport()
@@ -187,7 +184,7 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	}
 	var haCfg *ha.Config
 	if !o.Check {
-		if haCfg, err = haConfig(conf, log); err != nil {
+		if haCfg, err = cluster.HAConfig(conf, log); err != nil {
 			return err
 		}
 	}
@@ -207,23 +204,90 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		}
 		return checkRestore(f, out, graph, src)
 	}
-	jobID := f.Getenv(jobIDEnv) // a detached child runs the id its parent chose
+	jobID := f.Getenv(cluster.JobIDEnv) // a detached child runs the id its parent chose
 	if jobID == "" {
 		jobID = engine.NewJobID()
 	}
 	if haCfg != nil {
 		jobID = haCfg.JobID // the cluster's, in every process of it
 	}
-	sub := &submission{f: f, out: out, report: report, graph: graph, srvOpts: srvOpts, args: o.Args,
-		opts: engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}}
+	srvOpts.Version, srvOpts.Revision, srvOpts.FS = "gflink "+Version, revision(), f.FS
+	sub := &cluster.Submission{Graph: graph, Job: o.Job, Args: o.Args, Parallelism: o.Parallelism,
+		Options: engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}, Server: srvOpts,
+		Home: jobregistry.Home(f.Getenv), LogFile: f.Getenv(cluster.LogFileEnv), Stderr: f.IO.ErrOut,
+		Events: runEvents{out: out, report: report, log: log},
+		Rebuild: func(job string, args []string, parallelism string) (*engine.JobGraph, error) {
+			so := *o
+			so.Job, so.Args, so.Parallelism = job, args, parallelism
+			return buildGraph(f, &so, conf, out)
+		}}
 	if src != nil {
-		sub.opts.Restore, sub.opts.AllowNonRestoredState, sub.opts.ClaimMode = src.Resolved, src.AllowNonRestoredState, src.ClaimMode
-		sub.notices = restoreNotices(src, conf)
+		sub.Options.Restore, sub.Options.AllowNonRestoredState, sub.Options.ClaimMode = src.Resolved, src.AllowNonRestoredState, src.ClaimMode
+		sub.Notices = cluster.RestoreNotices(src, conf)
 	}
+	var res *engine.JobResult
 	if haCfg != nil {
-		return runHA(sub, o, haCfg, src, log)
+		res, err = cluster.RunHA(f.Context, sub, haCfg, src, log)
+		if errors.Is(err, cluster.ErrCanceled) {
+			return canceled(f.Context)
+		}
+	} else {
+		var r engine.JobResult
+		r, err = cluster.Run(f.Context, sub)
+		res = &r
 	}
-	return sub.run()
+	if err != nil || res == nil {
+		return err // nil, nil: the job had ended under another leader
+	}
+	return reportResult(f, out, *res)
+}
+
+// runEvents tells the user, or a detached child's parent, what the run
+// reached: the notices and Flink's submission line when the job is
+// accepted (attached) or runs (detached: the parent prints it), and why
+// this process does not run the job.
+type runEvents struct {
+	out    output
+	report *childReport // a detached child's pipe to its parent, or nil
+	log    *slog.Logger
+}
+
+func (e runEvents) Accepted(jobID string, notices []string) {
+	for _, n := range notices {
+		if e.out.json {
+			e.log.Info(n)
+		} else {
+			e.out.println("%s", n)
+		}
+	}
+	if e.report == nil {
+		e.out.println("Job has been submitted with JobID %s", jobID)
+	}
+}
+
+func (e runEvents) Running(jobID string, st engine.JobStatus, notices []string, endpoint string) {
+	if e.report != nil {
+		e.report.Running(jobID, st, notices, endpoint)
+		e.out.println("Job has been submitted with JobID %s", jobID)
+	}
+}
+
+func (e runEvents) StandingBy(jobID, msg string) {
+	if e.report != nil {
+		e.report.StandingBy(jobID, msg)
+	}
+	e.out.println("%s", msg)
+	if e.out.json {
+		e.log.Info(msg) // stdout carries the one JSON object
+	}
+}
+
+func (e runEvents) AlreadyEnded(jobID string, status engine.JobStatus, msg string) {
+	if e.report != nil {
+		e.report.StandingBy(jobID, msg)
+	}
+	e.out.println("%s", msg)
+	e.out.result(map[string]any{"jobId": jobID, "status": status, "alreadyEnded": true})
 }
 
 // runConfig is the job's configuration: the file, -D, then run's flags,
@@ -299,219 +363,10 @@ func uidWarnings(ops []engine.OperatorInfo) []string {
 	return ws
 }
 
-// restoreSource is the snapshot -s names, found and checked, with the
-// user's restore settings.
-type restoreSource = engine.RestoreSource
-
-// restoreNotices are the lines that tell the user, before the job starts,
-// which snapshot it restores, in which claim mode, and what gflink may
-// delete: a user must never be surprised by what CLAIM or NO_CLAIM removes.
-func restoreNotices(src *restoreSource, conf *config.Configuration) []string {
-	var notices []string
-	if src.JobDir != "" {
-		notices = append(notices, fmt.Sprintf("Restoring from the newest complete checkpoint in %s: %s", src.JobDir, savepoint.URI(src.Dir)))
-	}
-	if src.ClaimMode == engine.ClaimModeLegacy {
-		notices = append(notices, "Warning: The LEGACY restore mode is deprecated, please use CLAIM or NO_CLAIM mode instead.")
-	}
-	return append(notices, claimNotice(src.Resolved, src.ClaimMode, conf))
-}
-
-// droppedNotices name the state a restore with -n leaves behind, which
-// only the engine's plan knows.
-func droppedNotices(p *restore.Plan) []string {
-	if p == nil {
-		return nil
-	}
-	var notices []string
-	for _, uid := range p.Dropped {
-		notices = append(notices, fmt.Sprintf("Dropping the state of operator %s, which this job does not have (--allowNonRestoredState): %s", uid, stateNames(p.Meta.Operator(uid))))
-	}
-	return notices
-}
-
-// submission is a run that has been decided: what remains binds, registers,
-// submits and waits, in that order.
-type submission struct {
-	f      *Factory
-	out    output
-	report *childReport // a detached child's pipe to its parent, or nil
-	graph  *engine.JobGraph
-	args   []string // the job's arguments
-	// endpoint is the REST address, once bound.
-	endpoint string
-	opts     engine.JobOptions
-	srvOpts  rest.ServerOptions
-	// notices are the lines about the restore, printed when the job is
-	// accepted and sent to a detached parent.
-	notices []string
-	// reached is RUNNING, or the status the job ended in without
-	// running; set before the channel register returns is closed.
-	reached engine.JobStatus
-}
-
-func (s *submission) run() error {
-	st, err := s.start(s.f.Context)
-	if err != nil {
-		return err
-	}
-	defer st.srv.Close()
-	<-st.running
-	s.reportRunning()
-	res := st.job.Wait()
-	// Stay reachable until whoever asked for a stop or savepoint has its
-	// answer, then go.
-	st.srv.WaitFetched(10 * time.Second)
-	return reportResult(s.f, s.out, res)
-}
-
-// started is a submitted job with its REST endpoint serving.
-type started struct {
-	job     *engine.Job
-	srv     *rest.Server
-	running <-chan struct{} // closed once the job runs or has ended
-}
-
-// start binds, registers, submits and serves; ctx ends the job (cancels
-// it) when done.
-func (s *submission) start(ctx context.Context) (*started, error) {
-	listener, err := s.listen()
-	if err != nil {
-		return nil, err
-	}
-	running := s.register(listener)
-	j, err := engine.Submit(ctx, s.graph, s.opts)
-	if err != nil {
-		listener.Close()
-		return nil, err
-	}
-	s.srvOpts.Version, s.srvOpts.Revision, s.srvOpts.FS = "gflink "+Version, revision(), s.f.FS
-	s.srvOpts.Config, s.srvOpts.Arguments = s.opts.Config, s.args
-	srv := rest.NewServer(j, s.srvOpts)
-	srv.Serve(listener)
-	s.endpoint = srv.Address()
-	return &started{job: j, srv: srv, running: running}, nil
-}
-
-// reportRunning answers a detached parent once the job runs; the parent
-// prints the submission line for the user.
-func (s *submission) reportRunning() {
-	if s.report != nil {
-		s.report.running(s.opts.JobID, s.reached, s.notices, s.endpoint)
-		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
-	}
-}
-
-// listen binds the REST endpoint before the job starts, so that a busy
-// port range is an error before anything runs.
-func (s *submission) listen() (net.Listener, error) {
-	addr, _ := rest.BindAddress.Get(s.opts.Config)
-	ports, _ := rest.BindPort.Get(s.opts.Config)
-	return rest.Listen(addr, ports)
-}
-
-// register makes the job known to gflink's other commands through its
-// registry entry, kept up to date from the job's status, and hooks the
-// announcements to the job's acceptance. The returned channel is closed
-// once the job runs or has ended.
-func (s *submission) register(listener net.Listener) <-chan struct{} {
-	// The job's secret: in its registry entry (owner-only) for gflink's
-	// commands, required by its endpoint.
-	if !s.srvOpts.DisableAuthentication && s.srvOpts.Token == "" {
-		s.srvOpts.Token = rest.NewToken()
-	}
-	conf, jobID := s.opts.Config, s.opts.JobID
-	reg := newRegistration(s.f, jobID, s.graph.Name, "http://"+listener.Addr().String(), s.f.Getenv(logFileEnv), jobCheckpointDir(conf, jobID), s.srvOpts.Token)
-	s.opts.OnSavepoint = reg.savepoint
-	running := make(chan struct{})
-	var once sync.Once
-	s.opts.OnStatus = func(st engine.JobStatus, at time.Time) {
-		reg.update(st, at)
-		if st == engine.StatusRunning || st.IsGloballyTerminal() {
-			// Kept for reportRunning: OnStatus runs just before
-			// Job.Status changes, so the job may not say it yet.
-			once.Do(func() { s.reached = st; close(running) })
-		}
-	}
-	s.opts.OnAccepted = func(j *engine.Job) {
-		// Registered before anyone is told the job id, so that a script's
-		// next command finds it.
-		reg.update(engine.StatusInitializing, time.Now())
-		s.notices = append(s.notices, droppedNotices(j.RestorePlan())...)
-		s.announce()
-	}
-	return running
-}
-
-// announce prints the restore notices and Flink's submission line. Flink
-// prints that line when the job is accepted, before it runs; here the
-// job's print sink shares stdout, so the lines must be out before the
-// first task starts.
-func (s *submission) announce() {
-	for _, n := range s.notices {
-		if s.out.json {
-			s.opts.Logger.Info(n)
-		} else {
-			s.out.println("%s", n)
-		}
-	}
-	if s.report == nil {
-		s.out.println("Job has been submitted with JobID %s", s.opts.JobID)
-	}
-}
-
-// jobCheckpointDir is <execution.checkpointing.dir>/<jobId>, absolute
-// (other commands read it from other directories), or "" when checkpoints
-// are not kept on the local filesystem.
-func jobCheckpointDir(conf *config.Configuration, jobID string) string {
-	d, err := checkpoint.Dir.Get(conf)
-	if err != nil || d == "" {
-		return ""
-	}
-	p, err := savepoint.LocalPath(d)
-	if err != nil {
-		return ""
-	}
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
-	}
-	return savepoint.JobCheckpointDir(p, jobID)
-}
-
-// claimNotice says in one line which claim mode applies and what gflink
-// may delete.
-func claimNotice(r *restore.Resolved, mode engine.RecoveryClaimMode, conf *config.Configuration) string {
-	ptr := savepoint.URI(r.Dir)
-	switch mode {
-	case engine.ClaimModeClaim:
-		n, _ := checkpoint.NumRetained.Get(conf)
-		retention, _ := checkpoint.Retention.Get(conf)
-		if shared := sharedFilesOf(r); len(shared) > 0 {
-			// An incremental checkpoint: its shared files are claimed too.
-			return fmt.Sprintf("Restoring from %s in CLAIM mode: the job owns it now and deletes it once %d newer checkpoint(s) complete (execution.checkpointing.num-retained), or when the job ends as %s says; the %d shared file(s) it refers to become the job's too, and each is deleted once no checkpoint of the job refers to it — other checkpoints of the old job that refer to them cannot be restored after that.", ptr, max(n, 1), retention, len(shared))
-		}
-		return fmt.Sprintf("Restoring from %s in CLAIM mode: the job owns it now and deletes it once %d newer checkpoint(s) complete (execution.checkpointing.num-retained), or when the job ends as %s says; nothing else beside it is touched.", ptr, max(n, 1), retention)
-	case engine.ClaimModeLegacy:
-		return fmt.Sprintf("Restoring from %s in LEGACY mode: gflink never deletes it.", ptr)
-	}
-	return fmt.Sprintf("Restoring from %s in NO_CLAIM mode: gflink never modifies or deletes it, and new checkpoints use none of its files; it may be deleted once the job's first checkpoint has completed.", ptr)
-}
-
-func stateNames(op *savepoint.OperatorState) string {
-	if op == nil || len(op.States) == 0 {
-		return "no named state"
-	}
-	var parts []string
-	for _, s := range op.States {
-		parts = append(parts, fmt.Sprintf("%s (%s, %d entries)", s.Name, s.Kind, s.Entries))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // checkRestore reports, without running anything, how a snapshot maps onto
 // the job: per operator uid, matched, missing from the job, or new.
 // restore.Check decides; this gathers the engine's findings and prints.
-func checkRestore(f *Factory, out output, g *engine.JobGraph, src *restoreSource) error {
+func checkRestore(f *Factory, out output, g *engine.JobGraph, src *engine.RestoreSource) error {
 	r, allowNonRestored := src.Resolved, src.AllowNonRestoredState
 	ptr := savepoint.URI(r.Dir)
 	// The plan with -n lists every uid the job lacks; the real restore,
@@ -533,7 +388,7 @@ func checkRestore(f *Factory, out output, g *engine.JobGraph, src *restoreSource
 	for _, x := range rep.Rows {
 		states := ""
 		if x.State != nil {
-			states = stateNames(x.State)
+			states = cluster.StateNames(x.State)
 		}
 		problem := ""
 		if x.Problem != nil {
@@ -659,12 +514,4 @@ func causeChain(err error) []string {
 		break
 	}
 	return lines
-}
-
-// sharedFilesOf lists the shared files a resolved snapshot refers to.
-func sharedFilesOf(r *restore.Resolved) []string {
-	if r.Metadata == nil {
-		return nil
-	}
-	return r.Metadata.SharedFiles()
 }

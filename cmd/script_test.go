@@ -19,6 +19,7 @@ import (
 
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/cluster"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/testutil"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	// The test binary doubles as the gflink binary: for the scripts
 	// (testscript runs it as "gflink") and for tests that start and kill
 	// gflink processes (GFLINK_AS_MAIN).
-	if os.Getenv("GFLINK_AS_MAIN") == "1" || os.Getenv(detachedChildEnv) == "1" {
+	if os.Getenv("GFLINK_AS_MAIN") == "1" || os.Getenv(cluster.DetachedChildEnv) == "1" {
 		os.Exit(Main())
 	}
 	testscript.Main(leakChecked{m}, map[string]func(){
