@@ -988,15 +988,8 @@ type directLog struct {
 	dirty *bool // the changelog backend's: changes since its last materialization
 }
 
-// GetValueState registers (or returns) the value state called name.
-func GetValueState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ValueState[V], error) {
-	if c, ok := be.(*ChangelogBackend[K]); ok {
-		return getChangelogValueState(c, name, ser)
-	}
-	b, ok := be.(*KeyedBackend[K])
-	if !ok {
-		return getLSMValueState(be, name, ser)
-	}
+// heapValueState registers (or returns) a value state in Go maps.
+func heapValueState[V any, K comparable](b *KeyedBackend[K], name string, ser Serializer[V]) (ValueState[V], error) {
 	return register(b, name, KindValue, func() *valueState[K, V] {
 		return &valueState[K, V]{b: b, t: newTable[K, V](b.pins, b.nkg, b.cloneKey), ser: ser, typ: typeName[V]()}
 	})
@@ -1106,15 +1099,8 @@ type listState[K comparable, V any] struct {
 	typ string
 }
 
-// GetListState registers (or returns) the list state called name.
-func GetListState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ListState[V], error) {
-	if c, ok := be.(*ChangelogBackend[K]); ok {
-		return getChangelogListState(c, name, ser)
-	}
-	b, ok := be.(*KeyedBackend[K])
-	if !ok {
-		return getLSMListState(be, name, ser)
-	}
+// heapListState registers (or returns) a list state in Go maps.
+func heapListState[V any, K comparable](b *KeyedBackend[K], name string, ser Serializer[V]) (ListState[V], error) {
 	return register(b, name, KindList, func() *listState[K, V] {
 		return &listState[K, V]{b: b, t: newTable[K, []V](b.pins, b.nkg, b.cloneKey), ser: ser, typ: typeName[V]()}
 	})
@@ -1223,15 +1209,8 @@ type mapState[K comparable, UK comparable, UV any] struct {
 	typ   string
 }
 
-// GetMapState registers (or returns) the map state called name.
-func GetMapState[UK comparable, UV any, K comparable](be Backend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
-	if c, ok := be.(*ChangelogBackend[K]); ok {
-		return getChangelogMapState(c, name, ukSer, uvSer)
-	}
-	b, ok := be.(*KeyedBackend[K])
-	if !ok {
-		return getLSMMapState(be, name, ukSer, uvSer)
-	}
+// heapMapState registers (or returns) a map state in Go maps.
+func heapMapState[UK comparable, UV any, K comparable](b *KeyedBackend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
 	return register(b, name, KindMap, func() *mapState[K, UK, UV] {
 		return &mapState[K, UK, UV]{b: b, t: newTable[K, mapEntry[UK, UV]](b.pins, b.nkg, b.cloneKey), ukSer: ukSer, uvSer: uvSer,
 			typ: "map[" + typeName[UK]() + "]" + typeName[UV]()}

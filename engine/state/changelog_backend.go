@@ -197,8 +197,8 @@ func (b *ChangelogBackend[K]) declarations(dst []byte) []byte {
 	return dst
 }
 
-// declare gives a state its log id.
-func (b *ChangelogBackend[K]) declare(name string, kind Kind) *clDecl {
+// logDecl gives a state its log id.
+func (b *ChangelogBackend[K]) logDecl(name string, kind Kind) *clDecl {
 	if d, ok := b.states[name]; ok {
 		return d
 	}
@@ -433,7 +433,7 @@ func (b *ChangelogBackend[K]) carryPending() error {
 			if b.replayed[r.State] {
 				return nil
 			}
-			d := b.declare(r.State, Kind(r.Kind))
+			d := b.logDecl(r.State, Kind(r.Kind))
 			b.w.Head(r.Op, d.id, r.KeyGroup, r.Key)
 			switch r.Op {
 			case changelog.OpSet, changelog.OpListAdd, changelog.OpListSet, changelog.OpMapRemove:
@@ -834,7 +834,7 @@ func getChangelogValueState[V any, K comparable](b *ChangelogBackend[K], name st
 	if err != nil || b.w == nil {
 		return in, err
 	}
-	d := b.declare(name, KindValue)
+	d := b.logDecl(name, KindValue)
 	intStr := b.strKey && isVarint64(ser)
 	if vs, ok := in.(*valueState[K, V]); ok && (vs.log != nil || intStr && !d.wrapped) {
 		// The hashmap's state logs its own changes, the same records as
@@ -1001,7 +1001,7 @@ func getChangelogListState[V any, K comparable](b *ChangelogBackend[K], name str
 	if err != nil || b.w == nil {
 		return in, err
 	}
-	return &clListState[K, V]{b: b, in: in, ser: ser, d: b.declare(name, KindList)}, nil
+	return &clListState[K, V]{b: b, in: in, ser: ser, d: b.logDecl(name, KindList)}, nil
 }
 
 type clMapState[K comparable, UK comparable, UV any] struct {
@@ -1077,7 +1077,7 @@ func getChangelogMapState[UK comparable, UV any, K comparable](b *ChangelogBacke
 	if err != nil || b.w == nil {
 		return in, err
 	}
-	return &clMapState[K, UK, UV]{b: b, in: in, ukSer: ukSer, uvSer: uvSer, d: b.declare(name, KindMap)}, nil
+	return &clMapState[K, UK, UV]{b: b, in: in, ukSer: ukSer, uvSer: uvSer, d: b.logDecl(name, KindMap)}, nil
 }
 
 type clTimers[K comparable] struct {
@@ -1149,5 +1149,5 @@ func getChangelogTimers[K comparable](b *ChangelogBackend[K], kind Kind) (TimerQ
 	if err != nil || b.w == nil {
 		return in, err
 	}
-	return &clTimers[K]{b: b, in: in, d: b.declare(name, kind)}, nil
+	return &clTimers[K]{b: b, in: in, d: b.logDecl(name, kind)}, nil
 }

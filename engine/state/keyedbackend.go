@@ -1,7 +1,5 @@
 package state
 
-import "fmt"
-
 // Backend is a keyed state backend of one operator subtask, as the task
 // runtime uses it: the hashmap backend (KeyedBackend, Go maps) and the LSM
 // backend (LSMBackend, Flink's `rocksdb`) implement it. States are declared
@@ -36,6 +34,9 @@ type Backend[K comparable] interface {
 	// Dispose releases the backend's resources (the LSM's working
 	// directory) once every snapshot taken is released.
 	Dispose() error
+	// declare builds a state in the backend's representation of it
+	// (declare.go).
+	declare(d declaration[K]) (any, error)
 }
 
 // SnapshotOptions say what a snapshot is for.
@@ -108,19 +109,3 @@ func (b *KeyedBackend[K]) CheckpointAborted(int64) {}
 
 // Dispose: the hashmap backend holds nothing but memory.
 func (b *KeyedBackend[K]) Dispose() error { return nil }
-
-// TimersFor registers (or returns) the timer service of the given kind in
-// either backend.
-func TimersFor[K comparable](b Backend[K], kind Kind) (TimerQueue, error) {
-	switch b := b.(type) {
-	case *KeyedBackend[K]:
-		return GetTimers(b, kind)
-	case *LSMBackend[K]:
-		return getLSMTimers(b, kind)
-	case *ChangelogBackend[K]:
-		return getChangelogTimers(b, kind)
-	}
-	return nil, unknownBackend(b)
-}
-
-func unknownBackend(b any) error { return fmt.Errorf("state: unknown backend %T", b) }

@@ -218,15 +218,6 @@ type lsmStateBase[K comparable] struct {
 func (s *lsmStateBase[K]) typeName() string { return s.typ }
 func (s *lsmStateBase[K]) id() uint16       { return s.sid }
 
-// lsmBackendOf returns the LSM backend be is, for a state declared on it.
-func lsmBackendOf[K comparable](be Backend[K]) (*LSMBackend[K], error) {
-	b, ok := be.(*LSMBackend[K])
-	if !ok {
-		return nil, unknownBackend(be)
-	}
-	return b, nil
-}
-
 // fail records err, a failure of the store under a state accessor, which
 // has no error result (state reads and writes cannot fail in the hashmap
 // backend, and an error result on every Value and Update would burden every
@@ -709,11 +700,7 @@ type lsmValueState[K comparable, V any] struct {
 	ser Serializer[V]
 }
 
-func getLSMValueState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ValueState[V], error) {
-	b, err := lsmBackendOf(be)
-	if err != nil {
-		return nil, err
-	}
+func getLSMValueState[V any, K comparable](b *LSMBackend[K], name string, ser Serializer[V]) (ValueState[V], error) {
 	return lsmRegister(b, name, KindValue, func(id uint16) *lsmValueState[K, V] {
 		return &lsmValueState[K, V]{lsmStateBase[K]{b, id, typeName[V]()}, ser}
 	})
@@ -817,11 +804,7 @@ type lsmListState[K comparable, V any] struct {
 	ser Serializer[V]
 }
 
-func getLSMListState[V any, K comparable](be Backend[K], name string, ser Serializer[V]) (ListState[V], error) {
-	b, err := lsmBackendOf(be)
-	if err != nil {
-		return nil, err
-	}
+func getLSMListState[V any, K comparable](b *LSMBackend[K], name string, ser Serializer[V]) (ListState[V], error) {
 	return lsmRegister(b, name, KindList, func(id uint16) *lsmListState[K, V] {
 		return &lsmListState[K, V]{lsmStateBase[K]{b, id, typeName[V]()}, ser}
 	})
@@ -943,11 +926,7 @@ type lsmMapState[K comparable, UK comparable, UV any] struct {
 	uvSer Serializer[UV]
 }
 
-func getLSMMapState[UK comparable, UV any, K comparable](be Backend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
-	b, err := lsmBackendOf(be)
-	if err != nil {
-		return nil, err
-	}
+func getLSMMapState[UK comparable, UV any, K comparable](b *LSMBackend[K], name string, ukSer Serializer[UK], uvSer Serializer[UV]) (MapState[UK, UV], error) {
 	return lsmRegister(b, name, KindMap, func(id uint16) *lsmMapState[K, UK, UV] {
 		return &lsmMapState[K, UK, UV]{lsmStateBase[K]{b, id, "map[" + typeName[UK]() + "]" + typeName[UV]()}, ukSer, uvSer}
 	})
