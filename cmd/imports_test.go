@@ -42,6 +42,9 @@ func TestImportRules(t *testing.T) {
 		{mod + "/stream", mod + "/engine/internal", "the job API sees the runtime only through its façade"},
 		{mod + "/connectors", mod + "/engine/internal", "connectors build on the job API, not on the runtime"},
 		{mod + "/cli", mod + "/engine/internal", "a user's gflink reaches the runtime through cmd"},
+		{mod + "/cmd", mod + "/engine/internal", "the command line runs jobs through engine/cluster and the engine's façade"},
+		{mod + "/cmd", mod + "/engine/state", "the command line holds no runtime logic: state belongs to the runtime"},
+		{mod + "/cmd", mod + "/engine/restart", "the command line holds no runtime logic: restarts belong to the job master"},
 	}
 	// below lists, for a package, the only packages of this module it may
 	// depend on at all: the job API's types and the network are leaves

@@ -141,7 +141,7 @@ func (s DataStream[T]) MaxParallelism(p int) DataStream[T] {
 
 // FromSource adds a source.
 func FromSource[T any](env *Environment, src api.Source[T], name string) DataStream[T] {
-	n := env.newNode(graph.KindSource, name, task.NewTypeOps[T]())
+	n := env.newNode(graph.KindSource, name, graph.NewTypeOps[T]())
 	n.Source = src
 	n.Enumerate = src.Splits
 	n.Stateful = true // sources keep their splits and positions
@@ -154,7 +154,7 @@ func FromSource[T any](env *Environment, src api.Source[T], name string) DataStr
 
 // Map applies f to every record.
 func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
-	n := s.env.newNode(graph.KindOperator, "Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Map", graph.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.MapOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT])}
@@ -165,7 +165,7 @@ func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
 
 // FlatMap calls f for every record; f emits any number of records.
 func FlatMap[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT])) DataStream[OUT] {
-	n := s.env.newNode(graph.KindOperator, "Flat Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Flat Map", graph.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.FlatMapOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT])}
@@ -212,7 +212,7 @@ func (s DataStream[T]) Broadcast() DataStream[T] {
 // MapErr is Map for a function that can fail: an error fails the task,
 // and the restart strategy decides what follows.
 func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[OUT] {
-	n := s.env.newNode(graph.KindOperator, "Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Map", graph.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.MapErrOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT]), Name: rt.Name}
@@ -223,7 +223,7 @@ func MapErr[IN, OUT any](s DataStream[IN], f func(IN) (OUT, error)) DataStream[O
 
 // FlatMapErr is FlatMap for a function that can fail.
 func FlatMapErr[IN, OUT any](s DataStream[IN], f func(IN, api.Collector[OUT]) error) DataStream[OUT] {
-	n := s.env.newNode(graph.KindOperator, "Flat Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Flat Map", graph.NewTypeOps[OUT]())
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.FlatMapErrOperator[IN, OUT]{F: f, Out: out.(api.Collector[OUT]), Name: rt.Name}
@@ -289,7 +289,7 @@ func (ks KeyedStream[T, K]) WithKeySerializer(ser state.KeySerializer[K]) KeyedS
 // set timers.
 func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedProcessFunction[K, T, OUT]) DataStream[OUT] {
 	env := ks.s.env
-	n := env.newNode(graph.KindOperator, "KeyedProcess", task.NewTypeOps[OUT]())
+	n := env.newNode(graph.KindOperator, "KeyedProcess", graph.NewTypeOps[OUT]())
 	n.Keyed, n.Stateful = true, true
 	keySer := ks.keySer
 	keyFn := ks.key
@@ -342,7 +342,7 @@ func (s DataStream[T]) SinkTo(sink api.Sink[T]) DataStreamSink {
 func (s DataStream[T]) Print() DataStreamSink {
 	return s.SinkTo(&api.PrintSink[T]{W: s.env.stdout}).Name("Print to Std. Out")
 }
-func (env *Environment) newNode(kind graph.NodeKind, name string, out task.TypeOps) *graph.Node {
+func (env *Environment) newNode(kind graph.NodeKind, name string, out graph.TypeOps) *graph.Node {
 	n := &graph.Node{ID: len(env.nodes), Kind: kind, Name: name, Out: out}
 	env.nodes = append(env.nodes, n)
 	return n

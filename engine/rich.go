@@ -9,7 +9,7 @@ import (
 // MapFunc applies a map function object to every record. Each subtask
 // gets its own copy of fn when it is a pointer to a struct.
 func MapFunc[IN, OUT any](s DataStream[IN], fn api.MapFunction[IN, OUT]) DataStream[OUT] {
-	n := s.env.newNode(graph.KindOperator, "Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Map", graph.NewTypeOps[OUT]())
 	n.Stateful = true // it may declare operator state in Open
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
@@ -22,7 +22,7 @@ func MapFunc[IN, OUT any](s DataStream[IN], fn api.MapFunction[IN, OUT]) DataStr
 
 // FlatMapFunc applies a flat-map function object to every record.
 func FlatMapFunc[IN, OUT any](s DataStream[IN], fn api.FlatMapFunction[IN, OUT]) DataStream[OUT] {
-	n := s.env.newNode(graph.KindOperator, "Flat Map", task.NewTypeOps[OUT]())
+	n := s.env.newNode(graph.KindOperator, "Flat Map", graph.NewTypeOps[OUT]())
 	n.Stateful = true
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {

@@ -34,7 +34,7 @@ type Node struct {
 	Keyed                  bool
 	Stateful               bool
 	In, Outs               []*Edge
-	Out                    task.TypeOps // the output type; nil for sinks
+	Out                    TypeOps // the output type; nil for sinks
 	Source                 any
 	Sink                   any
 	Enumerate              func(parallelism int) ([][]byte, error) // sources: fresh splits

@@ -180,7 +180,7 @@ func (d *deployment) createTasks() {
 				t.OutPeers = append(t.OutPeers, oe.To.UID)
 			}
 			if len(v.Inputs) > 0 {
-				t.ConnectInput(v.Inputs[0].From.Out, numCh)
+				v.Inputs[0].From.Out.ConnectInput(t, numCh)
 			}
 			e.tasks = append(e.tasks, t)
 			d.tasksOf[v] = append(d.tasksOf[v], t)
@@ -217,8 +217,8 @@ func (d *deployment) buildChains() {
 		for i, t := range d.tasksOf[v] {
 			var outs []any
 			for _, oe := range v.Outputs {
-				c, w := oe.From.Out.NewWriter(d.targets[oe][i], oe.Ship, oe.Hash, d.e.maxPar[oe.To.UID],
-					network.DefaultBatchSize, i, t)
+				c, w := oe.From.Out.NewWriter(t, d.targets[oe][i], oe.Ship, oe.Hash, d.e.maxPar[oe.To.UID],
+					network.DefaultBatchSize, i)
 				outs = append(outs, c)
 				t.Writers = append(t.Writers, w)
 			}

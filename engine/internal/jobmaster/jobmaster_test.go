@@ -64,7 +64,7 @@ func TestFinalizeAfterFailoverInSameBatch(t *testing.T) {
 // builds on this package, so its tests cannot use it).
 func sourceToSink(t *testing.T) *graph.JobGraph {
 	src := &graph.Node{ID: 0, Kind: graph.KindSource, Name: "src", UID: "src", UIDExplicit: true,
-		Out: task.NewTypeOps[int](), Source: testsource.EmptySource{}, Enumerate: testsource.EmptySource{}.Splits, Stateful: true}
+		Out: graph.NewTypeOps[int](), Source: testsource.EmptySource{}, Enumerate: testsource.EmptySource{}.Splits, Stateful: true}
 	src.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		return nil, &task.SourceOperator[int]{Src: testsource.EmptySource{}, Out: out.(api.Collector[int])}
 	}

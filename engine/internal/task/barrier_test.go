@@ -162,8 +162,16 @@ func newTestWriter(t *testing.T, targets []any, part network.ShipStrategy, batch
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
-	_, ow := typeOpsFor[int]{}.NewWriter(targets, part, nil, 128, batch, 0, tk)
-	return ow.(*network.RecordWriter[int])
+	return network.NewRecordWriter(channels(targets), nil, tk.WriterOptions(part, 128, batch, 0))
+}
+
+// channels asserts AddChannel's results back to their type.
+func channels(targets []any) []*network.Channel[int] {
+	var cs []*network.Channel[int]
+	for _, c := range targets {
+		cs = append(cs, c.(*network.Channel[int]))
+	}
+	return cs
 }
 
 // An older checkpoint's barrier arriving while a newer one aligns must be

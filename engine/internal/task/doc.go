@@ -12,9 +12,10 @@
 // system, the checkpoint storage's task-side writer, the state backend
 // factory, the log, the clock — and reports to the job master through
 // the JobMasterGateway in it; it never holds the job master. The job
-// master (package engine) creates tasks with New, connects them with the
-// network package's channels and starts them with Run.
+// master (package jobmaster) creates tasks with New, connects them with
+// the network package's channels and starts them with Run.
 //
-// Records are Go values of a type parameter; TypeOps erases that type for
-// the job graph, which holds operators of many types.
+// Records are Go values of a type parameter, and the task's typed pieces
+// (ConnectInput, the input loop, writers) are generic; the job graph's
+// TypeOps (package graph) is where their types are erased for deployment.
 package task

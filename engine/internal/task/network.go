@@ -23,60 +23,22 @@ type keyGroupCollector[T any] interface {
 // a 1 M-key table).
 const prefetchAhead = 8
 
-// fanout sends each record to several outputs.
-type fanout[T any] struct{ outs []api.Collector[T] }
-
-func (f *fanout[T]) Collect(v T) {
-	for _, o := range f.outs {
-		o.Collect(v)
-	}
+// ConnectInput gives t an input gate of numChannels channels for records
+// of type T, and the aligner of their barriers; the task runs it into its
+// Head once it starts.
+func ConnectInput[T any](t *Task, numChannels int) *network.InputGate[T] {
+	g := network.NewInputGate[T](numChannels, network.BuffersPerChannel(numChannels), t.Mail)
+	t.Gate = g
+	t.runIn = func() error { return runInput(t, g, t.Head.(api.Collector[T])) }
+	t.numIn = numChannels
+	t.al = newAligner(numChannels, t.exactlyOnce)
+	return g
 }
 
-// TypeOps creates the typed runtime pieces for records of one type.
-type TypeOps interface {
-	NewGate(numChannels, perChannel int, mail *network.Mailbox) any
-	AddChannel(gate any) any
-	NewWriter(targets []any, part network.ShipStrategy, hash any, maxPar, batch, start int, t *Task) (any, network.OutputWriter)
-	NewFanout(outs []any) any
-	RunInput(t *Task, gate any, head any) error
-}
-
-type typeOpsFor[T any] struct{}
-
-// NewTypeOps returns the TypeOps of records of type T.
-func NewTypeOps[T any]() TypeOps { return typeOpsFor[T]{} }
-
-func (typeOpsFor[T]) NewGate(n, per int, mail *network.Mailbox) any {
-	return network.NewInputGate[T](n, per, mail)
-}
-
-func (typeOpsFor[T]) AddChannel(gate any) any { return gate.(*network.InputGate[T]).AddChannel() }
-
-func (typeOpsFor[T]) NewWriter(targets []any, part network.ShipStrategy, hash any, maxPar, batch, start int, t *Task) (any, network.OutputWriter) {
-	chans := make([]*network.Channel[T], 0, len(targets))
-	for _, c := range targets {
-		chans = append(chans, c.(*network.Channel[T]))
-	}
-	var h func(T) uint64
-	if hash != nil {
-		h = hash.(func(T) uint64)
-	}
-	w := network.NewRecordWriter(chans, h, network.WriterOptions{Ship: part, MaxParallelism: maxPar, BatchSize: batch,
-		Start: start, Done: t.done, Wake: t.wake, Mail: t.Mail})
-	return api.Collector[T](w), w
-}
-
-func (typeOpsFor[T]) NewFanout(outs []any) any {
-	if len(outs) == 1 {
-		return outs[0]
-	}
-	f := &fanout[T]{}
-	for _, o := range outs {
-		f.outs = append(f.outs, o.(api.Collector[T]))
-	}
-	return api.Collector[T](f)
-}
-
-func (typeOpsFor[T]) RunInput(t *Task, gate any, head any) error {
-	return runInput(t, gate.(*network.InputGate[T]), head.(api.Collector[T]))
+// WriterOptions are the options of a record writer of this task: it ships
+// as ship to downstream subtasks (starting at start for round robin), and
+// it stops waiting for credit when the task is done or woken.
+func (t *Task) WriterOptions(ship network.ShipStrategy, maxParallelism, batchSize, start int) network.WriterOptions {
+	return network.WriterOptions{Ship: ship, MaxParallelism: maxParallelism, BatchSize: batchSize,
+		Start: start, Done: t.done, Wake: t.wake, Mail: t.Mail}
 }

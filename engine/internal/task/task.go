@@ -125,15 +125,6 @@ func New(o Options) *Task {
 		waitFinal: o.WaitFinal, wake: make(chan struct{}, 1)}
 }
 
-// ConnectInput gives the task an input gate of numChannels channels for
-// records of ops's type, and the aligner of their barriers.
-func (t *Task) ConnectInput(ops TypeOps, numChannels int) {
-	t.inOps = ops
-	t.Gate = ops.NewGate(numChannels, network.BuffersPerChannel(numChannels), t.Mail)
-	t.numIn = numChannels
-	t.al = newAligner(numChannels, t.exactlyOnce)
-}
-
 // Task runs one subtask of a vertex: a chain of operators fed by a source
 // or by an input gate, in one goroutine.
 type Task struct {
@@ -157,7 +148,7 @@ type Task struct {
 	Gate    any          // for other tasks
 	Head    any          // the head operator's input collector
 	al      *aligner
-	inOps   TypeOps
+	runIn   func() error // runs the input gate into Head
 	numIn   int
 	Restore []*OpContext
 
@@ -286,7 +277,7 @@ func (t *Task) invoke() (err error) {
 	if t.Source != nil {
 		err = protect(t.runSource)
 	} else {
-		err = protect(func() error { return t.inOps.RunInput(t, t.Gate, t.Head) })
+		err = protect(t.runIn)
 	}
 	if err == nil && t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
 		// Finished without a checkpoint after its input ended (checkpointing

@@ -81,8 +81,8 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				targets = append(targets, gates[r].AddChannel()) // channel s of gate r
 			}
 			tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
-			_, ow := typeOpsFor[int]{}.NewWriter(targets, network.ShipRebalance, nil, 128, batch, s, tk)
-			send[s] = &sender{w: ow.(*network.RecordWriter[int]), sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
+			w := network.NewRecordWriter(channels(targets), nil, tk.WriterOptions(network.ShipRebalance, 128, batch, s))
+			send[s] = &sender{w: w, sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
 		}
 		var triggered int64
 		// completed reports whether every task has taken checkpoint id,

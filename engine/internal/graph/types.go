@@ -1,0 +1,69 @@
+package graph
+
+import (
+	"github.com/gflink/gflink/engine/internal/network"
+	"github.com/gflink/gflink/engine/internal/task"
+	"github.com/gflink/gflink/internal/api"
+)
+
+// TypeOps makes the typed runtime pieces for records of one type: a job
+// graph's nodes carry records of many types, and deployment wires them
+// without knowing those types. This is the one place where they are
+// erased: every value TypeOps returns as any is asserted back to its type
+// here, by the TypeOps of the same type.
+type TypeOps interface {
+	// ConnectInput gives a task an input gate for these records.
+	ConnectInput(t *task.Task, numChannels int)
+	// AddChannel adds a channel to a task's input gate, and returns it.
+	AddChannel(gate any) any
+	// NewWriter makes the record writer of a task's output over channels
+	// AddChannel returned, hash being the edge's key hash or nil; the first
+	// result is its api.Collector.
+	NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int) (any, network.OutputWriter)
+	// NewFanout is one collector sending each record to all of outs.
+	NewFanout(outs []any) any
+}
+
+type typeOpsFor[T any] struct{}
+
+// NewTypeOps returns the TypeOps of records of type T.
+func NewTypeOps[T any]() TypeOps { return typeOpsFor[T]{} }
+
+func (typeOpsFor[T]) ConnectInput(t *task.Task, numChannels int) {
+	task.ConnectInput[T](t, numChannels)
+}
+
+func (typeOpsFor[T]) AddChannel(gate any) any { return gate.(*network.InputGate[T]).AddChannel() }
+
+func (typeOpsFor[T]) NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int) (any, network.OutputWriter) {
+	chans := make([]*network.Channel[T], 0, len(targets))
+	for _, c := range targets {
+		chans = append(chans, c.(*network.Channel[T]))
+	}
+	var h func(T) uint64
+	if hash != nil {
+		h = hash.(func(T) uint64)
+	}
+	w := network.NewRecordWriter(chans, h, t.WriterOptions(ship, maxParallelism, batchSize, start))
+	return api.Collector[T](w), w
+}
+
+func (typeOpsFor[T]) NewFanout(outs []any) any {
+	if len(outs) == 1 {
+		return outs[0]
+	}
+	f := &fanout[T]{}
+	for _, o := range outs {
+		f.outs = append(f.outs, o.(api.Collector[T]))
+	}
+	return api.Collector[T](f)
+}
+
+// fanout sends each record to several outputs.
+type fanout[T any] struct{ outs []api.Collector[T] }
+
+func (f *fanout[T]) Collect(v T) {
+	for _, o := range f.outs {
+		o.Collect(v)
+	}
+}
