@@ -3,12 +3,8 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -17,7 +13,6 @@ import (
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
 	"github.com/gflink/gflink/engine/rest"
-	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // childReport is the child's side of the pipe to its parent, which also
@@ -45,83 +40,19 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		jobID = haCfg.JobID
 		logName = fmt.Sprintf("%s-%d.log", jobID, time.Now().UnixNano())
 	}
-	home := jobregistry.Home(f.Getenv)
-	logDir := filepath.Join(home, "log")
-	// Owner-only: a job's log may name its inputs, outputs and errors.
-	if err := os.MkdirAll(logDir, vfs.PrivateDirMode); err != nil {
-		return fmt.Errorf("create log directory: %w", err)
-	}
-	os.Chmod(logDir, vfs.PrivateDirMode) // made 0755 by an older gflink
-	if err := vfs.CheckPrivate(vfs.Default, logDir, "the job log directory"); err != nil {
-		return err
-	}
-	logPath := filepath.Join(logDir, logName)
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, vfs.PrivateFileMode)
-	if err != nil {
-		return fmt.Errorf("open job log: %w", err)
-	}
-	defer logFile.Close()
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		return err
-	}
-	defer devnull.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer pr.Close()
-	exe := f.Executable
-	if exe == "" {
+	if f.Executable == "" {
 		return errors.New("cannot start a detached job: the gflink executable is unknown")
 	}
-	cmd := exec.Command(exe, childArgs(f.Args)...)
-	cmd.Dir = f.WorkingDir
-	cmd.Env = append(os.Environ(), cluster.DetachedChildEnv+"=1", cluster.JobIDEnv+"="+jobID, cluster.LogFileEnv+"="+logPath)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logFile, logFile
-	cmd.ExtraFiles = []*os.File{pw}
-	// A session of its own: Ctrl-C in this shell does not reach the job.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		return fmt.Errorf("start the detached job: %w", err)
-	}
-	pw.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
 	timeout, err := rest.ClientTimeout.Get(conf)
 	if err != nil || timeout <= 0 {
 		timeout = time.Minute
 	}
-	msgs := make(chan cluster.ChildMessage, 1)
-	reported := true // the child said why it failed, if it did
-	go func() {
-		m, err := cluster.ReadChildMessage(pr)
-		if err != nil {
-			reported = false
-			m = cluster.ChildMessage{Error: fmt.Sprintf("the job process exited before its job was running; see its log %s", logPath), Code: ExitFailure}
-		}
-		msgs <- m
-	}()
-	var m cluster.ChildMessage
-	select {
-	case m = <-msgs:
-	case <-time.After(timeout):
-		return fmt.Errorf("the detached job %s did not reach RUNNING within %s; it keeps starting in the background, see its log %s", jobID, config.FormatDuration(timeout), logPath)
+	m, logPath, err := cluster.StartDetached(cluster.DetachedOptions{Executable: f.Executable, Args: childArgs(f.Args),
+		Dir: f.WorkingDir, Home: jobregistry.Home(f.Getenv), JobID: jobID, LogName: logName, Timeout: timeout})
+	if err != nil {
+		return err
 	}
 	if m.Error != "" {
-		// The child exits; do not leave a zombie behind.
-		select {
-		case <-exited:
-			if reported {
-				// The job never ran and its error is printed here: a log
-				// of a job id nobody was shown would only be clutter.
-				logFile.Close()
-				os.Remove(logPath)
-			}
-		case <-time.After(5 * time.Second):
-		}
 		if m.Usage {
 			return &UsageError{Msg: m.Error}
 		}
@@ -133,19 +64,18 @@ func runDetached(f *Factory, o *RunOptions, out output, conf *config.Configurati
 		fmt.Fprintln(f.IO.ErrOut, m.Error)
 		return &SilentError{Code: m.Code}
 	}
-	go func() { <-exited }() // reaped if it ends while we are still here
 	if m.State == string(engine.StatusFailed) {
 		return fmt.Errorf("Job %s failed right after it started; see its log %s", jobID, logPath)
 	}
 	for _, n := range m.Notes {
 		out.println("%s", n)
 	}
+	res := map[string]any{"jobId": jobID, "state": m.State, "log": logPath}
 	if m.State == cluster.StateStandingBy {
-		out.result(map[string]any{"jobId": jobID, "state": m.State, "log": logPath})
+		out.result(res)
 		return nil
 	}
 	out.println("Job has been submitted with JobID %s", jobID)
-	res := map[string]any{"jobId": jobID, "state": m.State, "log": logPath}
 	if m.Endpoint != "" {
 		// Where Flink prints its web interface's address.
 		out.println("REST endpoint: %s", m.Endpoint)

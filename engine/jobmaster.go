@@ -30,7 +30,11 @@ const (
 	StatusReconciling  = jobmaster.StatusReconciling
 )
 
-// The states of a subtask's execution (Flink's ExecutionState).
+// ExecutionState is the state of a subtask's execution (Flink's
+// ExecutionState).
+type ExecutionState = jobmaster.ExecutionState
+
+// The states of a subtask's execution.
 const (
 	ExecCreated      = jobmaster.ExecCreated
 	ExecDeploying    = jobmaster.ExecDeploying

@@ -101,11 +101,11 @@ func TestVertexStatusWhileRestoring(t *testing.T) {
 		tasks map[string]int
 		want  string
 	}{
-		{map[string]int{engine.ExecInitializing: 2}, engine.ExecInitializing},
-		{map[string]int{engine.ExecInitializing: 1, engine.ExecRunning: 1}, engine.ExecRunning},
-		{map[string]int{engine.ExecInitializing: 1, engine.ExecDeploying: 1}, engine.ExecInitializing},
-		{map[string]int{engine.ExecFinished: 2}, engine.ExecFinished},
-		{map[string]int{}, engine.ExecCreated},
+		{map[string]int{string(engine.ExecInitializing): 2}, string(engine.ExecInitializing)},
+		{map[string]int{string(engine.ExecInitializing): 1, string(engine.ExecRunning): 1}, string(engine.ExecRunning)},
+		{map[string]int{string(engine.ExecInitializing): 1, string(engine.ExecDeploying): 1}, string(engine.ExecInitializing)},
+		{map[string]int{string(engine.ExecFinished): 2}, string(engine.ExecFinished)},
+		{map[string]int{}, string(engine.ExecCreated)},
 	} {
 		if got := vertexStatus(c.tasks); got != c.want {
 			t.Errorf("vertexStatus(%v) = %s; want %s", c.tasks, got, c.want)

@@ -689,15 +689,15 @@ func overviewOf(info engine.JobInfo) JobOverview {
 }
 
 func vertexStatus(tasks map[string]int) string {
-	for _, st := range []string{engine.ExecFailed, engine.ExecCanceled, engine.ExecRunning, engine.ExecInitializing, engine.ExecDeploying, engine.ExecCreated} {
-		if tasks[st] > 0 {
-			return st
+	for _, st := range []engine.ExecutionState{engine.ExecFailed, engine.ExecCanceled, engine.ExecRunning, engine.ExecInitializing, engine.ExecDeploying, engine.ExecCreated} {
+		if tasks[string(st)] > 0 {
+			return string(st)
 		}
 	}
-	if tasks[engine.ExecFinished] > 0 {
-		return engine.ExecFinished
+	if tasks[string(engine.ExecFinished)] > 0 {
+		return string(engine.ExecFinished)
 	}
-	return engine.ExecCreated
+	return string(engine.ExecCreated)
 }
 
 func (s *Server) jobDetails() JobDetails {

@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -222,69 +221,9 @@ type KeyGroupBlock struct {
 // decode independently); the others are kept until registered. The blocks
 // are not retained, except the payloads of unregistered states.
 func (b *KeyedBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers int) error {
-	type part struct {
-		st      keyedState
-		name    string
-		typ     string
-		kgi     int
-		payload []byte
-	}
-	// Parse every header first (cheap), on this goroutine: raw states and
-	// errors in the framing are handled here.
-	byKG := map[int][]part{}
-	var kgis []int
-	for _, blk := range blocks {
-		kg := blk.KeyGroup
-		if !b.kgRange.Contains(kg) {
-			return fmt.Errorf("key group %d is outside %v", kg, b.kgRange)
-		}
-		kgi := kg - b.kgRange.Start
-		n, k := binary.Uvarint(blk.Block)
-		if k <= 0 {
-			return fmt.Errorf("key group %d: %w", kg, ErrShortBuffer)
-		}
-		rest := blk.Block[k:]
-		for i := uint64(0); i < n; i++ {
-			name, r, err := readString(rest)
-			if err != nil || len(r) < 1 {
-				return fmt.Errorf("key group %d: state header: %w", kg, errors.Join(err, ErrShortBuffer))
-			}
-			kind := Kind(r[0])
-			typ, r, err := readString(r[1:])
-			if err != nil {
-				return fmt.Errorf("key group %d: state %q: %w", kg, name, err)
-			}
-			payload, r, err := readBytes(r)
-			if err != nil {
-				return fmt.Errorf("key group %d: state %q: %w", kg, name, err)
-			}
-			rest = r
-			if st, ok := b.states[name]; ok {
-				if st.kind() != kind {
-					return fmt.Errorf("state %q was restored as %s state but is declared as %s state", name, kind, st.kind())
-				}
-				if _, seen := byKG[kgi]; !seen {
-					kgis = append(kgis, kgi)
-				}
-				byKG[kgi] = append(byKG[kgi], part{st, name, typ, kgi, payload})
-				continue
-			}
-			raw := b.pending[name]
-			if raw == nil {
-				raw = &rawState{kind: kind, typ: typ, byKG: map[int][]byte{}}
-				b.pending[name] = raw
-			}
-			if raw.kind != kind {
-				return fmt.Errorf("state %q appears as both %s and %s state", name, raw.kind, kind)
-			}
-			raw.byKG[kgi] = slices.Clone(payload)
-			if cnt, k := binary.Uvarint(payload); k > 0 {
-				raw.count += int(cnt)
-			}
-		}
-		if len(rest) != 0 {
-			return fmt.Errorf("key group %d: %d unexpected trailing bytes", kg, len(rest))
-		}
+	byKG, kgis, err := b.splitBlocks(blocks)
+	if err != nil {
+		return err
 	}
 	decode := func(kgi int) error {
 		for _, p := range byKG[kgi] {
@@ -294,14 +233,73 @@ func (b *KeyedBackend[K]) RestoreKeyGroups(blocks []KeyGroupBlock, workers int) 
 		}
 		return nil
 	}
-	slices.Sort(kgis)
-	err := inParallel(len(kgis), workers, func(i int) error { return decode(kgis[i]) })
+	err = inParallel(len(kgis), workers, func(i int) error { return decode(kgis[i]) })
 	for _, st := range b.states {
 		if f, ok := st.(restoreFinisher); ok {
 			f.finishRestore()
 		}
 	}
 	return err
+}
+
+// restorePart is one registered state's payload in one key group.
+type restorePart struct {
+	st      keyedState
+	name    string
+	typ     string
+	kgi     int
+	payload []byte
+}
+
+// splitBlocks parses every block's headers (cheap), on this goroutine: it
+// returns the payloads of registered states by key group index, with the
+// indexes sorted, and keeps those of unregistered states (keepRaw).
+func (b *KeyedBackend[K]) splitBlocks(blocks []KeyGroupBlock) (map[int][]restorePart, []int, error) {
+	byKG := map[int][]restorePart{}
+	var kgis []int
+	for _, blk := range blocks {
+		kg := blk.KeyGroup
+		if !b.kgRange.Contains(kg) {
+			return nil, nil, fmt.Errorf("key group %d is outside %v", kg, b.kgRange)
+		}
+		kgi := kg - b.kgRange.Start
+		err := forEachStatePayload(blk.Block, func(name string, kind Kind, typ string, payload []byte) error {
+			st, ok := b.states[name]
+			if !ok {
+				return b.keepRaw(name, kind, typ, kgi, payload)
+			}
+			if st.kind() != kind {
+				return fmt.Errorf("state %q was restored as %s state but is declared as %s state", name, kind, st.kind())
+			}
+			if _, seen := byKG[kgi]; !seen {
+				kgis = append(kgis, kgi)
+			}
+			byKG[kgi] = append(byKG[kgi], restorePart{st, name, typ, kgi, payload})
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("key group %d: %w", kg, err)
+		}
+	}
+	slices.Sort(kgis)
+	return byKG, kgis, nil
+}
+
+// keepRaw keeps the payload of a state no operator registered (yet).
+func (b *KeyedBackend[K]) keepRaw(name string, kind Kind, typ string, kgi int, payload []byte) error {
+	raw := b.pending[name]
+	if raw == nil {
+		raw = &rawState{kind: kind, typ: typ, byKG: map[int][]byte{}}
+		b.pending[name] = raw
+	}
+	if raw.kind != kind {
+		return fmt.Errorf("state %q appears as both %s and %s state", name, raw.kind, kind)
+	}
+	raw.byKG[kgi] = slices.Clone(payload)
+	if cnt, k := binary.Uvarint(payload); k > 0 {
+		raw.count += int(cnt)
+	}
+	return nil
 }
 
 // DropUnregistered discards restored state that no operator registered and

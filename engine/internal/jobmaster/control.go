@@ -230,7 +230,7 @@ func (j *Job) Info() JobInfo {
 		vi := VertexInfo{ID: graph.OperatorID(v.Head()), Name: v.Name, Parallelism: v.Parallelism,
 			MaxParallelism: v.Head().MaxParallelism, Tasks: map[string]int{}, StartTime: info.StartTime, EndTime: -1}
 		for i := 0; i < v.Parallelism; i++ {
-			vi.Tasks[jm.taskStates[taskKey{v.ID, i}]]++
+			vi.Tasks[string(jm.taskStates[taskKey{v.ID, i}])]++
 		}
 		info.MaxParallelism = max(info.MaxParallelism, vi.MaxParallelism)
 		info.Vertices = append(info.Vertices, vi)
@@ -247,20 +247,24 @@ func (j *Job) CheckpointStats(id int64) (CheckpointStats, bool) {
 
 type taskKey struct{ vertex, subtask int }
 
+// ExecutionState is the state of a subtask's execution (Flink's
+// ExecutionState).
+type ExecutionState string
+
 // Execution states of subtasks, with Flink's names.
 const (
-	ExecCreated   = "CREATED"
-	ExecDeploying = "DEPLOYING"
+	ExecCreated   ExecutionState = "CREATED"
+	ExecDeploying ExecutionState = "DEPLOYING"
 	// ExecInitializing: deployed, loading its restored state (Flink 1.12+).
-	ExecInitializing = "INITIALIZING"
-	ExecRunning      = "RUNNING"
-	ExecFinished     = "FINISHED"
-	ExecCanceling    = "CANCELING"
-	ExecCanceled     = "CANCELED"
-	ExecFailed       = "FAILED"
+	ExecInitializing ExecutionState = "INITIALIZING"
+	ExecRunning      ExecutionState = "RUNNING"
+	ExecFinished     ExecutionState = "FINISHED"
+	ExecCanceling    ExecutionState = "CANCELING"
+	ExecCanceled     ExecutionState = "CANCELED"
+	ExecFailed       ExecutionState = "FAILED"
 )
 
-func (jm *jobMaster) setTaskState(t *task.Task, state string) {
+func (jm *jobMaster) setTaskState(t *task.Task, state ExecutionState) {
 	jm.mu.Lock()
 	jm.taskStates[taskKey{t.Vertex, t.Subtask}] = state
 	jm.mu.Unlock()

@@ -165,54 +165,72 @@ type taskEvent struct {
 }
 
 type jobMaster struct {
-	jobID   string
-	graph   *graph.JobGraph
-	conf    *config.Configuration
-	cpCfg   checkpoint.Config
-	clInfo  task.ChangelogInfo
-	strat   restart.Strategy
-	fs      vfs.FS
-	storage *checkpoint.Storage
-	coord   *checkpoint.Coordinator
-	log     *slog.Logger
-	clock   func() time.Time
-	ctx     context.Context
+	jobSetup
+	loop
+	observed
+	attempts
+}
 
+// jobSetup is what the job master is given and builds before the job
+// starts, fixed from then on.
+type jobSetup struct {
+	jobID        string
+	graph        *graph.JobGraph
+	conf         *config.Configuration
+	cpCfg        checkpoint.Config
+	clInfo       task.ChangelogInfo
+	strat        restart.Strategy
+	fs           vfs.FS
+	storage      *checkpoint.Storage
+	coord        *checkpoint.Coordinator
+	backends     *task.StateBackends
+	log          *slog.Logger
+	clock        func() time.Time
+	ctx          context.Context
+	ha           HighAvailability // nil without high availability
+	onStatus     func(JobStatus, time.Time)
+	onSavepoint  func(path string)
+	plan         *restore.Plan // initial restore
+	allowNonRest bool
+	faults       FaultInjector // nil: none
+}
+
+// loop is how the job master's goroutine is reached: tasks' events,
+// requests from other goroutines (Info, savepoints, stop), cancellation,
+// and the end of the job.
+type loop struct {
 	events   chan taskEvent
 	requests chan func()
 	cancelCh chan struct{}
 	cancelMu sync.Once
 	done     chan struct{}
+}
 
+// observed is what other goroutines read of the job (Info, Status, the
+// REST API), guarded by mu.
+type observed struct {
 	mu         sync.Mutex
 	status     JobStatus
 	timestamps map[JobStatus]int64
 	result     JobResult
+	stats      statsTracker
+	exceptions []ExceptionInfo
+	taskStates map[taskKey]ExecutionState
+	// retained mirrors the coordinator's retained checkpoints, plus the
+	// savepoints taken.
+	retained []RetainedSnapshot
+	restored *RetainedSnapshot
+}
 
-	ha           HighAvailability // nil without high availability
-	onStatus     func(JobStatus, time.Time)
-	onSavepoint  func(path string)
-	backends     *task.StateBackends
-	plan         *restore.Plan // initial restore
-	allowNonRest bool
+// attempts is the job master goroutine's own: the running execution
+// attempt and what carries over from one attempt to the next.
+type attempts struct {
 	exec         *execution
 	attempt      int
 	runIDs       []string // of every attempt so far
 	restartAt    time.Time
 	failureCause error
-	faults       FaultInjector // nil: none
-
-	// Guarded by mu, for Info.
-	stats      statsTracker
-	exceptions []ExceptionInfo
-	taskStates map[taskKey]string
-
-	stop *stopOp // a stop-with-savepoint in progress
-	// retained mirrors the coordinator's retained checkpoints, plus the
-	// savepoints taken, for Info (guarded by mu).
-	retained []RetainedSnapshot
-	restored *RetainedSnapshot
-
+	stop         *stopOp // a stop-with-savepoint in progress
 	// resume is where sources continue after a restart when checkpointing
 	// is off: their positions at the failure, and no other state.
 	resume *restore.Plan
@@ -229,11 +247,13 @@ func newJobMaster(ctx context.Context, g *graph.JobGraph, o JobOptions) (*jobMas
 	if err := graph.CheckExchangeMemory(g, graph.PhysicalMemory()); err != nil {
 		return nil, err
 	}
-	jm := &jobMaster{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
-		events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
-		done: make(chan struct{}), status: StatusInitializing, timestamps: map[JobStatus]int64{},
-		allowNonRest: o.AllowNonRestoredState, taskStates: map[taskKey]string{}, onStatus: o.OnStatus,
-		onSavepoint: o.OnSavepoint, ha: o.HA}
+	jm := &jobMaster{
+		jobSetup: jobSetup{jobID: o.JobID, graph: g, conf: c, fs: o.FS, log: o.Logger, clock: o.Clock, ctx: ctx,
+			allowNonRest: o.AllowNonRestoredState, onStatus: o.OnStatus, onSavepoint: o.OnSavepoint, ha: o.HA},
+		loop: loop{events: make(chan taskEvent, 1024), requests: make(chan func()), cancelCh: make(chan struct{}),
+			done: make(chan struct{})},
+		observed: observed{status: StatusInitializing, timestamps: map[JobStatus]int64{}, taskStates: map[taskKey]ExecutionState{}},
+	}
 	if jm.jobID == "" {
 		jm.jobID = NewJobID()
 	}

@@ -309,7 +309,7 @@ func TestAbortedSnapshotStopsEncoding(t *testing.T) {
 func TestAbortWhileTheAttemptIsCancelled(t *testing.T) {
 	for range 200 {
 		done := make(chan struct{})
-		tk := &Task{async: make(chan asyncJob, 1), asyncDone: make(chan struct{}), done: done,
+		tk := &Task{asyncState: asyncState{async: make(chan asyncJob, 1), asyncDone: make(chan struct{})}, done: done,
 			svc: &Services{Clock: time.Now}}
 		c := newChannelCapture(7, 2)
 		tk.captures = []*channelCapture{c}

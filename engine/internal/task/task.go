@@ -138,24 +138,47 @@ type Task struct {
 	Parallelism int
 	Subtask     int
 	Name        string
-	Ops         []Operator
-	UIDs        []string
-	Writers     []network.OutputWriter
 	Mail        *network.Mailbox
 	done        <-chan struct{}
 
-	Source  SourceRunner // for source tasks
-	Gate    any          // for other tasks
-	Head    any          // the head operator's input collector
-	al      *aligner
-	runIn   func() error // runs the input gate into Head
-	numIn   int
-	Restore []*OpContext
-
 	exactlyOnce bool
 	waitFinal   bool // wait for a checkpoint after the input ends
+	// wake is signalled when a credit comes back to one of the task's
+	// writers.
+	wake chan struct{}
 
-	// state is where the task is in its life; see lifecycle.
+	Wiring
+	life
+	inputState
+	asyncState
+	flushTimer
+}
+
+// Wiring is what deployment gives a task before it runs: its chain of
+// operators and their uids and restore contexts, its writers, its source
+// or input, and what its unaligned checkpoints record of its channels.
+type Wiring struct {
+	Ops     []Operator
+	UIDs    []string
+	Restore []*OpContext
+	Writers []network.OutputWriter
+	Source  SourceRunner // for source tasks
+	Gate    any          // for other tasks (ConnectInput)
+	Head    any          // the head operator's input collector
+	// ChanInfo says, per gate channel, which input edge and sending
+	// subtask it is; InPeers names each input edge's sending operator and
+	// OutPeers each writer's receiving operator, for _metadata.
+	ChanInfo []ChanInfo
+	InPeers  []string
+	OutPeers []string
+	// InFlight is the channel state restored into this subtask's input.
+	InFlight    []restore.InFlight
+	InFlightDir string
+}
+
+// life is where the task is in its life (see lifecycle) and the
+// checkpoints that move it on.
+type life struct {
 	state lifecycle
 	// inputEnd is how the inputs that have ended so far ended; the
 	// strongest mode wins (a stop without drain on any input suspends).
@@ -167,11 +190,32 @@ type Task struct {
 	lastCompleted    int64 // the newest checkpoint notified complete
 	// suspendFor is the synchronous savepoint a lifePaused source waits for.
 	suspendFor int64
-
 	// Positions is a source's read position when the task ended (kept
 	// only when checkpointing is off).
 	Positions []savepoint.OperatorListState
+}
 
+// inputState is the task's input: its barrier alignment and, for
+// unaligned checkpoints, the input queue and the captures of channel state
+// being recorded, oldest first.
+type inputState struct {
+	al    *aligner
+	runIn func() error // runs the input gate into Head
+	numIn int
+	input unalignedInput
+	// lastUnaligned is the newest unaligned checkpoint started here;
+	// announced the newest timeoutable barrier announced on an input.
+	lastUnaligned int64
+	announced     network.Barrier
+	captures      []*channelCapture
+	// alignID is the checkpoint whose first barrier came at alignStart.
+	alignID    int64
+	alignStart time.Time
+}
+
+// asyncState is the asynchronous part of the task's snapshots: the
+// writer's queue, and the final snapshot a finished task keeps.
+type asyncState struct {
 	async     chan asyncJob
 	asyncDone chan struct{}
 	FinalMu   sync.Mutex
@@ -182,30 +226,10 @@ type Task struct {
 	// (and the next snapshot's overlays growing) for nothing.
 	abortMu sync.Mutex
 	aborted map[int64]bool
+}
 
-	// wake is signalled when a credit comes back to one of the task's
-	// writers.
-	wake chan struct{}
-	// Unaligned checkpoints: input is the task's input queue; captures are
-	// the checkpoints whose input channel state is being recorded, oldest
-	// first. ChanInfo says, per gate channel, which input edge and sending
-	// subtask it is; inPeers names each input edge's sending operator and
-	// outPeers each writer's receiving operator, for _metadata.
-	input         unalignedInput
-	lastUnaligned int64
-	// announced is the newest timeoutable barrier announced on an input.
-	announced network.Barrier
-	captures  []*channelCapture
-	ChanInfo  []ChanInfo
-	InPeers   []string
-	OutPeers  []string
-	// alignID is the checkpoint whose first barrier came at alignStart.
-	alignID    int64
-	alignStart time.Time
-	// InFlight is the channel state restored into this subtask's input.
-	InFlight    []restore.InFlight
-	InFlightDir string
-
+// flushTimer is when the task next flushes its writers or polls its source.
+type flushTimer struct {
 	timer     *time.Timer
 	timerC    <-chan time.Time
 	timerAt   int64

@@ -33,8 +33,8 @@ func TestMailHandlersReturnErrors(t *testing.T) {
 		{Kind: network.MailTrigger, Barrier: network.Barrier{ID: 1}},
 		{Kind: network.MailDrain},
 	} {
-		tk := &Task{Name: "t (1/1)", Ops: []Operator{failingOp{err: boom}}, UIDs: []string{"op"}, Mail: network.NewMailbox(), svc: &Services{Clock: time.Now},
-			Source: sourceRunnerStub{}}
+		tk := &Task{Name: "t (1/1)", Wiring: Wiring{Ops: []Operator{failingOp{err: boom}}, UIDs: []string{"op"}, Source: sourceRunnerStub{}},
+			Mail: network.NewMailbox(), svc: &Services{Clock: time.Now}}
 		tk.Mail.Put(m)
 		var err error
 		func() {
@@ -62,7 +62,7 @@ func TestTaskLifecycleTransitions(t *testing.T) {
 	}
 	for _, from := range all {
 		for _, to := range all {
-			tk := &Task{Name: "t", state: from}
+			tk := &Task{Name: "t", life: life{state: from}}
 			err := tk.setState(to)
 			if legal[[2]lifecycle{from, to}] {
 				if err != nil || tk.state != to {
@@ -79,7 +79,7 @@ func TestTaskLifecycleTransitions(t *testing.T) {
 
 // A stop-with-savepoint that is aborted resumes a paused source.
 func TestAbortResumesPausedSource(t *testing.T) {
-	tk := &Task{Name: "t", state: lifePaused, suspendFor: 7, Mail: network.NewMailbox()}
+	tk := &Task{Name: "t", life: life{state: lifePaused, suspendFor: 7}, Mail: network.NewMailbox()}
 	tk.Mail.Put(network.Mail{Kind: network.MailAbort, ID: 6})
 	if err := tk.handleMail(); err != nil || tk.state != lifePaused {
 		t.Fatalf("abort of another checkpoint: %v, state %s", err, tk.state)

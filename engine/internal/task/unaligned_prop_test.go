@@ -53,8 +53,8 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 		recv := make([]*receiver, numR)
 		gates := make([]*network.InputGate[int], numR)
 		for r := range recv {
-			tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1), numIn: numS,
-				al: newAligner(numS, true), svc: &Services{Clock: time.Now}}
+			tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1), inputState: inputState{numIn: numS,
+				al: newAligner(numS, true)}, svc: &Services{Clock: time.Now}}
 			g := network.NewInputGate[int](numS, per, tk.Mail)
 			q := &inputQueue[int]{t: tk, g: g, received: make([]uint32, numS), ser: intSer}
 			tk.input = q
