@@ -43,6 +43,7 @@ func TestImportRules(t *testing.T) {
 		{mod + "/connectors", mod + "/engine/internal", "connectors build on the job API, not on the runtime"},
 		{mod + "/cli", mod + "/engine/internal", "a user's gflink reaches the runtime through cmd"},
 		{mod + "/cmd", mod + "/engine/internal", "the command line runs jobs through engine/cluster and the engine's façade"},
+		{mod + "/engine/cluster", mod + "/engine/internal", "running a job goes through the engine's façade"},
 		{mod + "/cmd", mod + "/engine/state", "the command line holds no runtime logic: state belongs to the runtime"},
 		{mod + "/cmd", mod + "/engine/restart", "the command line holds no runtime logic: restarts belong to the job master"},
 	}
