@@ -185,6 +185,21 @@ func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
 	return DataStream[T]{env: s.env, n: n}
 }
 
+// AssignTimestampsAndWatermarks gives the stream's records their event
+// time and generates the watermarks of the operators after it with
+// strategy (chained to the operator before, at its parallelism): the
+// watermarks from upstream are held back, but the one that ends event
+// time.
+func (s DataStream[T]) AssignTimestampsAndWatermarks(strategy api.WatermarkStrategy[T]) DataStream[T] {
+	n := s.env.newNode(graph.KindOperator, "Timestamps/Watermarks", s.n.Out)
+	s.env.connect(s.n, n, s.part, nil)
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.TimestampsAndWatermarksOperator[T]{Strategy: strategy, Out: out.(api.Collector[T])}
+		return api.Collector[T](op), op
+	}
+	return DataStream[T]{env: s.env, n: n}
+}
+
 // Rebalance distributes records round-robin over the next operator's
 // subtasks.
 func (s DataStream[T]) Rebalance() DataStream[T] {

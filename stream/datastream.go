@@ -29,6 +29,18 @@ func (s DataStream[T]) MaxParallelism(p int) DataStream[T] {
 	return DataStream[T]{s.s.MaxParallelism(p)}
 }
 
+// AssignTimestampsAndWatermarks gives the stream's records their event
+// time and generates watermarks with strategy, in an operator chained to
+// the one before (Flink's assignTimestampsAndWatermarks): a watermark t
+// says no record with a timestamp ≤ t follows, and event-time timers of
+// the keyed functions after it fire once it passes them. Periodic
+// generators emit every pipeline.auto-watermark-interval (default
+// 200 ms); watermarks from upstream are held back, but the one that ends
+// event time at the end of a bounded input or stop --drain.
+func (s DataStream[T]) AssignTimestampsAndWatermarks(strategy WatermarkStrategy[T]) DataStream[T] {
+	return DataStream[T]{s.s.AssignTimestampsAndWatermarks(strategy)}
+}
+
 // Rebalance sends the records to the next operator round-robin over its
 // subtasks.
 func (s DataStream[T]) Rebalance() DataStream[T] { return DataStream[T]{s.s.Rebalance()} }

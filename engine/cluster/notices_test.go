@@ -55,4 +55,3 @@ func TestDroppedNotices(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
-

@@ -157,6 +157,7 @@ func (d *deployment) createTasks() {
 		Log: jm.log, Clock: e.clock, JobMaster: e}
 	exactlyOnce := jm.cpCfg.Mode == checkpoint.ExactlyOnce
 	waitFinal := jm.cpCfg.Enabled() && jm.cpCfg.AfterTasksFinish
+	wmInterval, _ := AutoWatermarkInterval.Get(jm.conf) // validated at submission
 	for _, v := range jm.graph.Vertices {
 		for _, n := range v.Nodes {
 			d.vertexOf[n] = v
@@ -172,7 +173,7 @@ func (d *deployment) createTasks() {
 		for i := 0; i < v.Parallelism; i++ {
 			t := task.New(task.Options{ID: checkpoint.TaskID(len(e.tasks)), Services: svc, Vertex: v.ID, VertexID: graph.OperatorID(v.Head()),
 				Parallelism: v.Parallelism, Subtask: i, Name: fmt.Sprintf("%s (%d/%d)", v.Name, i+1, v.Parallelism),
-				Done: e.done, ExactlyOnce: exactlyOnce, WaitFinal: waitFinal})
+				Done: e.done, ExactlyOnce: exactlyOnce, WaitFinal: waitFinal, WatermarkInterval: wmInterval})
 			for _, in := range v.Inputs {
 				t.InPeers = append(t.InPeers, in.From.UID)
 			}
@@ -238,7 +239,7 @@ func (d *deployment) buildChains() {
 				in, op := n.Build(&task.BuildContext{Name: graph.DisplayName(n)}, out)
 				out = in
 				t.Ops[k], t.UIDs[k] = op, n.UID
-				oc := &task.OpContext{Task: t, UID: n.UID, MaxParallelism: d.e.maxPar[n.UID], Blocks: blocks}
+				oc := &task.OpContext{Task: t, UID: n.UID, MaxParallelism: d.e.maxPar[n.UID], Index: k, Blocks: blocks}
 				if d.plan != nil {
 					if p := d.plan.Operators[n.UID]; p != nil {
 						oc.Restore = &p.Subtasks[i]

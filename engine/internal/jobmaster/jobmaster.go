@@ -267,6 +267,9 @@ func newJobMaster(ctx context.Context, g *graph.JobGraph, o JobOptions) (*jobMas
 		jm.clock = time.Now
 	}
 	jm.timestamps[StatusInitializing] = jm.clock().UnixMilli()
+	if _, err := AutoWatermarkInterval.Get(c); err != nil {
+		return nil, err
+	}
 	if err := jm.configureCheckpointing(c); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package jobmaster
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/config"
@@ -24,6 +26,15 @@ var (
 		}).
 		WithAccepted(fmt.Sprintf("-1 (derive it from each operator's parallelism) or an integer between 1 and %d", state.UpperBoundMaxParallelism)).
 		WithDescription("The number of key groups, which bounds rescaling. -1: min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768) per operator.")
+	AutoWatermarkInterval = config.Duration("pipeline.auto-watermark-interval").WithDefault(200 * time.Millisecond).
+				WithCheck(func(d time.Duration) error {
+			if d < 0 {
+				return errors.New("the interval must not be negative")
+			}
+			return nil
+		}).
+		WithAccepted("a duration, e.g. '200 ms' or '1 s'; 0 disables periodic watermarks").
+		WithDescription("How often periodic watermark generators (AssignTimestampsAndWatermarks) emit a watermark. 0 disables periodic watermarks: only punctuated ones are emitted.")
 	PipelineName = config.String("pipeline.name").
 			WithDescription("The job's name. Default: the name the job gives itself.")
 	FaultFailAfterRecords = config.Int("fault-injection.fail-after-records").WithDefault(0).
@@ -39,7 +50,7 @@ var (
 
 // EngineOptions lists the engine's own options.
 func EngineOptions() []config.AnyOption {
-	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, task.StateBackend,
+	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, AutoWatermarkInterval, task.StateBackend,
 		task.RocksDBLocalDir, task.IOTmpDirs, task.RocksDBBlockCacheSize, task.RocksDBWriteBufferSize, task.RocksDBTimerService, task.Incremental,
 		task.RocksDBManagedMemory, task.ManagedMemorySize, task.RocksDBWriteBufferRatio,
 		FaultFailAfterRecords, FaultMaxFailures, FaultAfterCheckpoints}

@@ -35,7 +35,12 @@ type EventKind uint8
 const (
 	EventBarrier EventKind = iota + 1
 	EventEndOfPartition
+	// EventWatermark carries Event.Watermark: no record with a timestamp
+	// at or below it follows on this channel.
 	EventWatermark
+	// EventWatermarkStatus says the channel turned idle (Event.Idle) or
+	// active again (Flink's WatermarkStatus).
+	EventWatermarkStatus
 )
 
 // Barrier is a checkpoint's barrier: it flows with the records, and a task
@@ -79,6 +84,7 @@ type Event struct {
 	Kind      EventKind
 	Barrier   Barrier
 	Watermark int64
+	Idle      bool
 	EOP       EOPMode
 }
 

@@ -32,6 +32,7 @@ func ConnectInput[T any](t *Task, numChannels int) *network.InputGate[T] {
 	t.runIn = func() error { return runInput(t, g, t.Head.(api.Collector[T])) }
 	t.numIn = numChannels
 	t.al = newAligner(numChannels, t.exactlyOnce)
+	t.valve = newValve(numChannels)
 	return g
 }
 

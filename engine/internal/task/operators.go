@@ -37,6 +37,9 @@ type Operator interface {
 	// nextTimer returns the earliest processing-time timer.
 	nextTimer() (int64, bool)
 	fireTimers(now int64) error
+	// processWatermark takes the chain's watermark (watermark.go) and
+	// returns the one to pass on, if any.
+	processWatermark(wm int64) (int64, bool, error)
 }
 
 // snapshotRequest says what a snapshot is for.
@@ -66,8 +69,10 @@ type OpContext struct {
 	Task           *Task
 	UID            string
 	MaxParallelism int
-	Restore        *restore.SubtaskRestore // nil: fresh start
-	Blocks         *savepoint.BlockReader
+	// Index is the operator's place in the task's chain (0: the head).
+	Index   int
+	Restore *restore.SubtaskRestore // nil: fresh start
+	Blocks  *savepoint.BlockReader
 }
 
 // userError carries an error returned by user code up to the task, which
@@ -119,6 +124,9 @@ func (baseOperator) idle()                                        {}
 func (baseOperator) close() error                                 { return nil }
 func (baseOperator) nextTimer() (int64, bool)                     { return 0, false }
 func (baseOperator) fireTimers(int64) error                       { return nil }
+func (baseOperator) processWatermark(wm int64) (int64, bool, error) {
+	return wm, true, nil
+}
 
 // MapOperator applies F to every record (Map).
 type MapOperator[IN, OUT any] struct {
@@ -491,6 +499,15 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 		}
 		return th.OnTimer(&o.ctx, ts, o.out)
 	}))
+}
+
+// processWatermark fires the event-time timers the watermark passed, then
+// passes it on: what they emit goes down the chain before it.
+func (o *keyedProcessOperator[K, IN, OUT]) processWatermark(wm int64) (int64, bool, error) {
+	if err := o.advanceWatermark(wm); err != nil {
+		return 0, false, err
+	}
+	return wm, true, nil
 }
 
 // endInput: with all input processed, event time reaches its end, so every

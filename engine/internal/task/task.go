@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -116,13 +117,16 @@ type Options struct {
 	// ExactlyOnce: barriers are aligned (else at-least-once); WaitFinal:
 	// the task waits for a checkpoint after its input ends.
 	ExactlyOnce, WaitFinal bool
+	// WatermarkInterval is pipeline.auto-watermark-interval.
+	WatermarkInterval time.Duration
 }
 
 // New makes a task; a task with inputs gets them with ConnectInput.
 func New(o Options) *Task {
 	return &Task{ID: o.ID, svc: o.Services, Vertex: o.Vertex, vertexID: o.VertexID, Parallelism: o.Parallelism,
 		Subtask: o.Subtask, Name: o.Name, Mail: network.NewMailbox(), done: o.Done, exactlyOnce: o.ExactlyOnce,
-		waitFinal: o.WaitFinal, wake: make(chan struct{}, 1)}
+		waitFinal: o.WaitFinal, wake: make(chan struct{}, 1),
+		watermarks: watermarks{outWM: math.MinInt64, interval: o.WatermarkInterval}}
 }
 
 // Task runs one subtask of a vertex: a chain of operators fed by a source
@@ -149,6 +153,7 @@ type Task struct {
 
 	Wiring
 	life
+	watermarks
 	inputState
 	asyncState
 	flushTimer
@@ -406,6 +411,9 @@ func (t *Task) runSource() error {
 		if n > 0 {
 			t.svc.JobMaster.SourceEmitted(t, n)
 		}
+		if err := t.fireDueTimers(); err != nil {
+			return err
+		}
 		switch st {
 		case api.MoreAvailable:
 			t.maybeFlushOnTimeout()
@@ -418,6 +426,11 @@ func (t *Task) runSource() error {
 			case <-t.Mail.Notify:
 				err = t.handleMail()
 			case <-wait.C:
+			case <-t.timerC:
+				// A periodic watermark (or an operator's timer) is due while
+				// the source has nothing.
+				t.timerC, t.timerAt = nil, 0
+				err = t.fireTimers()
 			case <-t.done:
 				err = network.ErrTaskCanceled
 			}
@@ -441,6 +454,8 @@ func (t *Task) onEvent(ch int32, ev *network.Event) error {
 			t.alignID, t.alignStart = id, t.svc.Clock()
 		}
 		return t.onAlignment(t.al.onBarrier(ch, ev.Barrier))
+	case network.EventWatermark, network.EventWatermarkStatus:
+		return t.onWatermarkEvent(ch, ev)
 	case network.EventEndOfPartition:
 		t.inputEnd = max(t.inputEnd, ev.EOP)
 		if ev.EOP == network.EOPDrain {
@@ -871,6 +886,16 @@ func (t *Task) endOfInput(mode network.EOPMode) error {
 			return &userError{op: t.Name, err: err}
 		}
 	}
+	if t.outWM < math.MaxInt64 {
+		// Event time ends with the input (Flink's MAX_WATERMARK): the
+		// operators fired their timers in endInput; the next tasks'
+		// watermarks no longer wait for this one.
+		t.outWM = math.MaxInt64
+		wm := &network.Event{Kind: network.EventWatermark, Watermark: math.MaxInt64}
+		for _, w := range t.Writers {
+			w.BroadcastEvent(wm)
+		}
+	}
 	eop := &network.Event{Kind: network.EventEndOfPartition, EOP: mode}
 	for _, w := range t.Writers {
 		w.BroadcastEvent(eop)
@@ -980,6 +1005,22 @@ func (t *Task) armTimer() {
 		t.timer.Reset(d)
 	}
 	t.timerC, t.timerAt = t.timer.C, next
+}
+
+// fireDueTimers fires the chain's timers if the earliest is due, without
+// waiting: a source task checks between polls.
+func (t *Task) fireDueTimers() error {
+	t.armTimer()
+	if t.timerC == nil {
+		return nil
+	}
+	select {
+	case <-t.timerC:
+		t.timerC, t.timerAt = nil, 0
+		return t.fireTimers()
+	default:
+		return nil
+	}
 }
 
 func (t *Task) fireTimers() error {

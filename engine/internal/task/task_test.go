@@ -13,16 +13,17 @@ import (
 // failingOp is an operator whose checkpoint callbacks fail.
 type failingOp struct{ err error }
 
-func (failingOp) open(*OpContext) error                        { return nil }
-func (o failingOp) prepareSnapshot(int64) error                { return o.err }
-func (failingOp) snapshot(snapshotRequest) (*opCapture, error) { return nil, nil }
-func (o failingOp) notifyComplete(int64) error                 { return o.err }
-func (failingOp) notifyAborted(int64)                          {}
-func (o failingOp) endInput() error                            { return o.err }
-func (failingOp) idle()                                        {}
-func (failingOp) close() error                                 { return nil }
-func (failingOp) nextTimer() (int64, bool)                     { return 0, false }
-func (o failingOp) fireTimers(int64) error                     { return o.err }
+func (failingOp) open(*OpContext) error                         { return nil }
+func (o failingOp) prepareSnapshot(int64) error                 { return o.err }
+func (failingOp) snapshot(snapshotRequest) (*opCapture, error)  { return nil, nil }
+func (o failingOp) notifyComplete(int64) error                  { return o.err }
+func (failingOp) notifyAborted(int64)                           {}
+func (o failingOp) endInput() error                             { return o.err }
+func (failingOp) idle()                                         {}
+func (failingOp) close() error                                  { return nil }
+func (failingOp) nextTimer() (int64, bool)                      { return 0, false }
+func (o failingOp) fireTimers(int64) error                      { return o.err }
+func (o failingOp) processWatermark(int64) (int64, bool, error) { return 0, false, o.err }
 
 // Mail handlers report an operator's failure as the task's error; they
 // used to panic, relying on a recover further up.
