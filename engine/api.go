@@ -192,6 +192,7 @@ func (s DataStream[T]) Filter(f func(T) bool) DataStream[T] {
 // time.
 func (s DataStream[T]) AssignTimestampsAndWatermarks(strategy api.WatermarkStrategy[T]) DataStream[T] {
 	n := s.env.newNode(graph.KindOperator, "Timestamps/Watermarks", s.n.Out)
+	n.Stamped = true
 	s.env.connect(s.n, n, s.part, nil)
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := &task.TimestampsAndWatermarksOperator[T]{Strategy: strategy, Out: out.(api.Collector[T])}
@@ -368,6 +369,8 @@ func (env *Environment) connect(from, to *graph.Node, part network.ShipStrategy,
 		env.addError(fmt.Errorf("a sink has no output to connect to %q", to.Name))
 	}
 	e := &graph.Edge{From: from, To: to, Ship: part, Hash: hash}
+	// Operators pass their input's timestamps on with what they emit.
+	to.Stamped = to.Stamped || from.Stamped
 	from.Outs = append(from.Outs, e)
 	to.In = append(to.In, e)
 }

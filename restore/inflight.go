@@ -27,6 +27,8 @@ type Exchange struct {
 type InFlight struct {
 	Stream *savepoint.StreamStateHandle
 	Keyed  bool
+	// Stamped: each record carries its timestamp.
+	Stamped bool
 	// Start and End are the key groups the receiving subtask owns: in a
 	// keyed exchange, records of other key groups are another subtask's.
 	Start, End int
@@ -99,14 +101,14 @@ func InFlightFor(m *savepoint.Metadata, x Exchange) ([][]InFlight, error) {
 		h := p.h.Stream
 		if !x.Keyed {
 			j := p.recv % x.Parallelism
-			out[j] = append(out[j], InFlight{Stream: &h})
+			out[j] = append(out[j], InFlight{Stream: &h, Stamped: p.h.Stamped})
 			continue
 		}
 		os, oe := subtaskKeyGroups(x.MaxParallelism, oldRecvPar, p.recv)
 		for j := range out {
 			s, e := subtaskKeyGroups(x.MaxParallelism, x.Parallelism, j)
 			if s <= oe && os <= e {
-				out[j] = append(out[j], InFlight{Stream: &h, Keyed: true, Start: s, End: e})
+				out[j] = append(out[j], InFlight{Stream: &h, Keyed: true, Stamped: p.h.Stamped, Start: s, End: e})
 			}
 		}
 	}

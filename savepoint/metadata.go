@@ -119,7 +119,8 @@ type SubtaskState struct {
 // subtasks, one block of the subtask's state file: each record encoded by
 // the built-in serializer of its type, preceded in a keyed exchange by its
 // key group and key hash (uvarint, key group in the low 16 bits), by which
-// restore routes it.
+// restore routes it, and then, where records carry their event time
+// (Stamped), by its timestamp (zigzag varint).
 type ChannelStateHandle struct {
 	// Peer is the uid of the operator at the channel's other end: the
 	// sender for an input channel, the receiver for an output channel.
@@ -129,6 +130,7 @@ type ChannelStateHandle struct {
 	// processed (they are before all other channels' records).
 	Channel int               `json:"channel"`
 	Keyed   bool              `json:"keyed,omitempty"`
+	Stamped bool              `json:"timestamped,omitempty"`
 	Records int64             `json:"records"`
 	Stream  StreamStateHandle `json:"stream"`
 }

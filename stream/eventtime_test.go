@@ -44,7 +44,12 @@ func (f *tumblingCount) Open(ctx *stream.Context[string]) (err error) {
 }
 
 func (f *tumblingCount) ProcessElement(ctx *stream.Context[string], e string, out stream.Collector[string]) error {
-	ts := eventTime(e, 0)
+	// The record's timestamp came with it from the assigner, through the
+	// chain and the network (and, after a restore, the checkpoint).
+	ts := ctx.Timestamp()
+	if want := eventTime(e, 0); ts != want {
+		return fmt.Errorf("record %q has timestamp %d, want %d", e, ts, want)
+	}
 	end := ts - ts%f.size + f.size
 	if end-1 <= ctx.TimerService().CurrentWatermark() {
 		out.Collect(fmt.Sprintf("%s,-1,%d", ctx.CurrentKey(), ts))
@@ -57,10 +62,28 @@ func (f *tumblingCount) ProcessElement(ctx *stream.Context[string], e string, ou
 }
 
 func (f *tumblingCount) OnTimer(ctx *stream.Context[string], ts int64, out stream.Collector[string]) error {
+	if ctx.Timestamp() != ts {
+		return fmt.Errorf("timer at %d has timestamp %d", ts, ctx.Timestamp())
+	}
 	end := ts + 1
 	n, _ := f.counts.Get(end)
 	f.counts.Remove(end)
 	out.Collect(fmt.Sprintf("%s,%d,%d", ctx.CurrentKey(), end, n))
+	return nil
+}
+
+// timerStamped checks, a keyed stage after tumblingCount, that a window's
+// count carries the time of the timer that emitted it (its end - 1), as
+// Flink's window results do, and passes it on.
+type timerStamped struct{}
+
+func (timerStamped) ProcessElement(ctx *stream.Context[string], w string, out stream.Collector[string]) error {
+	p := strings.Split(w, ",")
+	end, _ := strconv.ParseInt(p[1], 10, 64)
+	if ctx.Timestamp() != end-1 {
+		return fmt.Errorf("window %q has timestamp %d, want %d", w, ctx.Timestamp(), end-1)
+	}
+	out.Collect(w)
 	return nil
 }
 
@@ -145,8 +168,12 @@ func TestEventTimeWindowsExactlyOnce(t *testing.T) {
 			}
 			src := stream.FromSource[string](env, &connectors.Elements[string]{Items: events, Rate: 60000}, "events").UID("source")
 			withTime := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[string](50 * time.Millisecond).WithTimestampAssigner(eventTime))
-			windows := stream.Process(stream.KeyBy(withTime, eventKey), &tumblingCount{size: 100}).UID("windows")
-			windows.SinkTo(&connectors.FileSink[string]{Dir: filepath.Join(dir, "out")}).UID("sink")
+			// A rebalance and a map on the way: timestamps cross a plain
+			// exchange and a chain too.
+			passed := stream.Map(withTime.Rebalance(), func(e string) string { return e })
+			windows := stream.Process(stream.KeyBy(passed, eventKey), &tumblingCount{size: 100}).UID("windows")
+			checked := stream.Process(stream.KeyBy(windows, func(w string) string { return w[:strings.IndexByte(w, ',')] }), timerStamped{}).UID("checked")
+			checked.SinkTo(&connectors.FileSink[string]{Dir: filepath.Join(dir, "out")}).UID("sink")
 			if _, err := env.Execute(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -55,6 +55,7 @@ type ChannelState struct {
 	Peer    string
 	Channel int
 	Keyed   bool
+	Stamped bool // the records carry their timestamps
 	Records int64
 	Data    []byte
 }
@@ -340,7 +341,7 @@ func (sf *subtaskFile) writeOperatorAndChannels(snap OperatorSnapshot, st *savep
 				return err
 			}
 			*c.to = append(*c.to, savepoint.ChannelStateHandle{Peer: cs.Peer, Channel: cs.Channel,
-				Keyed: cs.Keyed, Records: cs.Records, Stream: savepoint.StreamStateHandle{Offset: off, Length: n}})
+				Keyed: cs.Keyed, Stamped: cs.Stamped, Records: cs.Records, Stream: savepoint.StreamStateHandle{Offset: off, Length: n}})
 		}
 	}
 	return nil

@@ -51,6 +51,7 @@ type Context[K comparable] struct {
 	subtask     int
 	parallelism int
 	domain      TimeDomain
+	ts          *int64 // the current record's or timer's timestamp
 }
 
 // NewContext is how a keyed operator of the runtime makes its functions'
@@ -62,6 +63,20 @@ func NewContext[K comparable](backend state.Backend[K], timers TimerService, sub
 // SetTimeDomain is how the runtime says which clock fired the timer it is
 // about to hand to OnTimer.
 func SetTimeDomain[K comparable](c *Context[K], d TimeDomain) { c.domain = d }
+
+// SetTimestampSource is how the runtime tells a Context where the
+// timestamp of the record being processed is kept.
+func SetTimestampSource[K comparable](c *Context[K], ts *int64) { c.ts = ts }
+
+// Timestamp is the event time of the record being processed (from
+// AssignTimestampsAndWatermarks upstream), or of the event-time timer
+// being handled; NoTimestamp if it has none.
+func (c *Context[K]) Timestamp() int64 {
+	if c.ts == nil {
+		return NoTimestamp
+	}
+	return *c.ts
+}
 
 // CurrentKey is the key of the record or timer being processed.
 func (c *Context[K]) CurrentKey() K { return c.backend.CurrentKey() }

@@ -24,15 +24,18 @@ const (
 
 // Node is one transformation of the job: a source, an operator or a sink.
 type Node struct {
-	ID                     int
-	Kind                   NodeKind
-	Name                   string
-	UID                    string
-	UIDExplicit            bool
-	Parallelism            int // 0: the environment's default
-	MaxParallelism         int // 0: the environment's, else derived
-	Keyed                  bool
-	Stateful               bool
+	ID             int
+	Kind           NodeKind
+	Name           string
+	UID            string
+	UIDExplicit    bool
+	Parallelism    int // 0: the environment's default
+	MaxParallelism int // 0: the environment's, else derived
+	Keyed          bool
+	Stateful       bool
+	// Stamped: the node's output records carry their timestamps (an
+	// AssignTimestampsAndWatermarks upstream, or the node itself).
+	Stamped                bool
 	In, Outs               []*Edge
 	Out                    TypeOps // the output type; nil for sinks
 	Source                 any

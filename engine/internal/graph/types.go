@@ -17,9 +17,10 @@ type TypeOps interface {
 	// AddChannel adds a channel to a task's input gate, and returns it.
 	AddChannel(gate any) any
 	// NewWriter makes the record writer of a task's output over channels
-	// AddChannel returned, hash being the edge's key hash or nil; the first
-	// result is its api.Collector.
-	NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int) (any, network.OutputWriter)
+	// AddChannel returned, hash being the edge's key hash or nil, whose
+	// records carry their timestamps if stamped; the first result is its
+	// api.Collector.
+	NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int, stamped bool) (any, network.OutputWriter)
 	// NewFanout is one collector sending each record to all of outs.
 	NewFanout(outs []any) any
 }
@@ -35,7 +36,7 @@ func (typeOpsFor[T]) ConnectInput(t *task.Task, numChannels int) {
 
 func (typeOpsFor[T]) AddChannel(gate any) any { return gate.(*network.InputGate[T]).AddChannel() }
 
-func (typeOpsFor[T]) NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int) (any, network.OutputWriter) {
+func (typeOpsFor[T]) NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int, stamped bool) (any, network.OutputWriter) {
 	chans := make([]*network.Channel[T], 0, len(targets))
 	for _, c := range targets {
 		chans = append(chans, c.(*network.Channel[T]))
@@ -44,7 +45,7 @@ func (typeOpsFor[T]) NewWriter(t *task.Task, targets []any, ship network.ShipStr
 	if hash != nil {
 		h = hash.(func(T) uint64)
 	}
-	w := network.NewRecordWriter(chans, h, t.WriterOptions(ship, maxParallelism, batchSize, start))
+	w := network.NewRecordWriter(chans, h, t.WriterOptions(ship, maxParallelism, batchSize, start, stamped))
 	return api.Collector[T](w), w
 }
 

@@ -219,7 +219,7 @@ func (d *deployment) buildChains() {
 			var outs []any
 			for _, oe := range v.Outputs {
 				c, w := oe.From.Out.NewWriter(t, d.targets[oe][i], oe.Ship, oe.Hash, d.e.maxPar[oe.To.UID],
-					network.DefaultBatchSize, i)
+					network.DefaultBatchSize, i, oe.From.Stamped)
 				outs = append(outs, c)
 				t.Writers = append(t.Writers, w)
 			}

@@ -13,17 +13,26 @@ import (
 type ChannelData struct {
 	Channel int
 	Keyed   bool
+	// Stamped: the records carry their timestamps.
+	Stamped bool
 	Records int64
 	Data    []byte
 }
 
 // AppendRecords encodes records into d: each record's key group and hash
 // first (uvarint) in a keyed exchange, so that restore routes it without
-// the key function, then the record.
-func AppendRecords[T any](d *ChannelData, ser state.Serializer[T], recs []T, kgs []uint64) {
+// the key function, then its timestamp (varint) where records carry one,
+// then the record. meta is the records' Batch.KGs.
+func AppendRecords[T any](d *ChannelData, ser state.Serializer[T], recs []T, meta []uint64) {
+	stride := MetaStride(d.Keyed, d.Stamped)
 	for i, r := range recs {
+		m := meta[i*stride : i*stride+stride]
 		if d.Keyed {
-			d.Data = binary.AppendUvarint(d.Data, kgs[i])
+			d.Data = binary.AppendUvarint(d.Data, m[0])
+			m = m[1:]
+		}
+		if d.Stamped {
+			d.Data = binary.AppendVarint(d.Data, int64(m[0]))
 		}
 		d.Data = ser.Append(d.Data, r)
 	}

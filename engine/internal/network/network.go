@@ -101,17 +101,30 @@ type Batch[T any] struct {
 	// ahead of it, and these say which batches it overtook.
 	Epoch int64
 	Seq   uint32
-	// KGs holds each record's key group and key hash in a keyed exchange
-	// (nil in others), packed by packKeyHash: the sender hashed the key to
-	// route the record, and the receiving keyed operator takes the key
-	// group and the hash its state tables use from here instead of hashing
-	// the key a second time.
+	// KGs holds each record's metadata, nil if it has none: in a keyed
+	// exchange (Keyed) its key group and key hash, packed by PackKeyHash
+	// — the sender hashed the key to route the record, and the receiving
+	// keyed operator takes the key group and the hash its state tables use
+	// from here instead of hashing the key a second time — and, where
+	// records carry their event time (Stamped), the timestamp after it.
 	KGs []uint64
-	Ev  *Event
+	// Keyed and Stamped say what KGs holds per record (MetaStride).
+	Keyed, Stamped bool
+	Ev             *Event
 	// Ch is the channel's index in the receiving gate; negative for
 	// in-flight records restored from an unaligned checkpoint (they came on
 	// channels of the job's previous run and hold no credit).
 	Ch int32
+}
+
+// MetaStride is the number of KGs entries per record.
+func MetaStride(keyed, stamped bool) int { return b2i(keyed) + b2i(stamped) }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // PackKeyHash packs a record's key group (low 16 bits; at most
@@ -342,6 +355,9 @@ type RecordWriter[T any] struct {
 	epoch int64
 	sent  []uint32
 	ser   state.Serializer[T] // for output channel state
+	// ts is the sending task's current record's timestamp, which each
+	// record carries along (nil: records carry none).
+	ts *int64
 }
 
 // Collect routes v to a channel by the writer's ship strategy.
@@ -378,6 +394,10 @@ func (w *RecordWriter[T]) Collect(v T) {
 // collectTo appends a record to channel i's batch and sends the batch when
 // it is full.
 func (w *RecordWriter[T]) collectTo(i int, v T) {
+	if w.ts != nil {
+		w.collectStamped(i, v)
+		return
+	}
 	b := w.bufs[i]
 	if b == nil {
 		b, _ = w.acquire(i)
@@ -388,6 +408,20 @@ func (w *RecordWriter[T]) collectTo(i int, v T) {
 		b = nil
 	}
 	w.bufs[i] = b
+}
+
+// collectStamped is collectTo for records that carry their timestamp.
+func (w *RecordWriter[T]) collectStamped(i int, v T) {
+	b, kb := w.bufs[i], w.KGs[i]
+	if b == nil {
+		b, kb = w.acquire(i)
+	}
+	b, kb = append(b, v), append(kb, uint64(*w.ts))
+	if len(b) >= w.batch {
+		w.emit(i, b, kb, nil)
+		b, kb = nil, nil
+	}
+	w.bufs[i], w.KGs[i] = b, kb
 }
 
 // collectKeyed routes a record by its key group and sends the key group
@@ -401,6 +435,9 @@ func (w *RecordWriter[T]) collectKeyed(v T) {
 		b, kb = w.acquire(i)
 	}
 	b, kb = append(b, v), append(kb, PackKeyHash(kg, h))
+	if w.ts != nil {
+		kb = append(kb, uint64(*w.ts))
+	}
 	if len(b) >= w.batch {
 		w.emit(i, b, kb, nil)
 		b, kb = nil, nil
@@ -426,8 +463,8 @@ func (w *RecordWriter[T]) acquire(i int) ([]T, []uint64) {
 	if b == nil {
 		b = make([]T, 0, w.batch)
 	}
-	if kb == nil && w.part == ShipHash {
-		kb = make([]uint64, 0, w.batch)
+	if kb == nil && w.KGs != nil {
+		kb = make([]uint64, 0, w.batch*MetaStride(w.part == ShipHash, w.ts != nil))
 	}
 	return b, kb
 }
@@ -484,7 +521,7 @@ func (w *RecordWriter[T]) takeCredit(i int) bool {
 }
 
 func (w *RecordWriter[T]) batchFor(i int, b []T, kb []uint64, ev *Event) Batch[T] {
-	return Batch[T]{Recs: b, KGs: kb, Ev: ev, Ch: w.targets[i].index, Epoch: w.epoch, Seq: w.sent[i] + 1}
+	return Batch[T]{Recs: b, KGs: kb, Keyed: w.part == ShipHash, Stamped: w.ts != nil, Ev: ev, Ch: w.targets[i].index, Epoch: w.epoch, Seq: w.sent[i] + 1}
 }
 
 func (w *RecordWriter[T]) trySend(i int, b []T, kb []uint64, ev *Event) bool {
@@ -627,7 +664,7 @@ func (w *RecordWriter[T]) ConvertBarrier(b Barrier) []ChannelData {
 		if at < 0 {
 			continue
 		}
-		cd := ChannelData{Channel: i, Keyed: w.part == ShipHash}
+		cd := ChannelData{Channel: i, Keyed: w.part == ShipHash, Stamped: w.ts != nil}
 		for _, p := range q[:at+1] {
 			AppendRecords(&cd, w.ser, p.recs, p.kgs)
 		}
@@ -677,7 +714,7 @@ func (w *RecordWriter[T]) BarrierBeforeEnd(b Barrier) {
 func (w *RecordWriter[T]) UnalignedBarrier(b Barrier) []ChannelData {
 	var out []ChannelData
 	for i, c := range w.targets {
-		cd := ChannelData{Channel: i, Keyed: w.part == ShipHash}
+		cd := ChannelData{Channel: i, Keyed: w.part == ShipHash, Stamped: w.ts != nil}
 		for _, p := range w.pending[i] {
 			AppendRecords(&cd, w.ser, p.recs, p.kgs)
 		}
@@ -707,6 +744,9 @@ type WriterOptions struct {
 	Done <-chan struct{}
 	Wake chan struct{}
 	Mail *Mailbox
+	// Timestamp, if set, is where the sending task keeps the timestamp of
+	// the record being processed: each record carries it to the receiver.
+	Timestamp *int64
 }
 
 // NewRecordWriter returns a writer sending records of T over targets, one
@@ -720,8 +760,11 @@ func NewRecordWriter[T any](targets []*Channel[T], hash func(T) uint64, o Writer
 	for _, c := range targets {
 		c.wake = w.wake // each channel has exactly one sender: this writer
 	}
-	if o.Ship == ShipHash {
+	w.ts = o.Timestamp
+	if o.Ship == ShipHash || o.Timestamp != nil {
 		w.KGs = make([][]uint64, n)
+	}
+	if o.Ship == ShipHash {
 		w.route = make([]uint16, o.MaxParallelism)
 		for kg := range w.route {
 			w.route[kg] = uint16(state.SubtaskForKeyGroup(o.MaxParallelism, n, kg))

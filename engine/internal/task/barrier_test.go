@@ -162,7 +162,7 @@ func newTestWriter(t *testing.T, targets []any, part network.ShipStrategy, batch
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
-	return network.NewRecordWriter(channels(targets), nil, tk.WriterOptions(part, 128, batch, 0))
+	return network.NewRecordWriter(channels(targets), nil, tk.WriterOptions(part, 128, batch, 0, false))
 }
 
 // channels asserts AddChannel's results back to their type.

@@ -240,7 +240,11 @@ func (q *inputQueue[T]) process(b network.Batch[T]) error {
 // group and hash, and is told of the records prefetchAhead ahead.
 func (q *inputQueue[T]) collect(b network.Batch[T], priority *atomic.Bool) int {
 	i := b.Off
-	if keyed := q.keyed; b.KGs != nil && keyed != nil {
+	if b.Stamped {
+		return q.collectStamped(b, priority)
+	}
+	q.t.ts = api.NoTimestamp
+	if keyed := q.keyed; b.Keyed && keyed != nil {
 		for j := i; j < min(i+prefetchAhead, len(b.KGs)); j++ {
 			keyed.PrefetchKey(b.Recs[j], int(uint16(b.KGs[j])), uint32(b.KGs[j]>>32))
 		}
@@ -255,6 +259,27 @@ func (q *inputQueue[T]) collect(b network.Batch[T], priority *atomic.Bool) int {
 	}
 	head := q.head
 	for ; i < len(b.Recs) && !priority.Load(); i++ {
+		head.Collect(b.Recs[i])
+	}
+	return i
+}
+
+// collectStamped is collect for records that carry their timestamps: each
+// is the task's current timestamp while the record is processed.
+func (q *inputQueue[T]) collectStamped(b network.Batch[T], priority *atomic.Bool) int {
+	i, t := b.Off, q.t
+	stride := network.MetaStride(b.Keyed, true)
+	if keyed := q.keyed; b.Keyed && keyed != nil {
+		for ; i < len(b.Recs) && !priority.Load(); i++ {
+			kh := b.KGs[i*stride]
+			t.ts = int64(b.KGs[i*stride+1])
+			keyed.CollectInKeyGroup(b.Recs[i], int(uint16(kh)), uint32(kh>>32))
+		}
+		return i
+	}
+	head := q.head
+	for ; i < len(b.Recs) && !priority.Load(); i++ {
+		t.ts = int64(b.KGs[i*stride+stride-1])
 		head.Collect(b.Recs[i])
 	}
 	return i
@@ -317,9 +342,18 @@ func readInFlight[T any](t *Task, ser state.Serializer[T]) ([]network.Batch[T], 
 		var b network.Batch[T]
 		for len(data) > 0 {
 			var kh uint64
+			var ts int64
 			if p.Keyed {
 				var n int
 				kh, n = binary.Uvarint(data)
+				if n <= 0 {
+					return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, savepoint.ErrCorrupt)
+				}
+				data = data[n:]
+			}
+			if p.Stamped {
+				var n int
+				ts, n = binary.Varint(data)
 				if n <= 0 {
 					return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, savepoint.ErrCorrupt)
 				}
@@ -334,14 +368,17 @@ func readInFlight[T any](t *Task, ser state.Serializer[T]) ([]network.Batch[T], 
 				continue // re-routed to another subtask by the rescale
 			}
 			if b.Recs == nil {
-				b = network.Batch[T]{Ch: ch, Recs: make([]T, 0, network.DefaultBatchSize)}
-				if p.Keyed {
-					b.KGs = make([]uint64, 0, network.DefaultBatchSize)
+				b = network.Batch[T]{Ch: ch, Recs: make([]T, 0, network.DefaultBatchSize), Keyed: p.Keyed, Stamped: p.Stamped}
+				if p.Keyed || p.Stamped {
+					b.KGs = make([]uint64, 0, network.DefaultBatchSize*network.MetaStride(p.Keyed, p.Stamped))
 				}
 			}
 			b.Recs = append(b.Recs, r)
 			if p.Keyed {
 				b.KGs = append(b.KGs, kh)
+			}
+			if p.Stamped {
+				b.KGs = append(b.KGs, uint64(ts))
 			}
 			if len(b.Recs) == network.DefaultBatchSize {
 				out = append(out, b)

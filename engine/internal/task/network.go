@@ -37,9 +37,14 @@ func ConnectInput[T any](t *Task, numChannels int) *network.InputGate[T] {
 }
 
 // WriterOptions are the options of a record writer of this task: it ships
-// as ship to downstream subtasks (starting at start for round robin), and
-// it stops waiting for credit when the task is done or woken.
-func (t *Task) WriterOptions(ship network.ShipStrategy, maxParallelism, batchSize, start int) network.WriterOptions {
-	return network.WriterOptions{Ship: ship, MaxParallelism: maxParallelism, BatchSize: batchSize,
+// as ship to downstream subtasks (starting at start for round robin), its
+// records carry their timestamps if stamped, and it stops waiting for
+// credit when the task is done or woken.
+func (t *Task) WriterOptions(ship network.ShipStrategy, maxParallelism, batchSize, start int, stamped bool) network.WriterOptions {
+	o := network.WriterOptions{Ship: ship, MaxParallelism: maxParallelism, BatchSize: batchSize,
 		Start: start, Done: t.done, Wake: t.wake, Mail: t.Mail}
+	if stamped {
+		o.Timestamp = &t.ts
+	}
+	return o
 }

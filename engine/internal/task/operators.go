@@ -255,6 +255,9 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// pays nothing.
 	failed *state.FailureFlag
 	clErr  error
+	// ts is the task's current record's timestamp: a timer's output
+	// carries the timer's time (event time) or none (processing time).
+	ts     *int64
 	ended  bool // endInput was called: all input is processed
 	name   string
 	fn     api.KeyedProcessFunction[K, IN, OUT]
@@ -364,6 +367,8 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *OpContext) error {
 	}
 	o.prefetch, o.keyWarm = state.Prefetchers(o.backend)
 	o.ctx = api.NewContext(o.backend, api.TimerService(&o.keyedProcessOperatorCore), o.subtask, o.parallelism)
+	o.ts = &ctx.Task.ts
+	api.SetTimestampSource(&o.ctx, o.ts)
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()
@@ -483,7 +488,10 @@ func (o *keyedProcessOperator[K, IN, OUT]) fireTimers(now int64) error {
 		return o.stateErr(o.ptimers.FireDue(now, func(int64) error { return nil }))
 	}
 	api.SetTimeDomain(&o.ctx, api.ProcessingTime)
-	return o.stateErr(o.ptimers.FireDue(now, func(ts int64) error { return th.OnTimer(&o.ctx, ts, o.out) }))
+	return o.stateErr(o.ptimers.FireDue(now, func(ts int64) error {
+		*o.ts = api.NoTimestamp
+		return th.OnTimer(&o.ctx, ts, o.out)
+	}))
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
@@ -497,6 +505,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 		if !ok {
 			return nil
 		}
+		*o.ts = ts
 		return th.OnTimer(&o.ctx, ts, o.out)
 	}))
 }

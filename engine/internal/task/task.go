@@ -126,7 +126,7 @@ func New(o Options) *Task {
 	return &Task{ID: o.ID, svc: o.Services, Vertex: o.Vertex, vertexID: o.VertexID, Parallelism: o.Parallelism,
 		Subtask: o.Subtask, Name: o.Name, Mail: network.NewMailbox(), done: o.Done, exactlyOnce: o.ExactlyOnce,
 		waitFinal: o.WaitFinal, wake: make(chan struct{}, 1),
-		watermarks: watermarks{outWM: math.MinInt64, interval: o.WatermarkInterval}}
+		watermarks: watermarks{ts: math.MinInt64, outWM: math.MinInt64, interval: o.WatermarkInterval}}
 }
 
 // Task runs one subtask of a vertex: a chain of operators fed by a source

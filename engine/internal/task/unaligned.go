@@ -80,10 +80,10 @@ func newChannelCapture(id int64, numChannels int) *channelCapture {
 	return c
 }
 
-func (c *channelCapture) channel(ch int, keyed bool) *network.ChannelData {
+func (c *channelCapture) channel(ch int, keyed, stamped bool) *network.ChannelData {
 	d := c.input[ch]
 	if d == nil {
-		d = &network.ChannelData{Channel: ch, Keyed: keyed}
+		d = &network.ChannelData{Channel: ch, Keyed: keyed, Stamped: stamped}
 		c.input[ch] = d
 	}
 	return d
@@ -108,8 +108,8 @@ func offer[T any](c *channelCapture, ser state.Serializer[T], b *network.Batch[T
 	}
 	if b.Ch < 0 {
 		// Restored in flight and not processed yet: before every barrier.
-		d := c.channel(int(b.Ch), b.KGs != nil)
-		network.AppendRecords(d, ser, b.Recs[b.Off:], tail(b.KGs, b.Off))
+		d := c.channel(int(b.Ch), b.Keyed, b.Stamped)
+		network.AppendRecords(d, ser, b.Recs[b.Off:], tail(b.KGs, b.Off*network.MetaStride(b.Keyed, b.Stamped)))
 		return
 	}
 	ch := b.Ch
@@ -121,8 +121,8 @@ func offer[T any](c *channelCapture, ser state.Serializer[T], b *network.Batch[T
 		return
 	}
 	if len(b.Recs) > b.Off {
-		d := c.channel(int(ch), b.KGs != nil)
-		network.AppendRecords(d, ser, b.Recs[b.Off:], tail(b.KGs, b.Off))
+		d := c.channel(int(ch), b.Keyed, b.Stamped)
+		network.AppendRecords(d, ser, b.Recs[b.Off:], tail(b.KGs, b.Off*network.MetaStride(b.Keyed, b.Stamped)))
 	}
 	if b.Ev != nil && (b.Ev.Kind == network.EventEndOfPartition || b.Ev.Kind == network.EventBarrier && b.Ev.Barrier.ID >= c.id) ||
 		c.notified[ch] && b.Seq >= c.seqAt[ch] {
@@ -286,7 +286,7 @@ func (t *Task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 		if d.Records == 0 {
 			continue
 		}
-		cs := checkpoint.ChannelState{Keyed: d.Keyed, Records: d.Records, Data: d.Data}
+		cs := checkpoint.ChannelState{Keyed: d.Keyed, Stamped: d.Stamped, Records: d.Records, Data: d.Data}
 		if ch < 0 {
 			cs.Peer, cs.Channel = t.InPeers[-1-ch], -1
 		} else {
@@ -300,7 +300,7 @@ func (t *Task) addChannelState(snaps []checkpoint.OperatorSnapshot, c *channelCa
 		for _, d := range out {
 			s := of(t.UIDs[len(t.UIDs)-1])
 			s.OutputChannels = append(s.OutputChannels, checkpoint.ChannelState{Peer: t.OutPeers[i],
-				Channel: d.Channel, Keyed: d.Keyed, Records: d.Records, Data: d.Data})
+				Channel: d.Channel, Keyed: d.Keyed, Stamped: d.Stamped, Records: d.Records, Data: d.Data})
 		}
 	}
 	return snaps

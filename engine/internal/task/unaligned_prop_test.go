@@ -81,7 +81,7 @@ func TestUnalignedChannelStateProperty(t *testing.T) {
 				targets = append(targets, gates[r].AddChannel()) // channel s of gate r
 			}
 			tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
-			w := network.NewRecordWriter(channels(targets), nil, tk.WriterOptions(network.ShipRebalance, 128, batch, s))
+			w := network.NewRecordWriter(channels(targets), nil, tk.WriterOptions(network.ShipRebalance, 128, batch, s, false))
 			send[s] = &sender{w: w, sent: make([][]int, numR), before: map[int64][]int{}, out: map[int64][][]int{}}
 		}
 		var triggered int64

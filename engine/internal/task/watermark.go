@@ -137,6 +137,10 @@ func (v *valve) newMax() (int64, bool) {
 // watermarks is what a task tracks of event time: its input's valve, and
 // the watermark and status it last sent downstream.
 type watermarks struct {
+	// ts is the timestamp of the record being processed (api.NoTimestamp
+	// if it has none): records carry it across the network, operators
+	// pass it on with what they emit, and writers send it along.
+	ts      int64
 	valve   *valve
 	outWM   int64
 	outIdle bool
@@ -246,7 +250,8 @@ func (o *TimestampsAndWatermarksOperator[T]) open(ctx *OpContext) error {
 }
 
 func (o *TimestampsAndWatermarksOperator[T]) Collect(v T) {
-	ts := o.assign(v, api.NoTimestamp)
+	ts := o.assign(v, o.task.ts)
+	o.task.ts = ts
 	o.Out.Collect(v)
 	o.gen.OnEvent(v, ts, o)
 }
