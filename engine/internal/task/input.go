@@ -270,7 +270,17 @@ func (q *inputQueue[T]) collectStamped(b network.Batch[T], priority *atomic.Bool
 	i, t := b.Off, q.t
 	stride := network.MetaStride(b.Keyed, true)
 	if keyed := q.keyed; b.Keyed && keyed != nil {
+		// As collect: the lookups of the records prefetchAhead ahead are
+		// started before each record is processed.
+		for j := i; j < min(i+prefetchAhead, len(b.Recs)); j++ {
+			kh := b.KGs[j*stride]
+			keyed.PrefetchKey(b.Recs[j], int(uint16(kh)), uint32(kh>>32))
+		}
 		for ; i < len(b.Recs) && !priority.Load(); i++ {
+			if j := i + prefetchAhead; j < len(b.Recs) {
+				kh := b.KGs[j*stride]
+				keyed.PrefetchKey(b.Recs[j], int(uint16(kh)), uint32(kh>>32))
+			}
 			kh := b.KGs[i*stride]
 			t.ts = int64(b.KGs[i*stride+1])
 			keyed.CollectInKeyGroup(b.Recs[i], int(uint16(kh)), uint32(kh>>32))
