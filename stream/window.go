@@ -2,7 +2,10 @@ package stream
 
 import (
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/gflink/gflink/internal/api"
 )
 
 // Windows on a keyed stream, in event time (Flink's KeyedStream.window with
@@ -10,8 +13,10 @@ import (
 // event-time trigger): each record goes to the windows its timestamp falls
 // in; a window's result is emitted once the watermark passes its end, with
 // the window's last millisecond (End-1) as its timestamp, and its state is
-// dropped. A record for a window the watermark has passed is late and is
-// dropped (no allowed lateness). The records need timestamps: put
+// dropped. A record for a window the watermark has passed is late: it is
+// dropped, unless the window's AllowedLateness has not passed either —
+// then the window keeps its state that much longer and fires again with
+// each late record (Flink's allowedLateness). The records need timestamps: put
 // AssignTimestampsAndWatermarks upstream. A window's contents live in keyed
 // state, so windows are checkpointed, restored and rescaled as all keyed
 // state is.
@@ -77,13 +82,21 @@ func mod(a, b int64) int64 {
 // WindowedStream is a keyed stream cut into windows; give it a function
 // with Reduce, WindowAggregate or WindowProcess.
 type WindowedStream[T any, K comparable] struct {
-	ks KeyedStream[T, K]
-	a  WindowAssigner
+	ks       KeyedStream[T, K]
+	a        WindowAssigner
+	lateness int64
+}
+
+// AllowedLateness keeps each window's state d past its end: a late record
+// within it is added and fires the window again, with all its records.
+func (w WindowedStream[T, K]) AllowedLateness(d time.Duration) WindowedStream[T, K] {
+	w.lateness = d.Milliseconds()
+	return w
 }
 
 // Window cuts a keyed stream into windows.
 func Window[T any, K comparable](ks KeyedStream[T, K], a WindowAssigner) WindowedStream[T, K] {
-	return WindowedStream[T, K]{ks, a}
+	return WindowedStream[T, K]{ks: ks, a: a}
 }
 
 // AggregateFunction aggregates a window's records incrementally (Flink's
@@ -102,7 +115,7 @@ type ProcessWindowFunction[IN any, K comparable, OUT any] interface {
 
 // Reduce combines each window's records with f, and emits the result.
 func (w WindowedStream[T, K]) Reduce(f func(a, b T) T) DataStream[T] {
-	return Process(w.ks, &windowOperator[K, T, T, T]{a: w.a, add: func(acc T, ok bool, in T) T {
+	return Process(w.ks, &windowOperator[K, T, T, T]{a: w.a, lateness: w.lateness, add: func(acc T, ok bool, in T) T {
 		if !ok {
 			return in
 		}
@@ -116,7 +129,7 @@ func (w WindowedStream[T, K]) Reduce(f func(a, b T) T) DataStream[T] {
 // WindowAggregate aggregates each window's records with agg, and emits
 // its result.
 func WindowAggregate[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
-	return Process(w.ks, &windowOperator[K, T, ACC, OUT]{a: w.a, add: func(acc ACC, ok bool, in T) ACC {
+	return Process(w.ks, &windowOperator[K, T, ACC, OUT]{a: w.a, lateness: w.lateness, add: func(acc ACC, ok bool, in T) ACC {
 		if !ok {
 			acc = agg.CreateAccumulator()
 		}
@@ -129,7 +142,7 @@ func WindowAggregate[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], 
 
 // WindowProcess calls fn with each window's records once it fires.
 func WindowProcess[T any, K comparable, OUT any](w WindowedStream[T, K], fn ProcessWindowFunction[T, K, OUT]) DataStream[OUT] {
-	return Process(w.ks, &windowOperator[K, T, []T, OUT]{a: w.a, add: func(acc []T, _ bool, in T) []T {
+	return Process(w.ks, &windowOperator[K, T, []T, OUT]{a: w.a, lateness: w.lateness, add: func(acc []T, _ bool, in T) []T {
 		return append(acc, in)
 	}, fire: fn.Process}).Name("Window")
 }
@@ -138,10 +151,11 @@ func WindowProcess[T any, K comparable, OUT any](w WindowedStream[T, K], fn Proc
 // state (by the window's start), and fires a window with an event-time
 // timer at its last millisecond.
 type windowOperator[K comparable, T, ACC, OUT any] struct {
-	a    WindowAssigner
-	add  func(acc ACC, ok bool, in T) ACC
-	fire func(key K, w TimeWindow, acc ACC, out Collector[OUT]) error
-	accs MapState[int64, ACC]
+	a        WindowAssigner
+	lateness int64
+	add      func(acc ACC, ok bool, in T) ACC
+	fire     func(key K, w TimeWindow, acc ACC, out Collector[OUT]) error
+	accs     MapState[int64, ACC]
 	// late counts the records dropped as late (Flink's
 	// numLateRecordsDropped).
 	late int64
@@ -155,30 +169,62 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 	return err
 }
 
-func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, _ Collector[OUT]) error {
+func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, out Collector[OUT]) error {
 	ts := ctx.Timestamp()
 	if ts == NoTimestamp {
 		return fmt.Errorf("a record without a timestamp reached an event-time window: assign timestamps upstream with AssignTimestampsAndWatermarks")
 	}
 	timers := ctx.TimerService()
+	wm := timers.CurrentWatermark()
 	for _, w := range o.a.windows(ts) {
-		if w.MaxTimestamp() <= timers.CurrentWatermark() {
-			o.late++
+		if o.cleanupTime(w) <= wm {
+			o.late++ // past its allowed lateness too: dropped
 			continue
 		}
 		acc, ok := o.accs.Get(w.Start)
-		o.accs.Put(w.Start, o.add(acc, ok, in))
-		timers.RegisterEventTimeTimer(w.MaxTimestamp())
+		acc = o.add(acc, ok, in)
+		o.accs.Put(w.Start, acc)
+		if o.lateness > 0 {
+			timers.RegisterEventTimeTimer(o.cleanupTime(w))
+		}
+		if w.MaxTimestamp() > wm {
+			timers.RegisterEventTimeTimer(w.MaxTimestamp())
+			continue
+		}
+		// Late but within the allowed lateness: the window fires again
+		// with the record, stamped as its first firing was.
+		api.SetOutputTimestamp(ctx, w.MaxTimestamp())
+		if err := o.fire(ctx.CurrentKey(), w, acc, out); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
+// cleanupTime is when a window's state goes: its end plus the allowed
+// lateness (the end of time if that overflows, as in Flink).
+func (o *windowOperator[K, T, ACC, OUT]) cleanupTime(w TimeWindow) int64 {
+	c := w.MaxTimestamp() + o.lateness
+	if c < w.MaxTimestamp() {
+		return math.MaxInt64
+	}
+	return c
+}
+
+// OnTimer fires the window ending at ts and, with allowed lateness,
+// drops the state of the window whose lateness ends at ts (one timer may
+// be both).
 func (o *windowOperator[K, T, ACC, OUT]) OnTimer(ctx *Context[K], ts int64, out Collector[OUT]) error {
+	if o.lateness > 0 {
+		o.accs.Remove(ts + 1 - o.lateness - o.a.size)
+	}
 	w := TimeWindow{Start: ts + 1 - o.a.size, End: ts + 1}
 	acc, ok := o.accs.Get(w.Start)
 	if !ok {
 		return nil
 	}
-	o.accs.Remove(w.Start)
+	if o.lateness == 0 {
+		o.accs.Remove(w.Start)
+	}
 	return o.fire(ctx.CurrentKey(), w, acc, out)
 }

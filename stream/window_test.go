@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -172,4 +173,115 @@ func (f tagSum) ProcessElement(ctx *stream.Context[string], r reading, out strea
 	end := ctx.Timestamp() + 1
 	out.Collect(fmt.Sprintf("sum:%s@%d:%d", r.Sensor, end-f.size, r.Value))
 	return nil
+}
+
+// punctuated emits a watermark with every record: the largest timestamp
+// seen, less bound, less 1 ms.
+type punctuated struct{ max, bound int64 }
+
+func (g *punctuated) OnEvent(_ reading, ts int64, out stream.WatermarkOutput) {
+	g.max = max(g.max, ts)
+	out.EmitWatermark(g.max - g.bound - 1)
+}
+func (g *punctuated) OnPeriodicEmit(stream.WatermarkOutput) {}
+
+// countWindow emits a window's key, start and number of records.
+type countWindow struct{}
+
+func (countWindow) Process(key string, w stream.TimeWindow, elements []reading, out stream.Collector[string]) error {
+	out.Collect(fmt.Sprintf("%s@%d:%d", key, w.Start, len(elements)))
+	return nil
+}
+
+// With allowed lateness, a late record within it fires its window again
+// with all the window's records, and one beyond it is dropped — as a
+// plain simulation of Flink's window operator over the same records and
+// watermarks computes. Punctuated watermarks at parallelism 1 make the
+// watermark at each record exact, so the simulation is exact.
+func TestEventTimeWindowsAllowedLateness(t *testing.T) {
+	const size, bound, lateness = 50, 10, 30
+	r := rand.New(rand.NewPCG(8, 8))
+	var in []reading
+	for i := range 3000 {
+		ts := int64(i) - r.Int64N(bound)
+		if r.IntN(20) == 0 {
+			ts -= bound + r.Int64N(60) // late: within the lateness or beyond it
+		}
+		in = append(in, reading{TS: ts, Sensor: fmt.Sprint("s", r.IntN(3))})
+	}
+	// The simulation.
+	type win struct {
+		key   string
+		start int64
+	}
+	counts := map[win]int{}
+	pending := map[win]bool{} // windows whose end has not fired yet
+	var want []string
+	refires, drops := 0, 0
+	wm, maxTS := int64(math.MinInt64), int64(math.MinInt64)
+	advance := func(to int64) {
+		if to <= wm {
+			return
+		}
+		wm = to
+		var due []win
+		for w := range pending {
+			if w.start+size-1 <= wm {
+				due = append(due, w)
+			}
+		}
+		for _, w := range due {
+			want = append(want, fmt.Sprintf("%s@%d:%d", w.key, w.start, counts[w]))
+			delete(pending, w)
+		}
+		for w := range counts {
+			if w.start+size-1+lateness <= wm && !pending[w] {
+				delete(counts, w)
+			}
+		}
+	}
+	for _, rd := range in {
+		start := rd.TS - floorMod(rd.TS, size)
+		w := win{rd.Sensor, start}
+		if start+size-1+lateness > wm {
+			counts[w]++
+			if start+size-1 <= wm {
+				want = append(want, fmt.Sprintf("%s@%d:%d", w.key, w.start, counts[w]))
+				refires++
+			} else {
+				pending[w] = true
+			}
+		} else {
+			drops++
+		}
+		maxTS = max(maxTS, rd.TS)
+		advance(maxTS - bound - 1)
+	}
+	advance(math.MaxInt64)
+	slices.Sort(want)
+
+	out := &testutil.SyncBuffer{}
+	env, err := stream.NewEnvironment(stream.Options{Stdout: out, Config: map[string]string{
+		"parallelism.default": "1", "pipeline.auto-watermark-interval": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in}, "readings").UID("source")
+	timed := src.AssignTimestampsAndWatermarks(stream.ForGenerator(func() stream.WatermarkGenerator[reading] {
+		return &punctuated{max: math.MinInt64 + bound + 1, bound: bound}
+	}).WithTimestampAssigner(func(r reading, _ int64) int64 { return r.TS }))
+	w := stream.Window(stream.KeyBy(timed, func(r reading) string { return r.Sensor }), stream.TumblingEventTimeWindows(size*time.Millisecond)).
+		AllowedLateness(lateness * time.Millisecond)
+	stream.WindowProcess(w, countWindow{}).UID("windows").Print()
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(out.String())
+	slices.Sort(got)
+	if refires == 0 || drops == 0 {
+		t.Fatalf("the input has %d late records within the lateness and %d beyond it: it tests nothing", refires, drops)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d window firings, %d simulated; they differ:\n got %.20v\nwant %.20v", len(got), len(want), got, want)
+	}
 }

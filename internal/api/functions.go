@@ -68,6 +68,14 @@ func SetTimeDomain[K comparable](c *Context[K], d TimeDomain) { c.domain = d }
 // timestamp of the record being processed is kept.
 func SetTimestampSource[K comparable](c *Context[K], ts *int64) { c.ts = ts }
 
+// SetOutputTimestamp is how a runtime function of the job API (a window)
+// stamps what it emits next with ts, as Flink's TimestampedCollector does.
+func SetOutputTimestamp[K comparable](c *Context[K], ts int64) {
+	if c.ts != nil {
+		*c.ts = ts
+	}
+}
+
 // Timestamp is the event time of the record being processed (from
 // AssignTimestampsAndWatermarks upstream), or of the event-time timer
 // being handled; NoTimestamp if it has none.
