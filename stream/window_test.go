@@ -120,12 +120,12 @@ func TestEventTimeWindowsMatchABatchComputation(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			dir := t.TempDir()
 			var log testutil.SyncBuffer
-			env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: testutil.FailingJob(dir, 2, 6000, 2,
+			env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: testutil.FailingJob(dir, 2, 4000, 2,
 				"state.backend.type", backend, "pipeline.auto-watermark-interval", "5 ms")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: 40000}, "readings").UID("source")
+			src := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: 20000}, "readings").UID("source")
 			timed := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[reading](40 * time.Millisecond).
 				WithTimestampAssigner(func(r reading, _ int64) int64 { return r.TS }))
 			ks := stream.KeyBy(timed, key)
