@@ -166,7 +166,7 @@ func TestEventTimeWindowsExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := stream.FromSource[string](env, &connectors.Elements[string]{Items: events, Rate: 60000}, "events").UID("source")
+			src := stream.FromSource[string](env, &connectors.Elements[string]{Items: events, Rate: 30000}, "events").UID("source")
 			withTime := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[string](50 * time.Millisecond).WithTimestampAssigner(eventTime))
 			// A rebalance and a map on the way: timestamps cross a plain
 			// exchange and a chain too.
