@@ -179,18 +179,24 @@ func runWordCountJob(tb testing.TB, path string, conf *config.Configuration, std
 		} else {
 			counts.Print().UID("sink")
 		}
-		g, err := env.Build()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if res := j.Wait(); res.Status != engine.StatusFinished {
-			tb.Fatalf("job ended %s: %v", res.Status, res.Err)
-		}
+		runToEnd(tb, env, conf)
 	})
+}
+
+// runToEnd runs the job built on env with conf until it finishes.
+func runToEnd(tb testing.TB, env *engine.Environment, conf *config.Configuration) {
+	tb.Helper()
+	g, err := env.Build()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if res := j.Wait(); res.Status != engine.StatusFinished {
+		tb.Fatalf("job ended %s: %v", res.Status, res.Err)
+	}
 }
 
 func median(xs []float64) float64 {
@@ -316,20 +322,10 @@ func BenchmarkSinkRatio(b *testing.B) {
 		env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1})
 		lines := engine.FromSource[string](env, &connectors.TextFileSource{Paths: []string{path}}, "file-input").UID("source")
 		WordCountPipeline(lines).SinkTo(sink).UID("sink")
-		gr, err := env.Build()
-		if err != nil {
-			b.Fatal(err)
-		}
 		c := config.New()
 		c.SetString("execution.checkpointing.interval", "1 s", "bench")
 		c.SetString("execution.checkpointing.dir", ck, "bench")
-		j, err := engine.Submit(context.Background(), gr, engine.JobOptions{Config: c})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res := j.Wait(); res.Status != engine.StatusFinished {
-			b.Fatalf("job ended %s: %v", res.Status, res.Err)
-		}
+		runToEnd(b, env, c)
 		return time.Since(start)
 	}
 	var r8 []float64
@@ -467,17 +463,7 @@ func BenchmarkWatermarkRatio(b *testing.B) {
 				WithTimestampAssigner(func(l string, _ int64) int64 { return int64(len(l)) }))
 		}
 		WordCountPipeline(lines).SinkTo(connectors.DiscardingSink[WordCountRecord]{}).UID("sink")
-		g, err := env.Build()
-		if err != nil {
-			b.Fatal(err)
-		}
-		j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: config.New()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res := j.Wait(); res.Status != engine.StatusFinished {
-			b.Fatalf("job ended %s: %v", res.Status, res.Err)
-		}
+		runToEnd(b, env, config.New())
 		return time.Since(start)
 	}
 	var r []float64

@@ -2,6 +2,7 @@ package task
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"slices"
 	"testing"
@@ -45,6 +46,16 @@ func TestInFlightRecordsKeepTimestamps(t *testing.T) {
 			if len(got) != 1 || !slices.Equal(got[0].Recs, recs) || !slices.Equal(got[0].KGs, meta) ||
 				got[0].Keyed != keyed || got[0].Stamped != stamped {
 				t.Fatalf("keyed %v, stamped %v: restored %+v, want records %q with metadata %v", keyed, stamped, got, recs, meta)
+			}
+			if !keyed && !stamped {
+				continue
+			}
+			// A record cut inside its key group or timestamp is corrupt.
+			cut := []byte{0x80}
+			block = binary.BigEndian.AppendUint32(slices.Clone(cut), crc32.Checksum(cut, crc32.MakeTable(crc32.Castagnoli)))
+			tk.InFlight[0].Stream = &savepoint.StreamStateHandle{Inline: block, Length: int64(len(block))}
+			if _, err := readInFlight[string](tk, ser); !errors.Is(err, savepoint.ErrCorrupt) {
+				t.Fatalf("keyed %v, stamped %v: a cut record restored with %v, want ErrCorrupt", keyed, stamped, err)
 			}
 		}
 	}

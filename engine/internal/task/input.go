@@ -353,22 +353,17 @@ func readInFlight[T any](t *Task, ser state.Serializer[T]) ([]network.Batch[T], 
 		for len(data) > 0 {
 			var kh uint64
 			var ts int64
+			n, m := 0, 0
 			if p.Keyed {
-				var n int
 				kh, n = binary.Uvarint(data)
-				if n <= 0 {
-					return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, savepoint.ErrCorrupt)
-				}
-				data = data[n:]
 			}
-			if p.Stamped {
-				var n int
-				ts, n = binary.Varint(data)
-				if n <= 0 {
-					return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, savepoint.ErrCorrupt)
-				}
-				data = data[n:]
+			if p.Stamped && n >= 0 {
+				ts, m = binary.Varint(data[max(n, 0):])
 			}
+			if n < 0 || m < 0 || p.Keyed && n == 0 || p.Stamped && m == 0 {
+				return nil, fmt.Errorf("restore in-flight records of %s: %w", t.Name, savepoint.ErrCorrupt)
+			}
+			data = data[n+m:]
 			var r T
 			r, data, err = ser.Decode(data)
 			if err != nil {
