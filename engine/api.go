@@ -306,7 +306,7 @@ func (ks KeyedStream[T, K]) WithKeySerializer(ser state.KeySerializer[K]) KeyedS
 func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedProcessFunction[K, T, OUT]) DataStream[OUT] {
 	env := ks.s.env
 	n := env.newNode(graph.KindOperator, "KeyedProcess", graph.NewTypeOps[OUT]())
-	n.Keyed, n.Stateful = true, true
+	n.Keyed, n.Stateful, n.SideOutputs = true, true, true
 	keySer := ks.keySer
 	keyFn := ks.key
 	env.connect(ks.s.n, n, network.ShipHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
@@ -315,6 +315,30 @@ func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedPro
 		return api.Collector[T](op), op
 	}
 	return DataStream[OUT]{env: env, n: n}
+}
+
+// SideOutput is the stream of what s's function emits to the side output
+// tag (Flink's getSideOutput): s must be a keyed process function's
+// stream.
+func SideOutput[X, T any](s DataStream[T], tag api.OutputTag[X]) DataStream[X] {
+	env := s.env
+	n := env.newNode(graph.KindOperator, "SideOutput("+tag.ID()+")", graph.NewTypeOps[X]())
+	if !s.n.SideOutputs {
+		env.addError(fmt.Errorf("side output %s of %q: only keyed process functions (Process, windows, joins) emit side outputs", tag, s.n.Name))
+	}
+	for _, e := range s.n.Outs {
+		if e.Side == tag.ID() && e.To.Out.Type() != n.Out.Type() {
+			env.addError(fmt.Errorf("side output %q of %q is read as %s and as %s: one tag id, one type", tag.ID(), s.n.Name, e.To.Out.Type(), n.Out.Type()))
+		}
+	}
+	n.Parallelism = s.n.Parallelism
+	env.connect(s.n, n, network.ShipForward, nil)
+	n.In[0].Side = tag.ID()
+	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.UnionOperator[X]{Out: out.(api.Collector[X])}
+		return api.Collector[X](op), op
+	}
+	return DataStream[X]{env: env, n: n}
 }
 
 // DataStreamSink is the end of a stream.

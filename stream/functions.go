@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/internal/api"
 )
@@ -123,4 +124,21 @@ func GetOperatorListState[V any](ctx *RuntimeContext, name string) (ListState[V]
 // every subtask the lists of all subtasks; each keeps what it needs.
 func GetUnionListState[V any](ctx *RuntimeContext, name string) (ListState[V], error) {
 	return api.GetUnionListState[V](ctx, name)
+}
+
+// OutputTag names a side output of records of type T (Flink's OutputTag).
+type OutputTag[T any] = api.OutputTag[T]
+
+// NewOutputTag makes the tag of the side output called id.
+func NewOutputTag[T any](id string) OutputTag[T] { return api.NewOutputTag[T](id) }
+
+// Output emits v from a keyed function to the side output tag, with the
+// current record's timestamp (Flink's Context.output). A side output that
+// nothing reads drops it.
+func Output[T any, K comparable](ctx *Context[K], tag OutputTag[T], v T) { api.Output(ctx, tag, v) }
+
+// GetSideOutput is the stream of what s's function emits to tag (Flink's
+// getSideOutput). s must come from Process, a window or a join.
+func GetSideOutput[X, T any](s DataStream[T], tag OutputTag[X]) DataStream[X] {
+	return DataStream[X]{engine.SideOutput(s.s, tag)}
 }

@@ -4,22 +4,21 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/gflink/gflink/internal/api"
 )
 
-// Windows on a keyed stream, in event time (Flink's KeyedStream.window with
-// TumblingEventTimeWindows or SlidingEventTimeWindows and the default
-// event-time trigger): each record goes to the windows its timestamp falls
-// in; a window's result is emitted once the watermark passes its end, with
-// the window's last millisecond (End-1) as its timestamp, and its state is
-// dropped. A record for a window the watermark has passed is late: it is
-// dropped, unless the window's AllowedLateness has not passed either —
-// then the window keeps its state that much longer and fires again with
-// each late record (Flink's allowedLateness). The records need timestamps: put
-// AssignTimestampsAndWatermarks upstream. A window's contents live in keyed
-// state, so windows are checkpointed, restored and rescaled as all keyed
-// state is.
+// Windows on a keyed stream (Flink's KeyedStream.window): an assigner puts
+// each record into windows — tumbling, sliding or session, in event or
+// processing time, or one global window — and a trigger decides when a
+// window's function runs, by default once the watermark (or the clock)
+// passes the window's end. An event-time window's result carries the
+// window's last millisecond (End-1) as its timestamp. A record for a
+// window the watermark has passed is late: it is dropped (or sent to
+// SideOutputLateData's side output), unless the window's AllowedLateness
+// has not passed either — then the window keeps its state that much longer
+// and fires again with each late record. Event-time windows need
+// timestamps: put AssignTimestampsAndWatermarks upstream. A window's
+// contents and its trigger's state live in keyed state, so windows are
+// checkpointed, restored and rescaled as all keyed state is.
 
 // TimeWindow is the window [Start, End) in milliseconds.
 type TimeWindow struct{ Start, End int64 }
@@ -27,9 +26,23 @@ type TimeWindow struct{ Start, End int64 }
 // MaxTimestamp is the last millisecond in the window.
 func (w TimeWindow) MaxTimestamp() int64 { return w.End - 1 }
 
-// WindowAssigner puts a timestamp into windows.
+// Intersects reports whether the windows overlap or touch (Flink's
+// TimeWindow.intersects: session windows that touch merge).
+func (w TimeWindow) Intersects(o TimeWindow) bool { return w.Start <= o.End && w.End >= o.Start }
+
+// Cover is the smallest window holding both.
+func (w TimeWindow) Cover(o TimeWindow) TimeWindow {
+	return TimeWindow{min(w.Start, o.Start), max(w.End, o.End)}
+}
+
+// globalWindow is GlobalWindows' one window: all of time.
+var globalWindow = TimeWindow{math.MinInt64, math.MaxInt64}
+
+// WindowAssigner puts a record into windows by its timestamp (event time)
+// or by the clock when it arrives (processing time).
 type WindowAssigner struct {
-	size, slide, offset int64
+	size, slide, offset, gap int64
+	processing, global       bool
 }
 
 // TumblingEventTimeWindows are windows of size, one after another, aligned
@@ -44,6 +57,43 @@ func SlidingEventTimeWindows(size, slide time.Duration) WindowAssigner {
 	return WindowAssigner{size: size.Milliseconds(), slide: slide.Milliseconds()}
 }
 
+// EventTimeSessionWindows put a key's records closer than gap to one
+// another into one window, from the first record's timestamp to the last
+// one's plus gap (Flink's EventTimeSessionWindows.withGap).
+func EventTimeSessionWindows(gap time.Duration) WindowAssigner {
+	return WindowAssigner{gap: gap.Milliseconds()}
+}
+
+// TumblingProcessingTimeWindows are tumbling windows of the clock's time
+// when records arrive. As in Flink's streaming mode, windows whose end has
+// not come when a bounded input ends do not fire.
+func TumblingProcessingTimeWindows(size time.Duration) WindowAssigner {
+	a := TumblingEventTimeWindows(size)
+	a.processing = true
+	return a
+}
+
+// SlidingProcessingTimeWindows are sliding windows of the clock's time
+// when records arrive.
+func SlidingProcessingTimeWindows(size, slide time.Duration) WindowAssigner {
+	a := SlidingEventTimeWindows(size, slide)
+	a.processing = true
+	return a
+}
+
+// ProcessingTimeSessionWindows are session windows of the clock's time
+// when records arrive.
+func ProcessingTimeSessionWindows(gap time.Duration) WindowAssigner {
+	a := EventTimeSessionWindows(gap)
+	a.processing = true
+	return a
+}
+
+// GlobalWindows puts every record of a key into one window that never
+// ends, and needs no timestamps: give it a Trigger (CountTrigger, say),
+// or it never fires.
+func GlobalWindows() WindowAssigner { return WindowAssigner{global: true} }
+
 // WithOffset shifts the windows' starts by offset (a time zone's, for
 // daily windows).
 func (a WindowAssigner) WithOffset(offset time.Duration) WindowAssigner {
@@ -51,8 +101,38 @@ func (a WindowAssigner) WithOffset(offset time.Duration) WindowAssigner {
 	return a
 }
 
+func (a WindowAssigner) merging() bool { return a.gap != 0 }
+
+// IsEventTime reports whether the assigner's windows are in event time.
+func (a WindowAssigner) IsEventTime() bool { return !a.processing }
+
+// String names the assigner as Flink does, sizes in milliseconds.
+func (a WindowAssigner) String() string {
+	kind := "EventTime"
+	if a.processing {
+		kind = "ProcessingTime"
+	}
+	switch {
+	case a.global:
+		return "GlobalWindows()"
+	case a.merging():
+		return fmt.Sprintf("%sSessionWindows(%d)", kind, a.gap)
+	case a.size == a.slide:
+		return fmt.Sprintf("Tumbling%sWindows(%d)", kind, a.size)
+	}
+	return fmt.Sprintf("Sliding%sWindows(%d, %d)", kind, a.size, a.slide)
+}
+
 func (a WindowAssigner) check() error {
-	if a.size <= 0 || a.slide <= 0 || a.slide > a.size {
+	switch {
+	case a.global:
+		return nil
+	case a.merging():
+		if a.gap <= 0 {
+			return fmt.Errorf("session window gap %d ms: it must be at least 1 ms", a.gap)
+		}
+		return nil
+	case a.size <= 0 || a.slide <= 0 || a.slide > a.size:
 		return fmt.Errorf("window size %d ms and slide %d ms: both must be at least 1 ms, and the slide at most the size", a.size, a.slide)
 	}
 	return nil
@@ -60,13 +140,22 @@ func (a WindowAssigner) check() error {
 
 // windows lists the windows ts falls in, latest first (Flink's
 // SlidingEventTimeWindows.assignWindows).
-func (a WindowAssigner) windows(ts int64) []TimeWindow {
-	last := ts - mod(ts-a.offset, a.slide)
-	var out []TimeWindow
-	for start := last; start > ts-a.size; start -= a.slide {
-		out = append(out, TimeWindow{start, start + a.size})
+func (a WindowAssigner) windows(ts int64, dst []TimeWindow) []TimeWindow {
+	switch {
+	case a.global:
+		return append(dst, globalWindow)
+	case a.merging():
+		end := ts + a.gap
+		if end < ts {
+			end = math.MaxInt64
+		}
+		return append(dst, TimeWindow{ts, end})
 	}
-	return out
+	last := ts - mod(ts-a.offset, a.slide)
+	for start := last; start > ts-a.size; start -= a.slide {
+		dst = append(dst, TimeWindow{start, start + a.size})
+	}
+	return dst
 }
 
 // mod is the remainder of a by b, never negative (Flink's
@@ -80,18 +169,14 @@ func mod(a, b int64) int64 {
 }
 
 // WindowedStream is a keyed stream cut into windows; give it a function
-// with Reduce, WindowAggregate or WindowProcess.
+// with Reduce, WindowReduce, WindowAggregate, WindowAggregateProcess or
+// WindowProcess.
 type WindowedStream[T any, K comparable] struct {
 	ks       KeyedStream[T, K]
 	a        WindowAssigner
+	trigger  Trigger[T]
 	lateness int64
-}
-
-// AllowedLateness keeps each window's state d past its end: a late record
-// within it is added and fires the window again, with all its records.
-func (w WindowedStream[T, K]) AllowedLateness(d time.Duration) WindowedStream[T, K] {
-	w.lateness = d.Milliseconds()
-	return w
+	lateTag  *OutputTag[T]
 }
 
 // Window cuts a keyed stream into windows.
@@ -99,132 +184,170 @@ func Window[T any, K comparable](ks KeyedStream[T, K], a WindowAssigner) Windowe
 	return WindowedStream[T, K]{ks: ks, a: a}
 }
 
+// AllowedLateness keeps each event-time window's state d past its end: a
+// late record within it is added and fires the window again, with all its
+// records.
+func (w WindowedStream[T, K]) AllowedLateness(d time.Duration) WindowedStream[T, K] {
+	w.lateness = d.Milliseconds()
+	return w
+}
+
+// Trigger replaces the assigner's default trigger.
+func (w WindowedStream[T, K]) Trigger(t Trigger[T]) WindowedStream[T, K] {
+	w.trigger = t
+	return w
+}
+
+// SideOutputLateData sends the records dropped as late to the side output
+// tag (read it with GetSideOutput on the window's result).
+func (w WindowedStream[T, K]) SideOutputLateData(tag OutputTag[T]) WindowedStream[T, K] {
+	w.lateTag = &tag
+	return w
+}
+
 // AggregateFunction aggregates a window's records incrementally (Flink's
-// AggregateFunction): the window keeps only its accumulator.
+// AggregateFunction): the window keeps only its accumulator. Merge
+// combines the accumulators of session windows that merge.
 type AggregateFunction[IN, ACC, OUT any] interface {
 	CreateAccumulator() ACC
 	Add(in IN, acc ACC) ACC
 	GetResult(acc ACC) OUT
+	Merge(a, b ACC) ACC
 }
 
 // ProcessWindowFunction gets all of a window's records at once, with the
-// key and the window (Flink's ProcessWindowFunction).
+// key and the window (Flink's ProcessWindowFunction); after a reduce or an
+// aggregate, elements is the one pre-aggregated result.
 type ProcessWindowFunction[IN any, K comparable, OUT any] interface {
 	Process(key K, w TimeWindow, elements []IN, out Collector[OUT]) error
 }
 
-// Reduce combines each window's records with f, and emits the result.
-func (w WindowedStream[T, K]) Reduce(f func(a, b T) T) DataStream[T] {
-	return Process(w.ks, &windowOperator[K, T, T, T]{a: w.a, lateness: w.lateness, add: func(acc T, ok bool, in T) T {
+// ProcessWindowFunc is a ProcessWindowFunction as a plain function.
+type ProcessWindowFunc[IN any, K comparable, OUT any] func(key K, w TimeWindow, elements []IN, out Collector[OUT]) error
+
+// Process calls f.
+func (f ProcessWindowFunc[IN, K, OUT]) Process(key K, w TimeWindow, elements []IN, out Collector[OUT]) error {
+	return f(key, w, elements, out)
+}
+
+func reduceAdd[T any](f func(a, b T) T) func(T, bool, T) T {
+	return func(acc T, ok bool, in T) T {
 		if !ok {
 			return in
 		}
 		return f(acc, in)
-	}, fire: func(_ K, _ TimeWindow, acc T, out Collector[T]) error {
+	}
+}
+
+// Reduce combines each window's records with f, and emits the result.
+func (w WindowedStream[T, K]) Reduce(f func(a, b T) T) DataStream[T] {
+	return windowed(w, "Reduce", reduceAdd(f), f, func(_ K, _ TimeWindow, acc T, out Collector[T]) error {
 		out.Collect(acc)
 		return nil
-	}}).Name("Window")
+	})
+}
+
+// WindowReduce combines each window's records with f, and calls fn with
+// the result, the key and the window.
+func WindowReduce[T any, K comparable, OUT any](w WindowedStream[T, K], f func(a, b T) T, fn ProcessWindowFunction[T, K, OUT]) DataStream[OUT] {
+	return windowed(w, "Reduce", reduceAdd(f), f, func(key K, win TimeWindow, acc T, out Collector[OUT]) error {
+		return fn.Process(key, win, []T{acc}, out)
+	})
+}
+
+func aggregateAdd[T, ACC, OUT any](agg AggregateFunction[T, ACC, OUT]) func(ACC, bool, T) ACC {
+	return func(acc ACC, ok bool, in T) ACC {
+		if !ok {
+			acc = agg.CreateAccumulator()
+		}
+		return agg.Add(in, acc)
+	}
 }
 
 // WindowAggregate aggregates each window's records with agg, and emits
 // its result.
 func WindowAggregate[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
-	return Process(w.ks, &windowOperator[K, T, ACC, OUT]{a: w.a, lateness: w.lateness, add: func(acc ACC, ok bool, in T) ACC {
-		if !ok {
-			acc = agg.CreateAccumulator()
-		}
-		return agg.Add(in, acc)
-	}, fire: func(_ K, _ TimeWindow, acc ACC, out Collector[OUT]) error {
+	return windowed(w, "Aggregate", aggregateAdd(agg), agg.Merge, func(_ K, _ TimeWindow, acc ACC, out Collector[OUT]) error {
 		out.Collect(agg.GetResult(acc))
 		return nil
-	}}).Name("Window")
+	})
+}
+
+// WindowAggregateProcess aggregates each window's records with agg, and
+// calls fn with its result, the key and the window.
+func WindowAggregateProcess[T any, K comparable, ACC, AOUT, OUT any](w WindowedStream[T, K], agg AggregateFunction[T, ACC, AOUT], fn ProcessWindowFunction[AOUT, K, OUT]) DataStream[OUT] {
+	return windowed(w, "Aggregate", aggregateAdd(agg), agg.Merge, func(key K, win TimeWindow, acc ACC, out Collector[OUT]) error {
+		return fn.Process(key, win, []AOUT{agg.GetResult(acc)}, out)
+	})
 }
 
 // WindowProcess calls fn with each window's records once it fires.
 func WindowProcess[T any, K comparable, OUT any](w WindowedStream[T, K], fn ProcessWindowFunction[T, K, OUT]) DataStream[OUT] {
-	return Process(w.ks, &windowOperator[K, T, []T, OUT]{a: w.a, lateness: w.lateness, add: func(acc []T, _ bool, in T) []T {
-		return append(acc, in)
-	}, fire: fn.Process}).Name("Window")
+	return windowed(w, "Process", func(acc []T, _ bool, in T) []T { return append(acc, in) },
+		func(a, b []T) []T { return append(a, b...) }, fn.Process)
 }
 
-// windowOperator keeps, per key, each open window's accumulator in map
-// state (by the window's start), and fires a window with an event-time
-// timer at its last millisecond.
-type windowOperator[K comparable, T, ACC, OUT any] struct {
-	a        WindowAssigner
-	lateness int64
-	add      func(acc ACC, ok bool, in T) ACC
-	fire     func(key K, w TimeWindow, acc ACC, out Collector[OUT]) error
-	accs     MapState[int64, ACC]
-	// late counts the records dropped as late (Flink's
-	// numLateRecordsDropped).
-	late int64
-}
-
-func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
-	if err := o.a.check(); err != nil {
-		return err
-	}
-	o.accs, err = GetMapState[int64, ACC](ctx, "window-contents")
-	return err
-}
-
-func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, out Collector[OUT]) error {
-	ts := ctx.Timestamp()
-	if ts == NoTimestamp {
-		return fmt.Errorf("a record without a timestamp reached an event-time window: assign timestamps upstream with AssignTimestampsAndWatermarks")
-	}
-	timers := ctx.TimerService()
-	wm := timers.CurrentWatermark()
-	for _, w := range o.a.windows(ts) {
-		if o.cleanupTime(w) <= wm {
-			o.late++ // past its allowed lateness too: dropped
-			continue
-		}
-		acc, ok := o.accs.Get(w.Start)
-		acc = o.add(acc, ok, in)
-		o.accs.Put(w.Start, acc)
-		if o.lateness > 0 {
-			timers.RegisterEventTimeTimer(o.cleanupTime(w))
-		}
-		if w.MaxTimestamp() > wm {
-			timers.RegisterEventTimeTimer(w.MaxTimestamp())
-			continue
-		}
-		// Late but within the allowed lateness: the window fires again
-		// with the record, stamped as its first firing was.
-		api.SetOutputTimestamp(ctx, w.MaxTimestamp())
-		if err := o.fire(ctx.CurrentKey(), w, acc, out); err != nil {
-			return err
+// windowed adds the window operator to the stream.
+func windowed[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], fname string, add func(ACC, bool, T) ACC, merge func(a, b ACC) ACC, fire func(K, TimeWindow, ACC, Collector[OUT]) error) DataStream[OUT] {
+	trig := w.trigger
+	if trig == nil {
+		trig = EventTimeTrigger[T]()
+		if w.a.processing {
+			trig = ProcessingTimeTrigger[T]()
 		}
 	}
-	return nil
+	op := &windowOperator[K, T, ACC, OUT]{a: w.a, trigger: trig, lateness: w.lateness, lateTag: w.lateTag,
+		add: add, merge: merge, fire: fire}
+	if w.a.processing {
+		op.lateness = 0 // processing time has no late records
+	}
+	return Process(w.ks, op).Name(fmt.Sprintf("Window(%v, %v, %s)", w.a, trig, fname))
 }
 
-// cleanupTime is when a window's state goes: its end plus the allowed
-// lateness (the end of time if that overflows, as in Flink).
-func (o *windowOperator[K, T, ACC, OUT]) cleanupTime(w TimeWindow) int64 {
-	c := w.MaxTimestamp() + o.lateness
-	if c < w.MaxTimestamp() {
-		return math.MaxInt64
-	}
-	return c
+// AllWindowedStream is a whole stream cut into windows (Flink's
+// windowAll): one subtask sees every record.
+type AllWindowedStream[T any] struct{ w WindowedStream[T, int] }
+
+// WindowAll cuts a stream, not keyed, into windows; the window operator
+// runs with parallelism 1.
+func WindowAll[T any](s DataStream[T], a WindowAssigner) AllWindowedStream[T] {
+	return AllWindowedStream[T]{Window(KeyBy(s, func(T) int { return 0 }), a)}
 }
 
-// OnTimer fires the window ending at ts and, with allowed lateness,
-// drops the state of the window whose lateness ends at ts (one timer may
-// be both).
-func (o *windowOperator[K, T, ACC, OUT]) OnTimer(ctx *Context[K], ts int64, out Collector[OUT]) error {
-	if o.lateness > 0 {
-		o.accs.Remove(ts + 1 - o.lateness - o.a.size)
-	}
-	w := TimeWindow{Start: ts + 1 - o.a.size, End: ts + 1}
-	acc, ok := o.accs.Get(w.Start)
-	if !ok {
-		return nil
-	}
-	if o.lateness == 0 {
-		o.accs.Remove(w.Start)
-	}
-	return o.fire(ctx.CurrentKey(), w, acc, out)
+// AllowedLateness is WindowedStream.AllowedLateness.
+func (w AllWindowedStream[T]) AllowedLateness(d time.Duration) AllWindowedStream[T] {
+	return AllWindowedStream[T]{w.w.AllowedLateness(d)}
+}
+
+// Trigger is WindowedStream.Trigger.
+func (w AllWindowedStream[T]) Trigger(t Trigger[T]) AllWindowedStream[T] {
+	return AllWindowedStream[T]{w.w.Trigger(t)}
+}
+
+// SideOutputLateData is WindowedStream.SideOutputLateData.
+func (w AllWindowedStream[T]) SideOutputLateData(tag OutputTag[T]) AllWindowedStream[T] {
+	return AllWindowedStream[T]{w.w.SideOutputLateData(tag)}
+}
+
+// Reduce combines each window's records with f.
+func (w AllWindowedStream[T]) Reduce(f func(a, b T) T) DataStream[T] {
+	return w.w.Reduce(f).Parallelism(1)
+}
+
+// WindowAllAggregate aggregates each window's records with agg.
+func WindowAllAggregate[T, ACC, OUT any](w AllWindowedStream[T], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
+	return WindowAggregate(w.w, agg).Parallelism(1)
+}
+
+// ProcessAllWindowFunction gets all of a window's records at once (Flink's
+// ProcessAllWindowFunction).
+type ProcessAllWindowFunction[IN, OUT any] interface {
+	Process(w TimeWindow, elements []IN, out Collector[OUT]) error
+}
+
+// WindowAllProcess calls fn with each window's records once it fires.
+func WindowAllProcess[T, OUT any](w AllWindowedStream[T], fn ProcessAllWindowFunction[T, OUT]) DataStream[OUT] {
+	return WindowProcess(w.w, ProcessWindowFunc[T, int, OUT](func(_ int, win TimeWindow, elements []T, out Collector[OUT]) error {
+		return fn.Process(win, elements, out)
+	})).Parallelism(1)
 }

@@ -50,6 +50,7 @@ func (countAgg) CreateAccumulator() aggAcc { return aggAcc{} }
 func (countAgg) Add(in reading, acc aggAcc) aggAcc {
 	return aggAcc{in.Sensor, acc.N + 1, acc.Sum + in.Value}
 }
+func (countAgg) Merge(a, b aggAcc) aggAcc { return aggAcc{a.Sensor, a.N + b.N, a.Sum + b.Sum} }
 func (countAgg) GetResult(acc aggAcc) string {
 	return fmt.Sprintf("%s/%d/%d", acc.Sensor, acc.N, acc.Sum)
 }
@@ -194,7 +195,8 @@ func (countWindow) Process(key string, w stream.TimeWindow, elements []reading, 
 }
 
 // With allowed lateness, a late record within it fires its window again
-// with all the window's records, and one beyond it is dropped — as a
+// with all the window's records, and one beyond it goes to the late side
+// output — as a
 // plain simulation of Flink's window operator over the same records and
 // watermarks computes. Punctuated watermarks at parallelism 1 make the
 // watermark at each record exact, so the simulation is exact.
@@ -253,6 +255,7 @@ func TestEventTimeWindowsAllowedLateness(t *testing.T) {
 			}
 		} else {
 			drops++
+			want = append(want, fmt.Sprintf("late:%s@%d", rd.Sensor, rd.TS))
 		}
 		maxTS = max(maxTS, rd.TS)
 		advance(maxTS - bound - 1)
@@ -270,9 +273,12 @@ func TestEventTimeWindowsAllowedLateness(t *testing.T) {
 	timed := src.AssignTimestampsAndWatermarks(stream.ForGenerator(func() stream.WatermarkGenerator[reading] {
 		return &punctuated{max: math.MinInt64 + bound + 1, bound: bound}
 	}).WithTimestampAssigner(func(r reading, _ int64) int64 { return r.TS }))
+	lateTag := stream.NewOutputTag[reading]("late")
 	w := stream.Window(stream.KeyBy(timed, func(r reading) string { return r.Sensor }), stream.TumblingEventTimeWindows(size*time.Millisecond)).
-		AllowedLateness(lateness * time.Millisecond)
-	stream.WindowProcess(w, countWindow{}).UID("windows").Print()
+		AllowedLateness(lateness * time.Millisecond).SideOutputLateData(lateTag)
+	windows := stream.WindowProcess(w, countWindow{}).UID("windows")
+	late := stream.Map(stream.GetSideOutput(windows, lateTag), func(r reading) string { return fmt.Sprintf("late:%s@%d", r.Sensor, r.TS) })
+	stream.Union(windows, late).Print()
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,7 @@ type Context[K comparable] struct {
 	parallelism int
 	domain      TimeDomain
 	ts          *int64 // the current record's or timer's timestamp
+	side        sideOutputs
 }
 
 // NewContext is how a keyed operator of the runtime makes its functions'
@@ -261,3 +262,9 @@ func (l *opList[V]) Get() []V      { return l.vals }
 func (l *opList[V]) Add(v V)       { l.vals = append(l.vals, v) }
 func (l *opList[V]) Update(vs []V) { l.vals = append([]V(nil), vs...) }
 func (l *opList[V]) Clear()        { l.vals = nil }
+
+// GetMapStateWith declares (in Open) the map state called name with the
+// serializers of its keys and values.
+func GetMapStateWith[UK comparable, UV any, K comparable](ctx *Context[K], name string, keySer Serializer[UK], valSer Serializer[UV]) (MapState[UK, UV], error) {
+	return state.GetMapState[UK, UV](ctx.backend, name, keySer, valSer)
+}

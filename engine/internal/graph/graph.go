@@ -35,7 +35,9 @@ type Node struct {
 	Stateful       bool
 	// Stamped: the node's output records carry their timestamps (an
 	// AssignTimestampsAndWatermarks upstream, or the node itself).
-	Stamped                bool
+	Stamped bool
+	// SideOutputs: the node's function can emit to side outputs.
+	SideOutputs            bool
 	In, Outs               []*Edge
 	Out                    TypeOps // the output type; nil for sinks
 	Source                 any
@@ -53,6 +55,19 @@ type Edge struct {
 	From, To *Node
 	Ship     network.ShipStrategy
 	Hash     any // func(T) uint64 for hash partitioning
+	// Side is the id of the side output (OutputTag) the edge carries, ""
+	// for the main output. A side edge's records have To's input type,
+	// not From's output type, and are emitted by the function through its
+	// context rather than its collector.
+	Side string
+}
+
+// Type is the TypeOps of the records the edge carries.
+func (e *Edge) Type() TypeOps {
+	if e.Side != "" {
+		return e.To.Out
+	}
+	return e.From.Out
 }
 
 // JobGraph is a job ready to run: operators with resolved parallelism, max
@@ -223,7 +238,7 @@ func chain(nodes []*Node) []*Vertex {
 }
 
 func chainable(e *Edge) bool {
-	return e.Ship == network.ShipForward && len(e.From.Outs) == 1 && len(e.To.In) == 1 &&
+	return e.Side == "" && e.Ship == network.ShipForward && len(e.From.Outs) == 1 && len(e.To.In) == 1 &&
 		e.From.Parallelism == e.To.Parallelism
 }
 

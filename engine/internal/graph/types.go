@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"reflect"
+
 	"github.com/gflink/gflink/engine/internal/network"
 	"github.com/gflink/gflink/engine/internal/task"
 	"github.com/gflink/gflink/internal/api"
@@ -23,12 +25,18 @@ type TypeOps interface {
 	NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int, stamped bool) (any, network.OutputWriter)
 	// NewFanout is one collector sending each record to all of outs.
 	NewFanout(outs []any) any
+	// Type names the record type, for messages.
+	Type() string
 }
 
 type typeOpsFor[T any] struct{}
 
 // NewTypeOps returns the TypeOps of records of type T.
 func NewTypeOps[T any]() TypeOps { return typeOpsFor[T]{} }
+
+func (typeOpsFor[T]) Type() string {
+	return reflect.TypeFor[T]().String()
+}
 
 func (typeOpsFor[T]) ConnectInput(t *task.Task, numChannels int) {
 	task.ConnectInput[T](t, numChannels)
@@ -50,6 +58,9 @@ func (typeOpsFor[T]) NewWriter(t *task.Task, targets []any, ship network.ShipStr
 }
 
 func (typeOpsFor[T]) NewFanout(outs []any) any {
+	if len(outs) == 0 {
+		return api.Collector[T](discard[T]{})
+	}
 	if len(outs) == 1 {
 		return outs[0]
 	}
@@ -68,3 +79,8 @@ func (f *fanout[T]) Collect(v T) {
 		o.Collect(v)
 	}
 }
+
+// discard is the main output of a node read only through its side outputs.
+type discard[T any] struct{}
+
+func (discard[T]) Collect(T) {}

@@ -181,7 +181,7 @@ func (d *deployment) createTasks() {
 				t.OutPeers = append(t.OutPeers, oe.To.UID)
 			}
 			if len(v.Inputs) > 0 {
-				v.Inputs[0].From.Out.ConnectInput(t, numCh)
+				v.Inputs[0].Type().ConnectInput(t, numCh)
 			}
 			e.tasks = append(e.tasks, t)
 			d.tasksOf[v] = append(d.tasksOf[v], t)
@@ -202,7 +202,7 @@ func (d *deployment) connectChannels() {
 					if in.Ship == network.ShipForward && i != j {
 						continue
 					}
-					per[j] = append(per[j], in.From.Out.AddChannel(recv.Gate))
+					per[j] = append(per[j], in.Type().AddChannel(recv.Gate))
 					recv.ChanInfo = append(recv.ChanInfo, task.ChanInfo{Edge: k, Sender: j})
 				}
 			}
@@ -217,15 +217,28 @@ func (d *deployment) buildChains() {
 	for _, v := range d.jm.graph.Vertices {
 		for i, t := range d.tasksOf[v] {
 			var outs []any
+			sides := map[string][]any{}
 			for _, oe := range v.Outputs {
-				c, w := oe.From.Out.NewWriter(t, d.targets[oe][i], oe.Ship, oe.Hash, d.e.maxPar[oe.To.UID],
+				c, w := oe.Type().NewWriter(t, d.targets[oe][i], oe.Ship, oe.Hash, d.e.maxPar[oe.To.UID],
 					network.DefaultBatchSize, i, oe.From.Stamped)
-				outs = append(outs, c)
+				if oe.Side != "" {
+					sides[oe.Side] = append(sides[oe.Side], c)
+				} else {
+					outs = append(outs, c)
+				}
 				t.Writers = append(t.Writers, w)
 			}
 			var out any
-			if len(outs) > 0 {
+			if len(outs) > 0 || len(sides) > 0 {
+				// A node whose only consumers read its side outputs
+				// still gets a collector for its main output.
 				out = v.Tail().Out.NewFanout(outs)
+			}
+			sideOuts := map[string]any{}
+			for _, oe := range v.Outputs {
+				if oe.Side != "" && sideOuts[oe.Side] == nil {
+					sideOuts[oe.Side] = oe.To.Out.NewFanout(sides[oe.Side])
+				}
 			}
 			t.Ops = make([]task.Operator, len(v.Nodes))
 			t.UIDs = make([]string, len(v.Nodes))
@@ -236,7 +249,11 @@ func (d *deployment) buildChains() {
 			}
 			for k := len(v.Nodes) - 1; k >= 0; k-- {
 				n := v.Nodes[k]
-				in, op := n.Build(&task.BuildContext{Name: graph.DisplayName(n)}, out)
+				rt := &task.BuildContext{Name: graph.DisplayName(n)}
+				if k == len(v.Nodes)-1 {
+					rt.SideOutputs = sideOuts
+				}
+				in, op := n.Build(rt, out)
 				out = in
 				t.Ops[k], t.UIDs[k] = op, n.UID
 				oc := &task.OpContext{Task: t, UID: n.UID, MaxParallelism: d.e.maxPar[n.UID], Index: k, Blocks: blocks}

@@ -265,12 +265,13 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keySer state.KeySerializer[K]
 	out    api.Collector[OUT]
 	ctx    api.Context[K]
+	sides  map[string]any // side outputs read downstream, by tag id
 }
 
 // NewKeyedProcessOperator makes the operator that runs a
 // KeyedProcessFunction with keyed state and timers (Process).
 func NewKeyedProcessOperator[K comparable, IN, OUT any](rt *BuildContext, fn api.KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out api.Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
-	op := &keyedProcessOperator[K, IN, OUT]{fn: CloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.Name}
+	op := &keyedProcessOperator[K, IN, OUT]{fn: CloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.Name, sides: rt.SideOutputs}
 	op.watermark = math.MinInt64
 	return op
 }
@@ -369,6 +370,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) open(ctx *OpContext) error {
 	o.ctx = api.NewContext(o.backend, api.TimerService(&o.keyedProcessOperatorCore), o.subtask, o.parallelism)
 	o.ts = &ctx.Task.ts
 	api.SetTimestampSource(&o.ctx, o.ts)
+	api.SetSideOutputs(&o.ctx, o.sides, func() bool { return o.failed == nil || o.failed.Err() == nil })
 	if err := o.openState(ctx); err != nil {
 		// close is not called for an operator that failed to open.
 		o.backend.Dispose()
@@ -556,4 +558,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) idle() { o.tickChangelog() }
 // BuildContext is what a node's build function may know.
 type BuildContext struct {
 	Name string
+	// SideOutputs are the collectors (api.Collector of each tag's type)
+	// of the node's side outputs that something reads, by tag id.
+	SideOutputs map[string]any
 }

@@ -1,0 +1,461 @@
+package stream
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gflink/gflink/engine/state"
+	"github.com/gflink/gflink/internal/api"
+)
+
+// windowOperator is Flink's WindowOperator as a keyed process function:
+// per key, each open window's entry (contents, trigger timers and trigger
+// state) in map state by the window's start, event-time or
+// processing-time timers for its trigger and its cleanup.
+type windowOperator[K comparable, T, ACC, OUT any] struct {
+	a        WindowAssigner
+	trigger  Trigger[T]
+	lateness int64
+	lateTag  *OutputTag[T]
+	add      func(acc ACC, ok bool, in T) ACC
+	merge    func(a, b ACC) ACC
+	fire     func(key K, w TimeWindow, acc ACC, out Collector[OUT]) error
+
+	entries MapState[int64, winEntry[ACC]]
+	// record: the trigger is not a built-in one, so each window keeps the
+	// timers its trigger registered and is handed only those. Built-in
+	// triggers check a timer's time themselves.
+	record bool
+	// direct: the default trigger of a tumbling or sliding assigner: the
+	// window a timer fires (or cleans up) is found from the timer's time.
+	direct bool
+	// late counts the records dropped as late (Flink's
+	// numLateRecordsDropped).
+	late int64
+	tc   triggerCtx[K, ACC]
+	buf  []TimeWindow
+}
+
+// winEntry is one window of a key: its end (for merged session windows),
+// its contents, and its trigger's timers and state.
+type winEntry[ACC any] struct {
+	end     int64
+	has     bool // acc holds records (not after a purge)
+	acc     ACC
+	timers  []int64 // event-time timers a custom trigger registered
+	ptimers []int64 // processing-time ones
+	trig    []trigValue
+}
+
+type trigValue struct {
+	name string
+	v    int64
+}
+
+func isBuiltin[T any](t Trigger[T]) bool {
+	if p, ok := t.(purgingTrigger[T]); ok {
+		return isBuiltin(p.t)
+	}
+	_, ok := t.(builtinTrigger)
+	return ok
+}
+
+func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
+	if err := o.a.check(); err != nil {
+		return err
+	}
+	if o.a.merging() {
+		if _, ok := o.trigger.(MergingTrigger); !ok {
+			return fmt.Errorf("trigger %v cannot be used with session windows: it must implement OnMerge (MergingTrigger)", o.trigger)
+		}
+	}
+	o.record = !isBuiltin(o.trigger)
+	switch o.trigger.(type) {
+	case eventTimeTrigger[T], processingTimeTrigger[T]:
+		o.direct = !o.a.merging() && !o.a.global
+	}
+	o.entries, err = api.GetMapStateWith[int64, winEntry[ACC]](ctx, "window-contents", state.SerializerFor[int64](),
+		winEntrySerializer[ACC]{state.SerializerFor[ACC]()})
+	o.tc.record = o.record
+	return err
+}
+
+// cleanupTime is when a window's state goes: its end plus the allowed
+// lateness in event time (the end of time if that overflows, as in
+// Flink), its end in processing time.
+func (o *windowOperator[K, T, ACC, OUT]) cleanupTime(w TimeWindow) int64 {
+	c := w.MaxTimestamp() + o.lateness
+	if c < w.MaxTimestamp() {
+		return math.MaxInt64
+	}
+	return c
+}
+
+func (o *windowOperator[K, T, ACC, OUT]) registerCleanup(timers TimerService, w TimeWindow) {
+	c := o.cleanupTime(w)
+	if c == math.MaxInt64 || w == globalWindow {
+		return // the end of time: the state stays (Flink sets no timer)
+	}
+	if o.a.processing {
+		timers.RegisterProcessingTimeTimer(c)
+	} else {
+		timers.RegisterEventTimeTimer(c)
+	}
+}
+
+func (o *windowOperator[K, T, ACC, OUT]) isLate(w TimeWindow, wm int64) bool {
+	return !o.a.processing && o.cleanupTime(w) <= wm
+}
+
+func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, out Collector[OUT]) error {
+	timers := ctx.TimerService()
+	ts := ctx.Timestamp()
+	if o.a.processing {
+		ts = timers.CurrentProcessingTime()
+	} else if ts == NoTimestamp && !o.a.global {
+		return fmt.Errorf("a record without a timestamp reached an event-time window: assign timestamps upstream with AssignTimestampsAndWatermarks")
+	}
+	wm := timers.CurrentWatermark()
+	o.buf = o.a.windows(ts, o.buf[:0])
+	if o.a.merging() {
+		merged, err := o.mergeSession(ctx, o.buf[0], wm)
+		if err != nil {
+			return err
+		}
+		o.buf = o.buf[:0]
+		if merged != nil {
+			o.buf = append(o.buf, *merged)
+		}
+	}
+	skipped := true
+	for _, w := range o.buf {
+		if o.isLate(w, wm) {
+			continue
+		}
+		skipped = false
+		e, ok := o.entries.Get(w.Start)
+		if !ok {
+			e.end = w.End
+		}
+		e.acc = o.add(e.acc, e.has, in)
+		e.has = true
+		o.tc.on(ctx, &e)
+		res := o.trigger.OnElement(in, ts, w, &o.tc)
+		if err := o.emit(ctx, &e, w, res, out); err != nil {
+			return err
+		}
+		o.entries.Put(w.Start, e)
+		o.registerCleanup(timers, w)
+	}
+	if skipped && !o.a.processing && ctx.Timestamp()+o.lateness <= wm {
+		if o.lateTag != nil {
+			Output(ctx, *o.lateTag, in)
+		} else {
+			o.late++
+		}
+	}
+	return nil
+}
+
+// emit acts on what the trigger decided for window w: the window's
+// function runs, stamped with the window's last millisecond (as Flink's
+// TimestampedCollector does), and its contents may go.
+func (o *windowOperator[K, T, ACC, OUT]) emit(ctx *Context[K], e *winEntry[ACC], w TimeWindow, res TriggerResult, out Collector[OUT]) error {
+	if res.fires() && e.has {
+		saved := ctx.Timestamp()
+		api.SetOutputTimestamp(ctx, w.MaxTimestamp())
+		err := o.fire(ctx.CurrentKey(), w, e.acc, out)
+		api.SetOutputTimestamp(ctx, saved)
+		if err != nil {
+			return err
+		}
+	}
+	if res.purges() {
+		var zero ACC
+		e.acc, e.has = zero, false
+	}
+	return nil
+}
+
+// mergeSession adds the session window w of a new record to the key's
+// sessions: the sessions it touches merge into one window, with their
+// contents merged (Flink's MergingWindowSet). It returns the window the
+// record goes to, nil if it is late.
+func (o *windowOperator[K, T, ACC, OUT]) mergeSession(ctx *Context[K], w TimeWindow, wm int64) (*TimeWindow, error) {
+	type old struct {
+		w TimeWindow
+		e winEntry[ACC]
+	}
+	var hit []old
+	o.entries.All(func(start int64, e winEntry[ACC]) bool {
+		if ow := (TimeWindow{start, e.end}); ow.Intersects(w) {
+			hit = append(hit, old{ow, e})
+		}
+		return true
+	})
+	if len(hit) == 0 {
+		if o.isLate(w, wm) {
+			return nil, nil
+		}
+		return &w, nil
+	}
+	merged := w
+	for _, h := range hit {
+		merged = merged.Cover(h.w)
+	}
+	if len(hit) == 1 && hit[0].w == merged {
+		return &merged, nil // the record falls in a session as it is
+	}
+	// Sessions merge: the new window gets their contents, then their
+	// trigger state through OnMerge; they go.
+	slices.SortFunc(hit, func(a, b old) int { return cmp.Compare(a.w.Start, b.w.Start) })
+	e := winEntry[ACC]{end: merged.End}
+	var states [][]trigValue
+	for _, h := range hit {
+		if h.e.has {
+			if e.has {
+				e.acc = o.merge(e.acc, h.e.acc)
+			} else {
+				e.acc, e.has = h.e.acc, true
+			}
+		}
+		states = append(states, h.e.trig)
+		he := h.e
+		o.tc.on(ctx, &he)
+		o.trigger.Clear(h.w, &o.tc)
+		o.entries.Remove(h.w.Start)
+	}
+	mc := mergeCtx[K, ACC]{triggerCtx: o.tc, merged: states}
+	mc.on(ctx, &e)
+	o.trigger.(MergingTrigger).OnMerge(merged, &mc)
+	o.entries.Put(merged.Start, e)
+	return &merged, nil
+}
+
+// OnTimer hands the timer to the trigger of each window of the key it
+// belongs to, and drops the windows whose cleanup time it is.
+func (o *windowOperator[K, T, ACC, OUT]) OnTimer(ctx *Context[K], ts int64, out Collector[OUT]) error {
+	eventTime := ctx.TimeDomain() == EventTime
+	type cand struct {
+		start int64
+		e     winEntry[ACC]
+	}
+	var cands []cand
+	if o.direct {
+		size := o.a.size
+		starts := []int64{ts + 1 - size}
+		if o.lateness > 0 && !o.a.processing {
+			starts = append(starts, ts+1-o.lateness-size)
+		}
+		for _, s := range starts {
+			if e, ok := o.entries.Get(s); ok {
+				cands = append(cands, cand{s, e})
+			}
+		}
+	} else {
+		o.entries.All(func(s int64, e winEntry[ACC]) bool {
+			cands = append(cands, cand{s, e})
+			return true
+		})
+	}
+	for _, c := range cands {
+		w := TimeWindow{c.start, c.e.end}
+		e := c.e
+		deliver := true
+		if o.record {
+			list := &e.ptimers
+			if eventTime {
+				list = &e.timers
+			}
+			i := slices.Index(*list, ts)
+			if deliver = i >= 0; deliver {
+				*list = slices.Delete(*list, i, i+1)
+			}
+		}
+		if deliver {
+			o.tc.on(ctx, &e)
+			var res TriggerResult
+			if eventTime {
+				res = o.trigger.OnEventTime(ts, w, &o.tc)
+			} else {
+				res = o.trigger.OnProcessingTime(ts, w, &o.tc)
+			}
+			if err := o.emit(ctx, &e, w, res, out); err != nil {
+				return err
+			}
+		}
+		if eventTime != o.a.processing && ts == o.cleanupTime(w) && w != globalWindow {
+			o.tc.on(ctx, &e)
+			o.trigger.Clear(w, &o.tc)
+			o.entries.Remove(c.start)
+			continue
+		}
+		if deliver {
+			o.entries.Put(c.start, e)
+		}
+	}
+	return nil
+}
+
+// triggerCtx is the TriggerContext of one window: on points it at the
+// window's entry.
+type triggerCtx[K comparable, ACC any] struct {
+	ctx    *Context[K]
+	e      *winEntry[ACC]
+	record bool
+}
+
+func (c *triggerCtx[K, ACC]) on(ctx *Context[K], e *winEntry[ACC]) { c.ctx, c.e = ctx, e }
+
+func (c *triggerCtx[K, ACC]) CurrentWatermark() int64 {
+	return c.ctx.TimerService().CurrentWatermark()
+}
+func (c *triggerCtx[K, ACC]) CurrentProcessingTime() int64 {
+	return c.ctx.TimerService().CurrentProcessingTime()
+}
+func (c *triggerCtx[K, ACC]) RegisterEventTimeTimer(ts int64) {
+	c.ctx.TimerService().RegisterEventTimeTimer(ts)
+	if c.record && !slices.Contains(c.e.timers, ts) {
+		c.e.timers = append(c.e.timers, ts)
+	}
+}
+func (c *triggerCtx[K, ACC]) RegisterProcessingTimeTimer(ts int64) {
+	c.ctx.TimerService().RegisterProcessingTimeTimer(ts)
+	if c.record && !slices.Contains(c.e.ptimers, ts) {
+		c.e.ptimers = append(c.e.ptimers, ts)
+	}
+}
+
+// A deleted timer stays in the timer service, which is shared by all of
+// the key's windows (another may have registered the same time): it only
+// stops being the window's.
+func (c *triggerCtx[K, ACC]) DeleteEventTimeTimer(ts int64) {
+	c.e.timers = slices.DeleteFunc(c.e.timers, func(t int64) bool { return t == ts })
+}
+func (c *triggerCtx[K, ACC]) DeleteProcessingTimeTimer(ts int64) {
+	c.e.ptimers = slices.DeleteFunc(c.e.ptimers, func(t int64) bool { return t == ts })
+}
+func (c *triggerCtx[K, ACC]) State(name string) (int64, bool) {
+	for _, v := range c.e.trig {
+		if v.name == name {
+			return v.v, true
+		}
+	}
+	return 0, false
+}
+func (c *triggerCtx[K, ACC]) SetState(name string, v int64) {
+	for i := range c.e.trig {
+		if c.e.trig[i].name == name {
+			c.e.trig[i].v = v
+			return
+		}
+	}
+	c.e.trig = append(c.e.trig, trigValue{name, v})
+}
+func (c *triggerCtx[K, ACC]) ClearState(name string) {
+	c.e.trig = slices.DeleteFunc(c.e.trig, func(v trigValue) bool { return v.name == name })
+}
+
+// mergeCtx is the OnMergeContext of a merged session window.
+type mergeCtx[K comparable, ACC any] struct {
+	triggerCtx[K, ACC]
+	merged [][]trigValue
+}
+
+func (c *mergeCtx[K, ACC]) MergedStates(name string) []int64 {
+	var out []int64
+	for _, vs := range c.merged {
+		for _, v := range vs {
+			if v.name == name {
+				out = append(out, v.v)
+			}
+		}
+	}
+	return out
+}
+
+// winEntrySerializer encodes a window's entry: end, contents, then the
+// trigger's timers and values (empty for the built-in triggers but the
+// count and continuous ones).
+type winEntrySerializer[ACC any] struct{ acc state.Serializer[ACC] }
+
+func (s winEntrySerializer[ACC]) Append(dst []byte, e winEntry[ACC]) []byte {
+	dst = binary.AppendVarint(dst, e.end)
+	if !e.has {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		dst = s.acc.Append(dst, e.acc)
+	}
+	for _, l := range [][]int64{e.timers, e.ptimers} {
+		dst = binary.AppendUvarint(dst, uint64(len(l)))
+		for _, t := range l {
+			dst = binary.AppendVarint(dst, t)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(e.trig)))
+	for _, v := range e.trig {
+		dst = binary.AppendUvarint(dst, uint64(len(v.name)))
+		dst = append(dst, v.name...)
+		dst = binary.AppendVarint(dst, v.v)
+	}
+	return dst
+}
+
+func (s winEntrySerializer[ACC]) Decode(src []byte) (e winEntry[ACC], rest []byte, err error) {
+	var k int
+	bad := func(what string) (winEntry[ACC], []byte, error) {
+		return e, nil, fmt.Errorf("window entry: cut or corrupt %s", what)
+	}
+	if e.end, k = binary.Varint(src); k <= 0 || len(src) < k+1 {
+		return bad("end")
+	}
+	has := src[k]
+	src = src[k+1:]
+	if has == 1 {
+		e.has = true
+		if e.acc, src, err = s.acc.Decode(src); err != nil {
+			return e, nil, fmt.Errorf("window contents: %w", err)
+		}
+	} else if has != 0 {
+		return bad("contents flag")
+	}
+	for _, l := range []*[]int64{&e.timers, &e.ptimers} {
+		n, k := binary.Uvarint(src)
+		if k <= 0 || n > uint64(len(src)) {
+			return bad("timers")
+		}
+		src = src[k:]
+		for range n {
+			t, k := binary.Varint(src)
+			if k <= 0 {
+				return bad("timer")
+			}
+			*l = append(*l, t)
+			src = src[k:]
+		}
+	}
+	n, k := binary.Uvarint(src)
+	if k <= 0 || n > uint64(len(src)) {
+		return bad("trigger state")
+	}
+	src = src[k:]
+	for range n {
+		l, k := binary.Uvarint(src)
+		if k <= 0 || uint64(len(src)-k) < l {
+			return bad("trigger state name")
+		}
+		name := string(src[k : k+int(l)])
+		src = src[k+int(l):]
+		v, k := binary.Varint(src)
+		if k <= 0 {
+			return bad("trigger state value")
+		}
+		e.trig = append(e.trig, trigValue{name, v})
+		src = src[k:]
+	}
+	return e, src, nil
+}
