@@ -284,6 +284,7 @@ func Union[T any](first DataStream[T], more ...DataStream[T]) DataStream[T] {
 // key go to the same subtask, which keeps the key's state.
 type KeyedStream[T any, K comparable] struct {
 	s      DataStream[T]
+	more   []DataStream[T] // further inputs (KeyByUnion)
 	key    func(T) K
 	keySer state.KeySerializer[K]
 }
@@ -294,6 +295,29 @@ type KeyedStream[T any, K comparable] struct {
 func KeyBy[T any, K comparable](s DataStream[T], key func(T) K) KeyedStream[T, K] {
 	return KeyedStream[T, K]{s: s, key: key, keySer: state.SerializerFor[K]()}
 }
+
+// KeyByUnion partitions several streams of one type by key, into one
+// keyed operator: the inputs of a two-input operator (Connect, joins),
+// whose records are tagged with their side. Unlike KeyBy over a Union, no
+// operator stands between the inputs and the keyed one.
+func KeyByUnion[T any, K comparable](key func(T) K, first DataStream[T], more ...DataStream[T]) KeyedStream[T, K] {
+	ks := KeyBy(first, key)
+	for _, m := range more {
+		if m.env != first.env {
+			first.env.addError(fmt.Errorf("connect: operator %q belongs to another environment", m.n.Name))
+			continue
+		}
+		ks.more = append(ks.more, m)
+	}
+	return ks
+}
+
+// Key is the stream's key selector.
+func (ks KeyedStream[T, K]) Key() func(T) K { return ks.key }
+
+// Stream is the stream before it was keyed (its first input, after
+// KeyByUnion).
+func (ks KeyedStream[T, K]) Stream() DataStream[T] { return ks.s }
 
 // WithKeySerializer replaces the built-in serializer of the key type.
 func (ks KeyedStream[T, K]) WithKeySerializer(ser state.KeySerializer[K]) KeyedStream[T, K] {
@@ -309,7 +333,11 @@ func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedPro
 	n.Keyed, n.Stateful, n.SideOutputs = true, true, true
 	keySer := ks.keySer
 	keyFn := ks.key
-	env.connect(ks.s.n, n, network.ShipHash, func(v T) uint64 { return keySer.Hash(keyFn(v)) })
+	hash := func(v T) uint64 { return keySer.Hash(keyFn(v)) }
+	env.connect(ks.s.n, n, network.ShipHash, hash)
+	for _, m := range ks.more {
+		env.connect(m.n, n, network.ShipHash, hash)
+	}
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := task.NewKeyedProcessOperator(rt, fn, keyFn, keySer, out.(api.Collector[OUT]))
 		return api.Collector[T](op), op

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/gflink/gflink/internal/api"
 )
 
 // Windows on a keyed stream (Flink's KeyedStream.window): an assigner puts
@@ -239,19 +241,32 @@ func reduceAdd[T any](f func(a, b T) T) func(T, bool, T) T {
 	}
 }
 
+// windowFns are a window operator's functions over its accumulator ACC:
+// add a record, merge two (sessions), fire a window.
+type windowFns[K comparable, T, ACC, OUT any] struct {
+	add   func(acc ACC, ok bool, in T) ACC
+	merge func(a, b ACC) ACC
+	fire  func(key K, w TimeWindow, acc ACC, out Collector[OUT]) error
+}
+
 // Reduce combines each window's records with f, and emits the result.
 func (w WindowedStream[T, K]) Reduce(f func(a, b T) T) DataStream[T] {
-	return windowed(w, "Reduce", reduceAdd(f), f, func(_ K, _ TimeWindow, acc T, out Collector[T]) error {
-		out.Collect(acc)
-		return nil
+	return windowed(w, "Reduce", func() windowFns[K, T, T, T] {
+		return windowFns[K, T, T, T]{reduceAdd(f), f, func(_ K, _ TimeWindow, acc T, out Collector[T]) error {
+			out.Collect(acc)
+			return nil
+		}}
 	})
 }
 
 // WindowReduce combines each window's records with f, and calls fn with
 // the result, the key and the window.
 func WindowReduce[T any, K comparable, OUT any](w WindowedStream[T, K], f func(a, b T) T, fn ProcessWindowFunction[T, K, OUT]) DataStream[OUT] {
-	return windowed(w, "Reduce", reduceAdd(f), f, func(key K, win TimeWindow, acc T, out Collector[OUT]) error {
-		return fn.Process(key, win, []T{acc}, out)
+	return windowed(w, "Reduce", func() windowFns[K, T, T, OUT] {
+		fn := api.CloneFunction(fn)
+		return windowFns[K, T, T, OUT]{reduceAdd(f), f, func(key K, win TimeWindow, acc T, out Collector[OUT]) error {
+			return fn.Process(key, win, []T{acc}, out)
+		}}
 	})
 }
 
@@ -267,28 +282,38 @@ func aggregateAdd[T, ACC, OUT any](agg AggregateFunction[T, ACC, OUT]) func(ACC,
 // WindowAggregate aggregates each window's records with agg, and emits
 // its result.
 func WindowAggregate[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], agg AggregateFunction[T, ACC, OUT]) DataStream[OUT] {
-	return windowed(w, "Aggregate", aggregateAdd(agg), agg.Merge, func(_ K, _ TimeWindow, acc ACC, out Collector[OUT]) error {
-		out.Collect(agg.GetResult(acc))
-		return nil
+	return windowed(w, "Aggregate", func() windowFns[K, T, ACC, OUT] {
+		agg := api.CloneFunction(agg)
+		return windowFns[K, T, ACC, OUT]{aggregateAdd(agg), agg.Merge, func(_ K, _ TimeWindow, acc ACC, out Collector[OUT]) error {
+			out.Collect(agg.GetResult(acc))
+			return nil
+		}}
 	})
 }
 
 // WindowAggregateProcess aggregates each window's records with agg, and
 // calls fn with its result, the key and the window.
 func WindowAggregateProcess[T any, K comparable, ACC, AOUT, OUT any](w WindowedStream[T, K], agg AggregateFunction[T, ACC, AOUT], fn ProcessWindowFunction[AOUT, K, OUT]) DataStream[OUT] {
-	return windowed(w, "Aggregate", aggregateAdd(agg), agg.Merge, func(key K, win TimeWindow, acc ACC, out Collector[OUT]) error {
-		return fn.Process(key, win, []AOUT{agg.GetResult(acc)}, out)
+	return windowed(w, "Aggregate", func() windowFns[K, T, ACC, OUT] {
+		agg, fn := api.CloneFunction(agg), api.CloneFunction(fn)
+		return windowFns[K, T, ACC, OUT]{aggregateAdd(agg), agg.Merge, func(key K, win TimeWindow, acc ACC, out Collector[OUT]) error {
+			return fn.Process(key, win, []AOUT{agg.GetResult(acc)}, out)
+		}}
 	})
 }
 
 // WindowProcess calls fn with each window's records once it fires.
 func WindowProcess[T any, K comparable, OUT any](w WindowedStream[T, K], fn ProcessWindowFunction[T, K, OUT]) DataStream[OUT] {
-	return windowed(w, "Process", func(acc []T, _ bool, in T) []T { return append(acc, in) },
-		func(a, b []T) []T { return append(a, b...) }, fn.Process)
+	return windowed(w, "Process", func() windowFns[K, T, []T, OUT] {
+		fn := api.CloneFunction(fn)
+		return windowFns[K, T, []T, OUT]{func(acc []T, _ bool, in T) []T { return append(acc, in) },
+			func(a, b []T) []T { return append(a, b...) }, fn.Process}
+	})
 }
 
-// windowed adds the window operator to the stream.
-func windowed[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], fname string, add func(ACC, bool, T) ACC, merge func(a, b ACC) ACC, fire func(K, TimeWindow, ACC, Collector[OUT]) error) DataStream[OUT] {
+// windowed adds the window operator to the stream; fns makes each
+// subtask's functions (with its own copy of the user's function objects).
+func windowed[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], fname string, fns func() windowFns[K, T, ACC, OUT]) DataStream[OUT] {
 	trig := w.trigger
 	if trig == nil {
 		trig = EventTimeTrigger[T]()
@@ -296,8 +321,7 @@ func windowed[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], fname s
 			trig = ProcessingTimeTrigger[T]()
 		}
 	}
-	op := &windowOperator[K, T, ACC, OUT]{a: w.a, trigger: trig, lateness: w.lateness, lateTag: w.lateTag,
-		add: add, merge: merge, fire: fire}
+	op := &windowOperator[K, T, ACC, OUT]{a: w.a, trigger: trig, lateness: w.lateness, lateTag: w.lateTag, fns: fns}
 	if w.a.processing {
 		op.lateness = 0 // processing time has no late records
 	}

@@ -20,9 +20,8 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	trigger  Trigger[T]
 	lateness int64
 	lateTag  *OutputTag[T]
-	add      func(acc ACC, ok bool, in T) ACC
-	merge    func(a, b ACC) ACC
-	fire     func(key K, w TimeWindow, acc ACC, out Collector[OUT]) error
+	fns      func() windowFns[K, T, ACC, OUT]
+	windowFns[K, T, ACC, OUT]
 
 	entries MapState[int64, winEntry[ACC]]
 	// record: the trigger is not a built-in one, so each window keeps the
@@ -67,6 +66,7 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 	if err := o.a.check(); err != nil {
 		return err
 	}
+	o.windowFns = o.fns()
 	if o.a.merging() {
 		if _, ok := o.trigger.(MergingTrigger); !ok {
 			return fmt.Errorf("trigger %v cannot be used with session windows: it must implement OnMerge (MergingTrigger)", o.trigger)

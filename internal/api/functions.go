@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/savepoint"
@@ -267,4 +268,16 @@ func (l *opList[V]) Clear()        { l.vals = nil }
 // serializers of its keys and values.
 func GetMapStateWith[UK comparable, UV any, K comparable](ctx *Context[K], name string, keySer Serializer[UK], valSer Serializer[UV]) (MapState[UK, UV], error) {
 	return state.GetMapState[UK, UV](ctx.backend, name, keySer, valSer)
+}
+
+// CloneFunction gives each subtask its own copy of a function object: a
+// pointer to a struct is copied (shallowly), anything else is shared.
+func CloneFunction[F any](fn F) F {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return fn
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(F)
 }

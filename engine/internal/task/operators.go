@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"reflect"
 	"runtime"
 	"time"
 
@@ -95,15 +94,7 @@ func (e *userError) Unwrap() error { return e.err }
 // Flink gives each parallel instance its own deserialized copy: a pointer
 // to a struct is copied shallowly, so fields set in Open (state handles)
 // belong to one subtask. Other values are shared as they are.
-func CloneFunction[F any](fn F) F {
-	v := reflect.ValueOf(fn)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return fn
-	}
-	c := reflect.New(v.Elem().Type())
-	c.Elem().Set(v.Elem())
-	return c.Interface().(F)
-}
+func CloneFunction[F any](fn F) F { return api.CloneFunction(fn) }
 
 // Fail unwinds a failing user function through the chain's plain calls as
 // a panic carrying a userError, which the task recovers into its failure
