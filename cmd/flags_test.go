@@ -134,7 +134,7 @@ func TestFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run"}, "No job specified. Specify the name of a job (available: wordcount)."},
+		{[]string{"run"}, "No job specified. Specify the name of a job (available: sessionize, windowwordcount, wordcount)."},
 		{[]string{"run", "--nope", "wordcount"}, "Unrecognized option: --nope"},
 		{[]string{"run", "-s"}, "Missing argument for option: s"},
 		{[]string{"list", "extra"}, "Unexpected argument for list: extra. The list action takes only options (-r, -s, -a)."},

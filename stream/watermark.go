@@ -47,3 +47,9 @@ func NoWatermarks[T any]() WatermarkStrategy[T] { return api.NoWatermarks[T]() }
 func ForGenerator[T any](make func() WatermarkGenerator[T]) WatermarkStrategy[T] {
 	return api.ForGenerator(make)
 }
+
+// TimestampedCollector is implemented by the collector a source reader
+// gets: CollectWithTimestamp(v, ts) emits a record with the timestamp its
+// source holds (a Kafka record's), which a TimestampAssigner gets as its
+// recordTimestamp.
+type TimestampedCollector[T any] = api.TimestampedCollector[T]

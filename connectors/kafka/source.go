@@ -377,7 +377,14 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 		}
 		sp.Offset = rec.Offset + 1
 		if !rec.Attrs.IsControl() {
-			out.Collect(string(rec.Value))
+			// The record's Kafka timestamp (its producer's, or the log
+			// append time) is its event time unless an assigner says
+			// otherwise, as Flink's KafkaSource gives it.
+			if tc, ok := out.(stream.TimestampedCollector[string]); ok {
+				tc.CollectWithTimestamp(string(rec.Value), rec.Timestamp.UnixMilli())
+			} else {
+				out.Collect(string(rec.Value))
+			}
 			n++
 		}
 		if sp.Stop >= 0 && sp.Offset >= sp.Stop {

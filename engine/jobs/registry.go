@@ -71,7 +71,7 @@ func NewRegistry(jobs ...Job) *Registry {
 }
 
 // Builtin returns gflink's built-in jobs.
-func Builtin() *Registry { return NewRegistry(WordCount()) }
+func Builtin() *Registry { return NewRegistry(WordCount(), WindowWordCount(), Sessionize()) }
 
 // With returns a registry with more jobs.
 func (r *Registry) With(jobs ...Job) *Registry {

@@ -194,10 +194,20 @@ type WordCountOptions struct {
 	// (--group g, --delivery-guarantee exactly-once, --properties.x v)
 	// rather than in the kafka:// URIs.
 	KafkaSource, KafkaSink kafka.Params
+	// job names the job in messages.
+	job string
+	// builtinText is the text read without an input (Hamlet's if nil);
+	// genWordsPerLine the generator's words per line (10 if 0).
+	builtinText     []string
+	genWordsPerLine int
 }
 
-func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
-	fs := flag.NewFlagSet("wordcount", flag.ContinueOnError)
+func wordCountFlags(o *WordCountOptions) *flag.FlagSet { return ioFlags("wordcount", o) }
+
+// ioFlags are the flags of the inputs and outputs every built-in job over
+// text lines takes, word count's.
+func ioFlags(job string, o *WordCountOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet(job, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var((*stringList)(&o.Inputs), "input", "a text file to count the words of (repeatable), Kafka topics as kafka://host:port[,host:port]/topic[,topic]?group=g&startup=earliest-offset&bounded=true (each partition a split, its offset in checkpoints), or lines from a TCP server as socket://host:port (not replayable: at most once); the built-in text if none")
 	fs.StringVar(&o.Output, "output", "", "a directory to write the counts to, as part files committed at checkpoints (exactly once); stdout if not set")
@@ -224,33 +234,42 @@ func wordCountFlags(o *WordCountOptions) *flag.FlagSet {
 
 // ParseWordCountArgs parses word count's arguments.
 func ParseWordCountArgs(args []string) (WordCountOptions, error) {
-	var o WordCountOptions
+	return parseIOArgs("wordcount", args, nil)
+}
+
+// parseIOArgs parses the arguments of a job over text lines: the inputs
+// and outputs word count takes, and the flags more adds.
+func parseIOArgs(job string, args []string, more func(fs *flag.FlagSet)) (WordCountOptions, error) {
+	o := WordCountOptions{job: job}
 	// Kafka parameters are part of a URI, even given as arguments: a bad
 	// one is a bad URI, exit 1 with the message alone, as the brokers'
 	// errors are.
 	args, src, sink, err := kafka.JobArgs(args)
 	if err != nil {
-		return o, fmt.Errorf("wordcount: %w", err)
+		return o, fmt.Errorf(job+": %w", err)
 	}
 	o.KafkaSource, o.KafkaSink = src, sink
-	fs := wordCountFlags(&o)
+	fs := ioFlags(job, &o)
+	if more != nil {
+		more(fs)
+	}
 	if err := fs.Parse(args); err != nil {
-		return o, &UsageError{Msg: "wordcount: " + err.Error(), Help: errors.Is(err, flag.ErrHelp)}
+		return o, &UsageError{Msg: job + ": " + err.Error(), Help: errors.Is(err, flag.ErrHelp)}
 	}
 	if fs.NArg() > 0 {
-		return o, &UsageError{Msg: fmt.Sprintf("wordcount: unexpected argument %q", fs.Arg(0))}
+		return o, &UsageError{Msg: fmt.Sprintf(job+": unexpected argument %q", fs.Arg(0))}
 	}
 	if math.IsNaN(o.Rate) || o.Rate < 0 {
-		return o, &UsageError{Msg: fmt.Sprintf("wordcount: invalid --rate %v: expected a number of words per second >= 0 (0 or Inf: as fast as possible)", o.Rate)}
+		return o, &UsageError{Msg: fmt.Sprintf(job+": invalid --rate %v: expected a number of words per second >= 0 (0 or Inf: as fast as possible)", o.Rate)}
 	}
 	if math.IsInf(o.Rate, 1) {
 		o.Rate = 0 // an infinite rate is no limit
 	}
 	if math.IsNaN(o.SinkRate) || o.SinkRate < 0 {
-		return o, &UsageError{Msg: fmt.Sprintf("wordcount: invalid --sink-rate %v: expected a number of counts per second >= 0 (0 or Inf: no limit)", o.SinkRate)}
+		return o, &UsageError{Msg: fmt.Sprintf(job+": invalid --sink-rate %v: expected a number of counts per second >= 0 (0 or Inf: no limit)", o.SinkRate)}
 	}
 	if o.Generate != 0 && len(o.Inputs) > 0 {
-		return o, &UsageError{Msg: "wordcount: use --input or --generate, not both"}
+		return o, &UsageError{Msg: job + ": use --input or --generate, not both"}
 	}
 	// Files may be given as paths or file: URIs (file:///x), as everywhere
 	// gflink takes a path; other URIs are inputs and outputs of their own.
@@ -258,7 +277,7 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 		if isFileArg(in) {
 			p, err := savepoint.FilePath(in, "--input")
 			if err != nil {
-				return o, &UsageError{Msg: "wordcount: " + err.Error()}
+				return o, &UsageError{Msg: job + ": " + err.Error()}
 			}
 			o.Inputs[i] = p
 		}
@@ -270,29 +289,29 @@ func ParseWordCountArgs(args []string) (WordCountOptions, error) {
 		if *f.p != "" && isFileArg(*f.p) {
 			p, err := savepoint.FilePath(*f.p, f.name)
 			if err != nil {
-				return o, &UsageError{Msg: "wordcount: " + err.Error()}
+				return o, &UsageError{Msg: job + ": " + err.Error()}
 			}
 			*f.p = p
 		}
 	}
 	if o.Distinct <= 0 {
-		return o, &UsageError{Msg: "wordcount: --distinct must be > 0"}
+		return o, &UsageError{Msg: job + ": --distinct must be > 0"}
 	}
 	if o.Upsert != "" && o.Output != "" {
-		return o, &UsageError{Msg: "wordcount: use --output or --upsert, not both"}
+		return o, &UsageError{Msg: job + ": use --output or --upsert, not both"}
 	}
 	if o.Discard && (o.Output != "" || o.Upsert != "") {
-		return o, &UsageError{Msg: "wordcount: --discard drops the counts; use it without --output and --upsert"}
+		return o, &UsageError{Msg: job + ": --discard drops the counts; use it without --output and --upsert"}
 	}
 	kafkaIn := len(o.Inputs) > 0 && kafka.IsURI(o.Inputs[0])
 	if a := o.KafkaSource.OnlySource(); a != "" && !kafkaIn {
-		return o, fmt.Errorf("wordcount: %s configures a Kafka input, but --input is not a kafka:// URI", a)
+		return o, fmt.Errorf(job+": %s configures a Kafka input, but --input is not a kafka:// URI", a)
 	}
 	if a := o.KafkaSink.OnlySink(); a != "" && !kafka.IsURI(o.Output) {
-		return o, fmt.Errorf("wordcount: %s configures a Kafka output, but --output is not a kafka:// URI", a)
+		return o, fmt.Errorf(job+": %s configures a Kafka output, but --output is not a kafka:// URI", a)
 	}
 	if a := o.KafkaSource.Any(); a != "" && !kafkaIn && !kafka.IsURI(o.Output) {
-		return o, fmt.Errorf("wordcount: %s configures a Kafka connection, but neither --input nor --output is a kafka:// URI", a)
+		return o, fmt.Errorf(job+": %s configures a Kafka connection, but neither --input nor --output is a kafka:// URI", a)
 	}
 	return o, nil
 }
@@ -321,79 +340,122 @@ func WordCount() Job {
 				return err
 			}
 			env.SetJobName(wordCountName)
-			var lines engine.DataStream[string]
-			switch {
-			case o.Generate != 0:
-				g := &connectors.WordGenerator{Distinct: o.Distinct, Seed: o.Seed, Rate: o.Rate, WordsPerLine: 10}
-				if o.Generate > 0 {
-					g.Words = o.Generate
-				}
-				lines = engine.FromSource[string](env, g, "generator").UID("source")
-			case len(o.Inputs) > 0 && strings.HasPrefix(o.Inputs[0], "socket://"):
-				src, err := socketInput(o)
-				if err != nil {
-					return err
-				}
-				lines = engine.FromSource[string](env, src, "socket-input").UID("source").Parallelism(1)
-			case len(o.Inputs) > 0 && kafka.IsURI(o.Inputs[0]):
-				src, err := kafkaInput(o)
-				if err != nil {
-					return err
-				}
-				lines = engine.FromSource[string](env, src, "kafka-input").UID("source")
-			case len(o.Inputs) > 0:
-				if err := connectors.CheckInputFiles(o.Inputs); err != nil {
-					return fmt.Errorf("wordcount: %w", err)
-				}
-				src := &connectors.TextFileSource{Paths: o.Inputs, Rate: o.Rate, Weigh: CountWords}
-				lines = engine.FromSource[string](env, src, "file-input").UID("source")
-			default:
-				src := &connectors.Elements[string]{Items: HamletLines, Rate: o.Rate, Weigh: CountWords}
-				lines = engine.FromSource[string](env, src, "in-memory-input").UID("source")
+			in, err := lineSource(o)
+			if err != nil {
+				return err
 			}
-			// The sinks create these directories; checking now turns a bad
-			// path into an error before the job is submitted (without
-			// creating anything: run --check builds the job too).
-			if o.Output != "" && !kafka.IsURI(o.Output) {
-				if err := connectors.CheckCreatableDir(o.Output); err != nil {
-					return fmt.Errorf("wordcount: cannot create the --output directory %s: %w", o.Output, err)
-				}
+			lines := engine.FromSource[string](env, in.src, in.name).UID("source")
+			if in.single {
+				lines = lines.Parallelism(1)
 			}
-			if o.Upsert != "" {
-				if err := connectors.CheckUpsertPath(o.Upsert); err != nil {
-					return fmt.Errorf("wordcount: cannot use --upsert %s: %w", o.Upsert, err)
-				}
+			out, err := outputSink(o, func(r WordCountRecord) string { return r.Word }, func(r WordCountRecord) string { return strconv.FormatInt(r.Count, 10) },
+				WordCountRecord.String)
+			if err != nil {
+				return err
 			}
 			counts := WordCountPipeline(lines)
-			if o.SinkRate > 0 && !math.IsInf(o.SinkRate, 1) {
-				th := connectors.NewThrottle(o.SinkRate)
+			if th := sinkThrottle(o); th != nil {
 				counts = engine.Map(counts, func(r WordCountRecord) WordCountRecord {
 					th.Wait()
 					return r
 				}).Name("sink-throttle").UID("sink-throttle")
 			}
-			switch {
-			case kafka.IsURI(o.Output):
-				sink, err := kafkaOutput(o)
-				if err != nil {
-					return err
-				}
-				counts.SinkTo(sink).Name("kafka-sink").UID("sink")
-			case o.Output != "":
-				counts.SinkTo(&connectors.FileSink[WordCountRecord]{Dir: o.Output}).Name("file-sink").UID("sink")
-			case o.Upsert != "":
-				counts.SinkTo(&connectors.UpsertFileSink[WordCountRecord]{Path: o.Upsert,
-					Key:   func(r WordCountRecord) string { return r.Word },
-					Value: func(r WordCountRecord) string { return strconv.FormatInt(r.Count, 10) },
-				}).Name("upsert-sink").UID("sink")
-			case o.Discard:
-				counts.SinkTo(connectors.DiscardingSink[WordCountRecord]{}).Name("discarding-sink").UID("sink")
-			default:
+			if out.sink == nil {
 				counts.Print().UID("sink")
+			} else {
+				counts.SinkTo(out.sink).Name(out.name).UID("sink")
 			}
 			return nil
 		},
 	}
+}
+
+// lineInput is the source of a job's text lines and its name; single:
+// it runs with parallelism 1 (a socket).
+type lineInput struct {
+	src    api.Source[string]
+	name   string
+	single bool
+}
+
+// lineSource is the source o's inputs name: generated words, a socket,
+// Kafka topics, text files, or the built-in text.
+func lineSource(o WordCountOptions) (lineInput, error) {
+	switch {
+	case o.Generate != 0:
+		g := &connectors.WordGenerator{Distinct: o.Distinct, Seed: o.Seed, Rate: o.Rate, WordsPerLine: o.wordsPerLine()}
+		if o.Generate > 0 {
+			g.Words = o.Generate
+		}
+		return lineInput{g, "generator", false}, nil
+	case len(o.Inputs) > 0 && strings.HasPrefix(o.Inputs[0], "socket://"):
+		src, err := socketInput(o)
+		return lineInput{src, "socket-input", true}, err
+	case len(o.Inputs) > 0 && kafka.IsURI(o.Inputs[0]):
+		src, err := kafkaInput(o)
+		return lineInput{src, "kafka-input", false}, err
+	case len(o.Inputs) > 0:
+		if err := connectors.CheckInputFiles(o.Inputs); err != nil {
+			return lineInput{}, fmt.Errorf("%s: %w", o.job, err)
+		}
+		return lineInput{&connectors.TextFileSource{Paths: o.Inputs, Rate: o.Rate, Weigh: CountWords}, "file-input", false}, nil
+	}
+	text := o.builtinText
+	if text == nil {
+		text = HamletLines
+	}
+	return lineInput{&connectors.Elements[string]{Items: text, Rate: o.Rate, Weigh: CountWords}, "in-memory-input", false}, nil
+}
+
+// wordsPerLine is the generator's: word count's text has 10 words a line.
+func (o WordCountOptions) wordsPerLine() int {
+	if o.genWordsPerLine > 0 {
+		return o.genWordsPerLine
+	}
+	return 10
+}
+
+// lineOutput is the sink o's outputs name, nil for stdout.
+type lineOutput[T any] struct {
+	sink api.Sink[T]
+	name string
+}
+
+// outputSink is the sink o's outputs name for records of T: an upsert
+// table keeps value(r) under key(r), Kafka gets key(r) and line(r). The
+// paths are checked now, so that a bad one is an error before the job is
+// submitted (without creating anything: run --check builds the job too).
+func outputSink[T any](o WordCountOptions, key, value, line func(T) string) (lineOutput[T], error) {
+	if o.Output != "" && !kafka.IsURI(o.Output) {
+		if err := connectors.CheckCreatableDir(o.Output); err != nil {
+			return lineOutput[T]{}, fmt.Errorf("%s: cannot create the --output directory %s: %w", o.job, o.Output, err)
+		}
+	}
+	if o.Upsert != "" {
+		if err := connectors.CheckUpsertPath(o.Upsert); err != nil {
+			return lineOutput[T]{}, fmt.Errorf("%s: cannot use --upsert %s: %w", o.job, o.Upsert, err)
+		}
+	}
+	switch {
+	case kafka.IsURI(o.Output):
+		sink, err := kafkaOutput(o, func(r T) ([]byte, []byte) { return []byte(key(r)), []byte(line(r)) })
+		return lineOutput[T]{sink, "kafka-sink"}, err
+	case o.Output != "":
+		return lineOutput[T]{&connectors.FileSink[T]{Dir: o.Output}, "file-sink"}, nil
+	case o.Upsert != "":
+		return lineOutput[T]{&connectors.UpsertFileSink[T]{Path: o.Upsert, Key: key, Value: value}, "upsert-sink"}, nil
+	case o.Discard:
+		return lineOutput[T]{connectors.DiscardingSink[T]{}, "discarding-sink"}, nil
+	}
+	return lineOutput[T]{}, nil
+}
+
+// sinkThrottle is the pace of --sink-rate, nil without one.
+func sinkThrottle(o WordCountOptions) *connectors.Throttle {
+	if o.SinkRate > 0 && !math.IsInf(o.SinkRate, 1) {
+		return connectors.NewThrottle(o.SinkRate)
+	}
+	return nil
 }
 
 // kafkaCheckTimeout bounds the metadata request that checks a Kafka input
@@ -415,17 +477,17 @@ func isFileArg(a string) bool {
 // error before the job runs.
 func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 	if len(o.Inputs) > 1 {
-		return nil, &UsageError{Msg: "wordcount: a kafka:// --input reads every topic it names (kafka://host:port/t1,t2); give it alone"}
+		return nil, &UsageError{Msg: o.job + ": a kafka:// --input reads every topic it names (kafka://host:port/t1,t2); give it alone"}
 	}
 	if o.Rate > 0 {
-		return nil, &UsageError{Msg: "wordcount: --rate paces files and generated text, not a Kafka input"}
+		return nil, &UsageError{Msg: o.job + ": --rate paces files and generated text, not a Kafka input"}
 	}
 	src, err := kafka.ParseSourceURI(o.Inputs[0], o.KafkaSource)
 	if err != nil {
-		return nil, fmt.Errorf("wordcount: --input %w", err)
+		return nil, fmt.Errorf(o.job+": --input %w", err)
 	}
 	if err := src.Check(context.Background(), kafkaCheckTimeout); err != nil {
-		return nil, fmt.Errorf("wordcount: --input %s: %w (brokers %s, within %s)", kafka.Redact(o.Inputs[0]), err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
+		return nil, fmt.Errorf(o.job+": --input %s: %w (brokers %s, within %s)", kafka.Redact(o.Inputs[0]), err, strings.Join(src.Brokers, ","), kafkaCheckTimeout)
 	}
 	return src, nil
 }
@@ -433,28 +495,26 @@ func kafkaInput(o WordCountOptions) (*kafka.Source, error) {
 // kafkaOutput is the Kafka sink an --output kafka://... URI names: each
 // update a record keyed by its word, valued (word,count); checked against
 // the brokers before the job runs.
-func kafkaOutput(o WordCountOptions) (*kafka.Sink[WordCountRecord], error) {
+func kafkaOutput[T any](o WordCountOptions, record func(T) ([]byte, []byte)) (*kafka.Sink[T], error) {
 	c, err := kafka.ParseSinkURI(o.Output, o.KafkaSink)
 	if err != nil {
-		return nil, fmt.Errorf("wordcount: --output %w", err)
+		return nil, fmt.Errorf(o.job+": --output %w", err)
 	}
 	if err := c.Check(context.Background(), kafkaCheckTimeout); err != nil {
-		return nil, fmt.Errorf("wordcount: --output %s: %w (brokers %s, within %s)", kafka.Redact(o.Output), err, strings.Join(c.Brokers, ","), kafkaCheckTimeout)
+		return nil, fmt.Errorf(o.job+": --output %s: %w (brokers %s, within %s)", kafka.Redact(o.Output), err, strings.Join(c.Brokers, ","), kafkaCheckTimeout)
 	}
-	return kafka.NewSink(c, func(r WordCountRecord) ([]byte, []byte) {
-		return []byte(r.Word), []byte(r.String())
-	}), nil
+	return kafka.NewSink(c, record), nil
 }
 
 // socketInput is the socket source a --input socket://host:port[?retries=N&retry-delay=D]
 // names (Flink's socketTextStream, e.g. fed by nc -lk 9999).
 func socketInput(o WordCountOptions) (*connectors.SocketSource, error) {
 	if len(o.Inputs) > 1 || o.Rate > 0 {
-		return nil, &UsageError{Msg: fmt.Sprintf("wordcount: --input %s: a socket input is given alone, without --rate", o.Inputs[0])}
+		return nil, &UsageError{Msg: fmt.Sprintf(o.job+": --input %s: a socket input is given alone, without --rate", o.Inputs[0])}
 	}
 	// A bad URI is an error of its own (exit 1), as for Kafka.
 	usage := func(format string, args ...any) error {
-		return fmt.Errorf("wordcount: --input "+format, args...)
+		return fmt.Errorf(o.job+": --input "+format, args...)
 	}
 	u, err := url.Parse(o.Inputs[0])
 	if err != nil || u.Port() == "" || u.Hostname() == "" {

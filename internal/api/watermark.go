@@ -171,3 +171,11 @@ func (w *withIdleness[T]) OnPeriodicEmit(out WatermarkOutput) {
 	}
 	w.g.OnPeriodicEmit(out)
 }
+
+// TimestampedCollector is implemented by the collector a source reader
+// gets: CollectWithTimestamp emits a record with the timestamp its source
+// holds (a Kafka record's), the recordTimestamp a TimestampAssigner is
+// given (Flink's SourceOutput.collect(record, timestamp)).
+type TimestampedCollector[T any] interface {
+	CollectWithTimestamp(v T, ts int64)
+}

@@ -30,13 +30,27 @@ type SourceOperator[T any] struct {
 
 // countingCollector counts the records a source emits, for fault
 // injection and metrics.
+// A record a source emits has no timestamp (or the one the reader gives
+// it with CollectWithTimestamp): the task's current timestamp is reset
+// with each, so that none carries the one its predecessor was assigned.
 type countingCollector[T any] struct {
 	out api.Collector[T]
 	n   int64
+	ts  *int64 // the task's current timestamp
 }
 
 func (c *countingCollector[T]) Collect(v T) {
 	c.n++
+	*c.ts = api.NoTimestamp
+	c.out.Collect(v)
+}
+
+// CollectWithTimestamp emits a record with the timestamp the source gives
+// it (a Kafka record's), which a timestamp assigner downstream gets as
+// its recordTimestamp (api.TimestampedCollector).
+func (c *countingCollector[T]) CollectWithTimestamp(v T, ts int64) {
+	c.n++
+	*c.ts = ts
 	c.out.Collect(v)
 }
 
@@ -47,7 +61,7 @@ func (o *SourceOperator[T]) open(ctx *OpContext) error {
 		return err
 	}
 	o.reader = r
-	o.counted.out = o.Out
+	o.counted.out, o.counted.ts = o.Out, &t.ts
 	var splits [][]byte
 	if ctx.Restore != nil {
 		for _, s := range ctx.Restore.OperatorState {
