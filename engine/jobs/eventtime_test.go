@@ -65,7 +65,7 @@ func (a *arrivals) Write(p []byte) (int, error) {
 		if i < 0 {
 			return len(p), nil
 		}
-		a.lines = append(a.lines, string(a.buf.Next(i+1)[:i]))
+		a.lines = append(a.lines, string(a.buf.Next(i + 1)[:i]))
 		a.at = append(a.at, time.Now())
 	}
 }
