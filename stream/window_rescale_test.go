@@ -1,0 +1,200 @@
+package stream_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gflink/gflink/connectors"
+	"github.com/gflink/gflink/internal/testutil"
+	"github.com/gflink/gflink/stream"
+)
+
+var windowSchedules = flag.Int("window.schedules", 6, "how many random configurations TestWindowsRescaledExactly runs")
+
+// windowRun is one random configuration of TestWindowsRescaledExactly.
+type windowRun struct {
+	assigner         string
+	size, slide, gap int64
+	lateness         int64
+	backend, mode    string
+	p1, p2           int
+}
+
+func (r windowRun) String() string {
+	return fmt.Sprintf("%s/%s/%s/lateness=%d/p%d->p%d", r.assigner, r.backend, r.mode, r.lateness, r.p1, r.p2)
+}
+
+// oracle computes the windows of in in batch.
+func (r windowRun) oracle(in []reading) []string {
+	type win struct {
+		key        string
+		start, end int64
+	}
+	acc := map[win][2]int64{}
+	if r.assigner == "session" {
+		by := map[string][]reading{}
+		for _, x := range in {
+			by[x.Sensor] = append(by[x.Sensor], x)
+		}
+		for s, rs := range by {
+			slices.SortFunc(rs, func(a, b reading) int { return int(a.TS - b.TS) })
+			start := rs[0].TS
+			var n, sum int64
+			for i, x := range rs {
+				if i > 0 && x.TS-rs[i-1].TS > r.gap {
+					acc[win{s, start, rs[i-1].TS + r.gap}] = [2]int64{n, sum}
+					start, n, sum = x.TS, 0, 0
+				}
+				n, sum = n+1, sum+x.Value
+			}
+			acc[win{s, start, rs[len(rs)-1].TS + r.gap}] = [2]int64{n, sum}
+		}
+	} else {
+		for _, x := range in {
+			for _, st := range windowStarts(x.TS, r.size, r.slide, 0) {
+				c := acc[win{x.Sensor, st, st + r.size}]
+				acc[win{x.Sensor, st, st + r.size}] = [2]int64{c[0] + 1, c[1] + x.Value}
+			}
+		}
+	}
+	var out []string
+	for w, c := range acc {
+		out = append(out, fmt.Sprintf("%s@%d-%d:%s/%d/%d", w.key, w.start, w.end, w.key, c[0], c[1]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Windows of every kind, in every state backend and checkpoint mode, are
+// exact across a cancellation and a restore from the retained checkpoint
+// at another parallelism: each window's result is committed once, equal
+// to a batch computation's. -window.schedules sets how many random
+// configurations run.
+func TestWindowsRescaledExactly(t *testing.T) {
+	const bound = 40
+	in := sessionReadings(8000, 6, 0, bound, 17)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(seed, 5))
+	for i := range *windowSchedules {
+		r := windowRun{
+			assigner: []string{"tumbling", "sliding", "session"}[i%3],
+			backend:  []string{"hashmap", "rocksdb", "changelog"}[rnd.IntN(3)],
+			mode:     []string{"aligned", "unaligned"}[rnd.IntN(2)],
+			lateness: []int64{0, 50}[rnd.IntN(2)],
+			p1:       1 + rnd.IntN(3),
+		}
+		r.p2 = 1 + (r.p1+rnd.IntN(2))%3 // another parallelism
+		r.size, r.slide, r.gap = 200, 200, 101
+		if r.assigner == "sliding" {
+			r.slide = 50
+		}
+		t.Run(r.String(), func(t *testing.T) { runRescaledWindows(t, r, in, bound) })
+	}
+}
+
+// committed reports whether the file sink has committed a part file.
+func committed(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			return true
+		}
+	}
+	return false
+}
+
+func runRescaledWindows(t *testing.T, r windowRun, in []reading, bound int64) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	conf := func(p int) map[string]string {
+		c := map[string]string{
+			"parallelism.default":                                       fmt.Sprint(p),
+			"execution.checkpointing.interval":                          "20 ms",
+			"execution.checkpointing.dir":                               filepath.Join(dir, "chk"),
+			"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+			"pipeline.auto-watermark-interval":                          "5 ms",
+			"state.backend.type":                                        "hashmap",
+		}
+		switch r.backend {
+		case "rocksdb":
+			c["state.backend.type"] = "rocksdb"
+		case "changelog":
+			c["state.changelog.enabled"] = "true"
+			c["state.changelog.storage"] = "filesystem"
+			c["state.changelog.dstl.dfs.base-path"] = filepath.Join(dir, "dstl")
+			c["state.changelog.periodic-materialize.interval"] = "30 ms"
+		}
+		if r.mode == "unaligned" {
+			c["execution.checkpointing.unaligned.enabled"] = "true"
+		}
+		return c
+	}
+	build := func(env *stream.Environment, rate float64) {
+		src := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: rate}, "readings").UID("source")
+		timed := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[reading](time.Duration(bound) * time.Millisecond).
+			WithTimestampAssigner(func(x reading, _ int64) int64 { return x.TS })).UID("timestamps")
+		a := stream.TumblingEventTimeWindows(time.Duration(r.size) * time.Millisecond)
+		switch r.assigner {
+		case "sliding":
+			a = stream.SlidingEventTimeWindows(time.Duration(r.size)*time.Millisecond, time.Duration(r.slide)*time.Millisecond)
+		case "session":
+			a = stream.EventTimeSessionWindows(time.Duration(r.gap) * time.Millisecond)
+		}
+		w := stream.Window(stream.KeyBy(timed, func(x reading) string { return x.Sensor }), a).AllowedLateness(time.Duration(r.lateness) * time.Millisecond)
+		stream.WindowAggregateProcess(w, countAgg{}, stream.ProcessWindowFunction[string, string, string](sessionLine{})).UID("windows").
+			SinkTo(&connectors.FileSink[string]{Dir: out}).UID("sink")
+	}
+	var log testutil.SyncBuffer
+	env, err := stream.NewEnvironment(stream.Options{Config: conf(r.p1), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(env, 4000)
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		deadline := testutil.Deadline(30 * time.Second)
+		for (strings.Count(log.String(), "Completed checkpoint") < 4 || !committed(out)) && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := env.Execute(ctx)
+	cancel()
+	<-watched
+	if res.Status != "CANCELED" || len(res.Retained) == 0 {
+		t.Fatalf("first run: %+v, %v; want CANCELED with a retained checkpoint", res, err)
+	}
+	// The restore must carry windows in flight and results committed: a
+	// first run cancelled before any window closed would test nothing.
+	if first := len(testutil.CommittedLines(t, out)); first == 0 || first >= len(r.oracle(in)) {
+		t.Fatalf("the first run committed %d of %d windows before it was cancelled; want some, not all", first, len(r.oracle(in)))
+	}
+	c := conf(r.p2)
+	c["execution.state-recovery.path"] = res.Retained[len(res.Retained)-1]
+	env, err = stream.NewEnvironment(stream.Options{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build(env, 0)
+	if _, err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := testutil.CommittedLines(t, out)
+	slices.Sort(got)
+	want := r.oracle(in)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d windows committed, %d computed in batch; they differ:\n got %v\nwant %v", len(got), len(want), got[:min(6, len(got))], want[:min(6, len(want))])
+	}
+}
