@@ -152,6 +152,20 @@ func FromSource[T any](env *Environment, src api.Source[T], name string) DataStr
 	return DataStream[T]{env: env, n: n}
 }
 
+// FromSourceWithWatermarks adds a source whose records get their
+// timestamps and watermarks from strategy, per split (Flink's fromSource
+// with a WatermarkStrategy): a reader that collects through
+// api.SplitCollector.ForSplit gives each split its own generator.
+func FromSourceWithWatermarks[T any](env *Environment, src api.Source[T], strategy api.WatermarkStrategy[T], name string) DataStream[T] {
+	s := FromSource(env, src, name)
+	s.n.Stamped = true
+	s.n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
+		op := &task.SourceOperator[T]{Src: src, Out: out.(api.Collector[T]), Watermarks: &strategy}
+		return nil, op
+	}
+	return s
+}
+
 // Map applies f to every record.
 func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
 	n := s.env.newNode(graph.KindOperator, "Map", graph.NewTypeOps[OUT]())

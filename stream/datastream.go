@@ -78,6 +78,18 @@ func FromSource[T any](env *Environment, src Source[T], name string) DataStream[
 	return DataStream[T]{engine.FromSource[T](env.e, src, name)}
 }
 
+// FromSourceWithWatermarks adds a source whose records get their event
+// time and watermarks from strategy at the source, per split (Flink's
+// env.fromSource(source, strategy, name)): each Kafka partition has its
+// own generator and the source's watermark is the minimum over the
+// partitions that are not idle — a partition that is behind holds event
+// time back, and one without records stalls it unless the strategy has
+// WithIdleness. A source that does not name its splits has one generator
+// per subtask, as after AssignTimestampsAndWatermarks.
+func FromSourceWithWatermarks[T any](env *Environment, src Source[T], strategy WatermarkStrategy[T], name string) DataStream[T] {
+	return DataStream[T]{engine.FromSourceWithWatermarks[T](env.e, src, strategy, name)}
+}
+
 // Map applies f to every record.
 func Map[IN, OUT any](s DataStream[IN], f func(IN) OUT) DataStream[OUT] {
 	return DataStream[OUT]{engine.Map(s.s, f)}

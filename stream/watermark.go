@@ -53,3 +53,9 @@ func ForGenerator[T any](make func() WatermarkGenerator[T]) WatermarkStrategy[T]
 // source holds (a Kafka record's), which a TimestampAssigner gets as its
 // recordTimestamp.
 type TimestampedCollector[T any] = api.TimestampedCollector[T]
+
+// SplitCollector is implemented by the collector a source reader gets:
+// ForSplit(id) is the collector of one split's records, which, with a
+// watermark strategy on the source (FromSourceWithWatermarks), has its
+// own watermark generator; ReleaseSplit(id) says a split has ended.
+type SplitCollector[T any] = api.SplitCollector[T]

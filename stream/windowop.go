@@ -23,7 +23,7 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	fns      func() windowFns[K, T, ACC, OUT]
 	windowFns[K, T, ACC, OUT]
 
-	entries MapState[int64, winEntry[ACC]]
+	entries windowMap[ACC]
 	// record: the trigger is not a built-in one, so each window keeps the
 	// timers its trigger registered and is handed only those. Built-in
 	// triggers check a timer's time themselves.
@@ -39,14 +39,33 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 }
 
 // winEntry is one window of a key: its end (for merged session windows),
-// its contents, and its trigger's timers and state.
+// its contents, and its trigger's timers and state — kept apart, nil for
+// the default triggers, so that an entry is small.
 type winEntry[ACC any] struct {
-	end     int64
-	has     bool // acc holds records (not after a purge)
-	acc     ACC
+	end  int64
+	acc  ACC
+	has  bool // acc holds records (not after a purge)
+	meta *winMeta
+}
+
+// winMeta is what a trigger keeps with its window. Stored entries are not
+// modified in place (a snapshot may be reading them): a trigger context
+// copies it before its first change.
+type winMeta struct {
 	timers  []int64 // event-time timers a custom trigger registered
 	ptimers []int64 // processing-time ones
 	trig    []trigValue
+}
+
+func (m *winMeta) clone() *winMeta {
+	if m == nil {
+		return &winMeta{}
+	}
+	return &winMeta{timers: slices.Clone(m.timers), ptimers: slices.Clone(m.ptimers), trig: slices.Clone(m.trig)}
+}
+
+func (m *winMeta) empty() bool {
+	return m == nil || len(m.timers) == 0 && len(m.ptimers) == 0 && len(m.trig) == 0
 }
 
 type trigValue struct {
@@ -77,8 +96,7 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 	case eventTimeTrigger[T], processingTimeTrigger[T]:
 		o.direct = !o.a.merging() && !o.a.global
 	}
-	o.entries, err = api.GetMapStateWith[int64, winEntry[ACC]](ctx, "window-contents", state.SerializerFor[int64](),
-		winEntrySerializer[ACC]{state.SerializerFor[ACC]()})
+	o.entries, err = newWindowMap[ACC](ctx, "window-contents")
 	o.tc.record = o.record
 	return err
 }
@@ -98,6 +116,9 @@ func (o *windowOperator[K, T, ACC, OUT]) registerCleanup(timers TimerService, w 
 	c := o.cleanupTime(w)
 	if c == math.MaxInt64 || w == globalWindow {
 		return // the end of time: the state stays (Flink sets no timer)
+	}
+	if c == w.MaxTimestamp() && o.direct {
+		return // the default trigger registered this very timer
 	}
 	if o.a.processing {
 		timers.RegisterProcessingTimeTimer(c)
@@ -137,6 +158,14 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 		}
 		skipped = false
 		e, ok := o.entries.Get(w.Start)
+		if ok && o.direct && (o.a.processing || w.MaxTimestamp() > wm) {
+			// The default trigger's timer (and the cleanup timer) were
+			// registered with the window's first record: nothing but the
+			// contents changes (and the default trigger never purges).
+			e.acc = o.add(e.acc, true, in)
+			o.entries.Put(w.Start, e)
+			continue
+		}
 		if !ok {
 			e.end = w.End
 		}
@@ -222,7 +251,9 @@ func (o *windowOperator[K, T, ACC, OUT]) mergeSession(ctx *Context[K], w TimeWin
 				e.acc, e.has = h.e.acc, true
 			}
 		}
-		states = append(states, h.e.trig)
+		if h.e.meta != nil {
+			states = append(states, h.e.meta.trig)
+		}
 		he := h.e
 		o.tc.on(ctx, &he)
 		o.trigger.Clear(h.w, &o.tc)
@@ -266,13 +297,17 @@ func (o *windowOperator[K, T, ACC, OUT]) OnTimer(ctx *Context[K], ts int64, out 
 		e := c.e
 		deliver := true
 		if o.record {
-			list := &e.ptimers
+			list := e.meta.ptimersOf()
 			if eventTime {
-				list = &e.timers
+				list = e.meta.timersOf()
 			}
-			i := slices.Index(*list, ts)
-			if deliver = i >= 0; deliver {
-				*list = slices.Delete(*list, i, i+1)
+			if deliver = slices.Contains(list, ts); deliver {
+				e.meta = e.meta.clone()
+				if eventTime {
+					e.meta.timers = slices.DeleteFunc(e.meta.timers, func(t int64) bool { return t == ts })
+				} else {
+					e.meta.ptimers = slices.DeleteFunc(e.meta.ptimers, func(t int64) bool { return t == ts })
+				}
 			}
 		}
 		if deliver {
@@ -306,9 +341,41 @@ type triggerCtx[K comparable, ACC any] struct {
 	ctx    *Context[K]
 	e      *winEntry[ACC]
 	record bool
+	copied bool // e.meta is the context's own copy
 }
 
-func (c *triggerCtx[K, ACC]) on(ctx *Context[K], e *winEntry[ACC]) { c.ctx, c.e = ctx, e }
+func (c *triggerCtx[K, ACC]) on(ctx *Context[K], e *winEntry[ACC]) {
+	c.ctx, c.e, c.copied = ctx, e, false
+}
+
+// meta is the window's meta for a change: copied first (see winMeta).
+func (c *triggerCtx[K, ACC]) meta() *winMeta {
+	if !c.copied {
+		c.e.meta, c.copied = c.e.meta.clone(), true
+	}
+	return c.e.meta
+}
+
+func (m *winMeta) timersOf() []int64 {
+	if m == nil {
+		return nil
+	}
+	return m.timers
+}
+
+func (m *winMeta) ptimersOf() []int64 {
+	if m == nil {
+		return nil
+	}
+	return m.ptimers
+}
+
+func (m *winMeta) trigOf() []trigValue {
+	if m == nil {
+		return nil
+	}
+	return m.trig
+}
 
 func (c *triggerCtx[K, ACC]) CurrentWatermark() int64 {
 	return c.ctx.TimerService().CurrentWatermark()
@@ -318,14 +385,16 @@ func (c *triggerCtx[K, ACC]) CurrentProcessingTime() int64 {
 }
 func (c *triggerCtx[K, ACC]) RegisterEventTimeTimer(ts int64) {
 	c.ctx.TimerService().RegisterEventTimeTimer(ts)
-	if c.record && !slices.Contains(c.e.timers, ts) {
-		c.e.timers = append(c.e.timers, ts)
+	if c.record && !slices.Contains(c.e.meta.timersOf(), ts) {
+		m := c.meta()
+		m.timers = append(m.timers, ts)
 	}
 }
 func (c *triggerCtx[K, ACC]) RegisterProcessingTimeTimer(ts int64) {
 	c.ctx.TimerService().RegisterProcessingTimeTimer(ts)
-	if c.record && !slices.Contains(c.e.ptimers, ts) {
-		c.e.ptimers = append(c.e.ptimers, ts)
+	if c.record && !slices.Contains(c.e.meta.ptimersOf(), ts) {
+		m := c.meta()
+		m.ptimers = append(m.ptimers, ts)
 	}
 }
 
@@ -333,13 +402,19 @@ func (c *triggerCtx[K, ACC]) RegisterProcessingTimeTimer(ts int64) {
 // the key's windows (another may have registered the same time): it only
 // stops being the window's.
 func (c *triggerCtx[K, ACC]) DeleteEventTimeTimer(ts int64) {
-	c.e.timers = slices.DeleteFunc(c.e.timers, func(t int64) bool { return t == ts })
+	if slices.Contains(c.e.meta.timersOf(), ts) {
+		m := c.meta()
+		m.timers = slices.DeleteFunc(m.timers, func(t int64) bool { return t == ts })
+	}
 }
 func (c *triggerCtx[K, ACC]) DeleteProcessingTimeTimer(ts int64) {
-	c.e.ptimers = slices.DeleteFunc(c.e.ptimers, func(t int64) bool { return t == ts })
+	if slices.Contains(c.e.meta.ptimersOf(), ts) {
+		m := c.meta()
+		m.ptimers = slices.DeleteFunc(m.ptimers, func(t int64) bool { return t == ts })
+	}
 }
 func (c *triggerCtx[K, ACC]) State(name string) (int64, bool) {
-	for _, v := range c.e.trig {
+	for _, v := range c.e.meta.trigOf() {
 		if v.name == name {
 			return v.v, true
 		}
@@ -347,16 +422,20 @@ func (c *triggerCtx[K, ACC]) State(name string) (int64, bool) {
 	return 0, false
 }
 func (c *triggerCtx[K, ACC]) SetState(name string, v int64) {
-	for i := range c.e.trig {
-		if c.e.trig[i].name == name {
-			c.e.trig[i].v = v
+	m := c.meta()
+	for i := range m.trig {
+		if m.trig[i].name == name {
+			m.trig[i].v = v
 			return
 		}
 	}
-	c.e.trig = append(c.e.trig, trigValue{name, v})
+	m.trig = append(m.trig, trigValue{name, v})
 }
 func (c *triggerCtx[K, ACC]) ClearState(name string) {
-	c.e.trig = slices.DeleteFunc(c.e.trig, func(v trigValue) bool { return v.name == name })
+	if _, ok := c.State(name); ok {
+		m := c.meta()
+		m.trig = slices.DeleteFunc(m.trig, func(v trigValue) bool { return v.name == name })
+	}
 }
 
 // mergeCtx is the OnMergeContext of a merged session window.
@@ -384,20 +463,29 @@ type winEntrySerializer[ACC any] struct{ acc state.Serializer[ACC] }
 
 func (s winEntrySerializer[ACC]) Append(dst []byte, e winEntry[ACC]) []byte {
 	dst = binary.AppendVarint(dst, e.end)
-	if !e.has {
-		dst = append(dst, 0)
-	} else {
-		dst = append(dst, 1)
+	var flags byte
+	if e.has {
+		flags |= 1
+	}
+	if !e.meta.empty() {
+		flags |= 2
+	}
+	dst = append(dst, flags)
+	if e.has {
 		dst = s.acc.Append(dst, e.acc)
 	}
-	for _, l := range [][]int64{e.timers, e.ptimers} {
+	if flags&2 == 0 {
+		return dst
+	}
+	m := e.meta
+	for _, l := range [][]int64{m.timers, m.ptimers} {
 		dst = binary.AppendUvarint(dst, uint64(len(l)))
 		for _, t := range l {
 			dst = binary.AppendVarint(dst, t)
 		}
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(e.trig)))
-	for _, v := range e.trig {
+	dst = binary.AppendUvarint(dst, uint64(len(m.trig)))
+	for _, v := range m.trig {
 		dst = binary.AppendUvarint(dst, uint64(len(v.name)))
 		dst = append(dst, v.name...)
 		dst = binary.AppendVarint(dst, v.v)
@@ -413,17 +501,23 @@ func (s winEntrySerializer[ACC]) Decode(src []byte) (e winEntry[ACC], rest []byt
 	if e.end, k = binary.Varint(src); k <= 0 || len(src) < k+1 {
 		return bad("end")
 	}
-	has := src[k]
+	flags := src[k]
 	src = src[k+1:]
-	if has == 1 {
+	if flags&^3 != 0 {
+		return bad("flags")
+	}
+	if flags&1 != 0 {
 		e.has = true
 		if e.acc, src, err = s.acc.Decode(src); err != nil {
 			return e, nil, fmt.Errorf("window contents: %w", err)
 		}
-	} else if has != 0 {
-		return bad("contents flag")
 	}
-	for _, l := range []*[]int64{&e.timers, &e.ptimers} {
+	if flags&2 == 0 {
+		return e, src, nil
+	}
+	m := &winMeta{}
+	e.meta = m
+	for _, l := range []*[]int64{&m.timers, &m.ptimers} {
 		n, k := binary.Uvarint(src)
 		if k <= 0 || n > uint64(len(src)) {
 			return bad("timers")
@@ -454,7 +548,7 @@ func (s winEntrySerializer[ACC]) Decode(src []byte) (e winEntry[ACC], rest []byt
 		if k <= 0 {
 			return bad("trigger state value")
 		}
-		e.trig = append(e.trig, trigValue{name, v})
+		m.trig = append(m.trig, trigValue{name, v})
 		src = src[k:]
 	}
 	return e, src, nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -68,7 +69,13 @@ type split struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Stop      int64  `json:"stop"`
+	// out is the split's collector, with a watermark strategy on the
+	// source (stream.SplitCollector): its own generator.
+	out stream.Collector[string]
 }
+
+// id names the split to the source's per-split watermarks.
+func (s split) id() string { return s.Topic + "-" + strconv.Itoa(int(s.Partition)) }
 
 func (s split) key() topicPartition { return topicPartition{s.Topic, s.Partition} }
 
@@ -301,6 +308,11 @@ type reader struct {
 	pending map[int64]map[topicPartition]int64
 	commits sync.WaitGroup
 	closed  bool
+	// sc is the reader's collector when it takes records per split
+	// (stream.SplitCollector); newSplits: splits were added since the
+	// last poll, which get their collectors then.
+	sc        stream.SplitCollector[string]
+	newSplits bool
 }
 
 // AddSplits implements stream.SourceReader: it is given every split (union
@@ -325,6 +337,7 @@ func (r *reader) AddSplits(items [][]byte) error {
 			continue
 		}
 		r.splits[tp] = &sp
+		r.newSplits = true
 		if start[sp.Topic] == nil {
 			start[sp.Topic] = map[int32]kgo.Offset{}
 		}
@@ -356,6 +369,17 @@ const maxPoll = 256
 // the client has fetched in the background.
 func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, error) {
 	r.checkDiscovery()
+	if sc, ok := out.(stream.SplitCollector[string]); ok && (r.sc == nil || r.newSplits) {
+		// Every partition gets its generator now, records or not: an
+		// empty partition holds event time back (unless idle), as in
+		// Flink.
+		r.sc, r.newSplits = sc, false
+		for _, sp := range r.splits {
+			if sp.out == nil {
+				sp.out = sc.ForSplit(sp.id())
+			}
+		}
+	}
 	if len(r.buf) == 0 {
 		fs := r.cl.PollRecords(nil, maxPoll)
 		if err := fetchError(fs); err != nil {
@@ -380,10 +404,14 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 			// The record's Kafka timestamp (its producer's, or the log
 			// append time) is its event time unless an assigner says
 			// otherwise, as Flink's KafkaSource gives it.
-			if tc, ok := out.(stream.TimestampedCollector[string]); ok {
+			o := out
+			if sp.out != nil {
+				o = sp.out
+			}
+			if tc, ok := o.(stream.TimestampedCollector[string]); ok {
 				tc.CollectWithTimestamp(string(rec.Value), rec.Timestamp.UnixMilli())
 			} else {
-				out.Collect(string(rec.Value))
+				o.Collect(string(rec.Value))
 			}
 			n++
 		}
@@ -403,6 +431,9 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 func (r *reader) finish(sp *split) {
 	tp := sp.key()
 	delete(r.splits, tp)
+	if r.sc != nil && sp.out != nil {
+		r.sc.ReleaseSplit(sp.id())
+	}
 	if r.finished == nil {
 		r.finished = map[topicPartition]*split{}
 	}
@@ -443,6 +474,7 @@ func (r *reader) checkDiscovery() {
 					continue
 				}
 				r.splits[tp] = &split{Topic: tp.topic, Partition: tp.partition, Offset: 0, Stop: -1}
+				r.newSplits = true
 				if add[tp.topic] == nil {
 					add[tp.topic] = map[int32]kgo.Offset{}
 				}

@@ -32,6 +32,13 @@ const (
 // writeBenchInput writes the generated text to a file, once per run.
 func writeBenchInput(b *testing.B) string {
 	b.Helper()
+	return writeBenchLines(b, benchLines)
+}
+
+// writeBenchLines writes the first lines of BenchmarkWordCountRatios'
+// input.
+func writeBenchLines(b *testing.B, benchLines int64) string {
+	b.Helper()
 	path := filepath.Join(b.TempDir(), "words.txt")
 	f, err := os.Create(path)
 	if err != nil {

@@ -77,15 +77,17 @@ func timedLines(env *stream.Environment, o WordCountOptions, e eventTimeOptions)
 	if err != nil {
 		return stream.DataStream[string]{}, err
 	}
-	lines := stream.FromSource[string](env, in.src, in.name).UID("source")
-	if in.single {
-		lines = lines.Parallelism(1)
-	}
 	strategy := stream.ForBoundedOutOfOrderness[string](e.outOfOrderness).WithTimestampAssigner(lineTimestamp)
 	if e.idleness > 0 {
 		strategy = strategy.WithIdleness(e.idleness)
 	}
-	return lines.AssignTimestampsAndWatermarks(strategy).Name("timestamps").UID("timestamps"), nil
+	// At the source: a Kafka partition's watermark is its own, and
+	// --idleness lets an empty partition go idle rather than stall.
+	lines := stream.FromSourceWithWatermarks(env, in.src, strategy, in.name).UID("source")
+	if in.single {
+		lines = lines.Parallelism(1)
+	}
+	return lines, nil
 }
 
 // sinkLines writes a job's results to o's output.

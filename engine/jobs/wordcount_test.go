@@ -187,7 +187,7 @@ func asUsage(err error, u **UsageError) bool {
 
 func TestRegistry(t *testing.T) {
 	r := Builtin().With(Job{Name: "mine"})
-	if !slices.Equal(r.Names(), []string{"mine", "wordcount"}) {
+	if !slices.Equal(r.Names(), []string{"mine", "sessionize", "windowwordcount", "wordcount"}) {
 		t.Fatalf("names %v", r.Names())
 	}
 	if _, ok := Builtin().Lookup("mine"); ok {

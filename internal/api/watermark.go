@@ -179,3 +179,15 @@ func (w *withIdleness[T]) OnPeriodicEmit(out WatermarkOutput) {
 type TimestampedCollector[T any] interface {
 	CollectWithTimestamp(v T, ts int64)
 }
+
+// SplitCollector is implemented by the collector a source reader gets:
+// ForSplit(id) is the collector of one split's records. With a watermark
+// strategy on the source (FromSource with one), each split has its own
+// generator and the source's watermark is the minimum over its splits
+// that are not idle (Flink's split-local watermarks): a Kafka partition
+// that falls behind holds event time back, an idle one does not with
+// WithIdleness. ReleaseSplit(id) says a split has ended.
+type SplitCollector[T any] interface {
+	ForSplit(id string) Collector[T]
+	ReleaseSplit(id string)
+}

@@ -22,10 +22,15 @@ const SourceReaderStateName = "SourceReaderState"
 // SourceOperator runs a source's reader in a source task (FromSource).
 type SourceOperator[T any] struct {
 	baseOperator
-	Src     api.Source[T]
-	Out     api.Collector[T]
-	counted countingCollector[T]
-	reader  api.SourceReader[T]
+	Src api.Source[T]
+	Out api.Collector[T]
+	// Watermarks, if set, is the source's own strategy: timestamps are
+	// assigned and watermarks generated per split (FromSource with a
+	// WatermarkStrategy, as Flink's fromSource).
+	Watermarks *api.WatermarkStrategy[T]
+	wm         *TimestampsAndWatermarksOperator[T]
+	counted    countingCollector[T]
+	reader     api.SourceReader[T]
 }
 
 // countingCollector counts the records a source emits, for fault
@@ -37,6 +42,40 @@ type countingCollector[T any] struct {
 	out api.Collector[T]
 	n   int64
 	ts  *int64 // the task's current timestamp
+	wm  *TimestampsAndWatermarksOperator[T]
+}
+
+// ForSplit is the collector of one split's records
+// (api.SplitCollector): with the source's own watermark strategy, each
+// split has its own generator.
+func (c *countingCollector[T]) ForSplit(id string) api.Collector[T] {
+	if c.wm == nil {
+		return c
+	}
+	return &splitCollector[T]{c: c, h: c.wm.SplitHandle(id)}
+}
+
+// ReleaseSplit says that a split has ended.
+func (c *countingCollector[T]) ReleaseSplit(id string) {
+	if c.wm != nil {
+		c.wm.ReleaseSplit(id)
+	}
+}
+
+// splitCollector collects a split's records.
+type splitCollector[T any] struct {
+	c *countingCollector[T]
+	h any
+}
+
+func (s *splitCollector[T]) Collect(v T) {
+	s.c.wm.SelectSplit(s.h)
+	s.c.Collect(v)
+}
+
+func (s *splitCollector[T]) CollectWithTimestamp(v T, ts int64) {
+	s.c.wm.SelectSplit(s.h)
+	s.c.CollectWithTimestamp(v, ts)
 }
 
 func (c *countingCollector[T]) Collect(v T) {
@@ -62,6 +101,13 @@ func (o *SourceOperator[T]) open(ctx *OpContext) error {
 	}
 	o.reader = r
 	o.counted.out, o.counted.ts = o.Out, &t.ts
+	if o.Watermarks != nil {
+		o.wm = &TimestampsAndWatermarksOperator[T]{Strategy: *o.Watermarks, Out: o.Out, perSplit: true}
+		if err := o.wm.open(ctx); err != nil {
+			return err
+		}
+		o.counted.out, o.counted.wm = o.wm, o.wm
+	}
 	var splits [][]byte
 	if ctx.Restore != nil {
 		for _, s := range ctx.Restore.OperatorState {
@@ -122,4 +168,20 @@ func (o *SourceOperator[T]) nextPollTime(now time.Time) time.Time {
 type SourceRunner interface {
 	poll() (api.InputStatus, int64, error)
 	nextPollTime(now time.Time) time.Time
+}
+
+// The source's own watermark generation runs on the task's timers, and
+// the operators after it take their watermarks from it.
+func (o *SourceOperator[T]) nextTimer() (int64, bool) {
+	if o.wm == nil {
+		return 0, false
+	}
+	return o.wm.nextTimer()
+}
+
+func (o *SourceOperator[T]) fireTimers(now int64) error {
+	if o.wm == nil {
+		return nil
+	}
+	return o.wm.fireTimers(now)
 }

@@ -235,6 +235,112 @@ type TimestampsAndWatermarksOperator[T any] struct {
 	next     int64 // the next periodic emit (Unix ms); 0: none
 	lastWM   int64
 	isIdle   bool
+	// perSplit: the source's own strategy (FromSource with one), with a
+	// generator per split (Flink's SourceOperator with split-local
+	// watermarks): the output watermark is the minimum over the splits
+	// that are not idle. A reader that names no splits has one, "".
+	perSplit   bool
+	splits     map[string]*splitGen[T]
+	cur        *splitGen[T] // the split of the records being collected
+	splitAware bool         // the reader has named a split
+}
+
+// splitGen is one split's generator and what it has emitted: its own
+// WatermarkOutput.
+type splitGen[T any] struct {
+	op   *TimestampsAndWatermarksOperator[T]
+	gen  api.WatermarkGenerator[T]
+	wm   int64
+	idle bool
+}
+
+func (g *splitGen[T]) EmitWatermark(wm int64) {
+	changed := g.idle || wm > g.wm
+	g.idle = false
+	g.wm = max(g.wm, wm)
+	if changed {
+		g.op.combine()
+	}
+}
+
+func (g *splitGen[T]) MarkIdle() {
+	if !g.idle {
+		g.idle = true
+		g.op.combine()
+	}
+}
+
+func (g *splitGen[T]) MarkActive() {
+	if g.idle {
+		g.idle = false
+		g.op.combine()
+	}
+}
+
+// split returns the generator of the split called id, made on first use.
+func (o *TimestampsAndWatermarksOperator[T]) split(id string) *splitGen[T] {
+	g := o.splits[id]
+	if g == nil {
+		g = &splitGen[T]{op: o, gen: o.Strategy.CreateGenerator(o.task.svc.Clock), wm: math.MinInt64}
+		o.splits[id] = g
+	}
+	return g
+}
+
+// SelectSplit makes the records collected next those of the split a
+// handle from SplitHandle names.
+func (o *TimestampsAndWatermarksOperator[T]) SelectSplit(h any) { o.cur = h.(*splitGen[T]) }
+
+// SplitHandle names a split of the source's reader, which then holds the
+// watermark back until it emits one or goes idle.
+func (o *TimestampsAndWatermarksOperator[T]) SplitHandle(id string) any {
+	o.splitAware = true
+	return o.split(id)
+}
+
+// ReleaseSplit drops a finished split's generator: it no longer holds the
+// watermark back.
+func (o *TimestampsAndWatermarksOperator[T]) ReleaseSplit(id string) {
+	if g := o.splits[id]; g != nil {
+		delete(o.splits, id)
+		if o.cur == g {
+			o.cur = nil
+		}
+		o.combine()
+	}
+}
+
+// combine emits the minimum watermark of the splits that are not idle, or
+// marks the output idle when all are (or, for a reader that names its
+// splits, when it has none).
+func (o *TimestampsAndWatermarksOperator[T]) combine() {
+	wm, active := int64(math.MaxInt64), false
+	for _, g := range o.splits {
+		if !g.idle {
+			wm, active = min(wm, g.wm), true
+		}
+	}
+	if !active {
+		// All idle: as the valve does when its last active channel goes
+		// idle, event time first advances to the largest watermark any
+		// split reached (else whichever split went idle last would decide
+		// whether the others' progress is ever emitted).
+		top := int64(math.MinInt64)
+		for _, g := range o.splits {
+			top = max(top, g.wm)
+		}
+		if top > math.MinInt64 {
+			o.EmitWatermark(top)
+		}
+		if len(o.splits) > 0 || o.splitAware {
+			o.MarkIdle()
+		}
+		return
+	}
+	o.MarkActive()
+	if wm > math.MinInt64 {
+		o.EmitWatermark(wm)
+	}
 }
 
 func (o *TimestampsAndWatermarksOperator[T]) generatesWatermarks() {}
@@ -242,7 +348,11 @@ func (o *TimestampsAndWatermarksOperator[T]) generatesWatermarks() {}
 func (o *TimestampsAndWatermarksOperator[T]) open(ctx *OpContext) error {
 	o.task, o.index, o.lastWM = ctx.Task, ctx.Index, math.MinInt64
 	o.assign = o.Strategy.TimestampAssigner()
-	o.gen = o.Strategy.CreateGenerator(ctx.Task.svc.Clock)
+	if o.perSplit {
+		o.splits = map[string]*splitGen[T]{}
+	} else {
+		o.gen = o.Strategy.CreateGenerator(ctx.Task.svc.Clock)
+	}
 	if iv := ctx.Task.interval; iv > 0 {
 		o.next = ctx.Task.svc.Clock().Add(iv).UnixMilli()
 	}
@@ -253,7 +363,15 @@ func (o *TimestampsAndWatermarksOperator[T]) Collect(v T) {
 	ts := o.assign(v, o.task.ts)
 	o.task.ts = ts
 	o.Out.Collect(v)
-	o.gen.OnEvent(v, ts, o)
+	if !o.perSplit {
+		o.gen.OnEvent(v, ts, o)
+		return
+	}
+	g := o.cur
+	if g == nil {
+		g = o.split("")
+	}
+	g.gen.OnEvent(v, ts, g)
 }
 
 // EmitWatermark is the generator's output: a watermark goes to the
@@ -301,7 +419,16 @@ func (o *TimestampsAndWatermarksOperator[T]) fireTimers(now int64) error {
 	if o.next == 0 || now < o.next {
 		return nil
 	}
-	o.gen.OnPeriodicEmit(o)
+	if o.perSplit {
+		for _, g := range o.splits {
+			g.gen.OnPeriodicEmit(g)
+		}
+		if len(o.splits) == 0 && o.splitAware {
+			o.MarkIdle() // a reader with no splits (more subtasks than partitions)
+		}
+	} else {
+		o.gen.OnPeriodicEmit(o)
+	}
 	o.next = now + o.task.interval.Milliseconds()
 	return nil
 }
