@@ -6,10 +6,14 @@ import (
 )
 
 // windowMap keeps a key's open windows in map state, an entry per window
-// by its start. (One value per key holding all its windows costs a lookup
-// less on the hashmap backend, within the machine's noise, but on the LSM
-// every record then decodes and re-encodes all of the key's windows: six
-// times slower for a window join's record lists.)
+// by its start. One value per key holding all its windows was measured
+// too: on the hashmap backend at 1 M keys it kept checkpoints every second
+// at no cost (RWIN_CK_1M 1.0, against 0.59 with a Go map of windows per
+// key, which snapshots copy on write), but on the LSM every record then
+// decodes and re-encodes all of the key's windows — 6 to 20 times slower
+// for sliding windows and a window join's record lists — and a choice per
+// backend would make the state's kind differ between backends, so that a
+// canonical savepoint no longer moves a window job from one to the other.
 type windowMap[ACC any] struct {
 	m state.MapState[int64, winEntry[ACC]]
 }
