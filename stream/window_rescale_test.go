@@ -85,7 +85,11 @@ func TestWindowsRescaledExactly(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rnd := rand.New(rand.NewPCG(seed, 5))
-	for i := range *windowSchedules {
+	n := *windowSchedules
+	if testutil.RaceEnabled() && !flagSet("window.schedules") {
+		n = 3 // one of each assigner: the race detector makes each run ~10× slower
+	}
+	for i := range n {
 		r := windowRun{
 			assigner: []string{"tumbling", "sliding", "session"}[i%3],
 			backend:  []string{"hashmap", "rocksdb", "changelog"}[rnd.IntN(3)],
@@ -197,4 +201,11 @@ func runRescaledWindows(t *testing.T, r windowRun, in []reading, bound int64) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d windows committed, %d computed in batch; they differ:\n got %v\nwant %v", len(got), len(want), got[:min(6, len(got))], want[:min(6, len(want))])
 	}
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
