@@ -118,8 +118,17 @@ func (count[T]) Add(_ T, acc int64) int64  { return acc + 1 }
 func (count[T]) GetResult(acc int64) int64 { return acc }
 func (count[T]) Merge(a, b int64) int64    { return a + b }
 func millis(d time.Duration) string        { return strconv.FormatInt(d.Milliseconds(), 10) }
-func usageLine(w io.Writer, job, own string) {
-	fmt.Fprintf(w, "Usage: gflink run [OPTIONS] %s %s [word count's --input/--output options]\n", job, own)
+
+// printUsage prints an event-time job's usage: its own arguments, then
+// all of its flags (word count's inputs and outputs included), then note.
+func printUsage(w io.Writer, job, own string, flags func(fs *flag.FlagSet), note string) {
+	fmt.Fprintf(w, "Usage: gflink run [OPTIONS] %s %s [--out-of-orderness <d>] [--allowed-lateness <d>] [--idleness <d>] [word count's --input/--output options]\n", job, own)
+	var o WordCountOptions
+	fs := ioFlags(job, &o)
+	flags(fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w, "  "+note)
 }
 
 // WindowedWordCount is a word's count in one window.
@@ -158,13 +167,8 @@ func WindowWordCount() Job {
 		DisplayName: windowWordCountName,
 		Description: "Counts words per event-time window (tumbling, or sliding with --slide), emitting (word,count,windowStart,windowEnd) as each window closes.",
 		Usage: func(w io.Writer) {
-			usageLine(w, "windowwordcount", "[--window <duration>] [--slide <duration>] [--out-of-orderness <d>] [--allowed-lateness <d>] [--idleness <d>]")
-			var o WordCountOptions
-			fs := ioFlags("windowwordcount", &o)
-			flags(&options{})(fs)
-			fs.SetOutput(w)
-			fs.PrintDefaults()
-			fmt.Fprintln(w, "  A line \"epochMillis,text\" has that event time; any other line the time it is read.")
+			printUsage(w, "windowwordcount", "[--window <duration>] [--slide <duration>]", flags(&options{}),
+				"A line \"epochMillis,text\" has that event time; any other line the time it is read.")
 		},
 		Build: func(env *engine.Environment, args []string) error {
 			var opts options
@@ -260,14 +264,10 @@ func Sessionize() Job {
 		DisplayName: sessionizeName,
 		Description: "Groups each key's \"epochMillis,key\" records into sessions (event-time session windows, --gap), emitting (key,start,end,count) as each session closes.",
 		Usage: func(w io.Writer) {
-			usageLine(w, "sessionize", "[--gap <duration>] [--out-of-orderness <d>] [--allowed-lateness <d>] [--idleness <d>]")
-			var o WordCountOptions
-			fs := ioFlags("sessionize", &o)
-			flags(&options{})(fs)
-			fs.SetOutput(w)
-			fs.PrintDefaults()
-			fmt.Fprintln(w, "  Lines are \"epochMillis,key\"; a line without the timestamp is a key at the time it is read. Without an input, a built-in sample of three users' clicks; --generate makes keys of generated words.")
+			printUsage(w, "sessionize", "[--gap <duration>]", flags(&options{}),
+				"Lines are \"epochMillis,key\"; a line without the timestamp is a key at the time it is read. Without an input, a built-in sample of three users' clicks; --generate makes keys of generated words.")
 		},
+
 		Build: func(env *engine.Environment, args []string) error {
 			var opts options
 			o, err := parseIOArgs("sessionize", args, flags(&opts))
