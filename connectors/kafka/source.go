@@ -71,7 +71,7 @@ type split struct {
 	Stop      int64  `json:"stop"`
 	// out is the split's collector, with a watermark strategy on the
 	// source (stream.SplitCollector): its own generator.
-	out stream.Collector[string]
+	out stream.TimestampedCollector[string]
 }
 
 // id names the split to the source's per-split watermarks.
@@ -376,7 +376,7 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 		r.sc, r.newSplits = sc, false
 		for _, sp := range r.splits {
 			if sp.out == nil {
-				sp.out = sc.ForSplit(sp.id())
+				sp.out, _ = sc.ForSplit(sp.id()).(stream.TimestampedCollector[string])
 			}
 		}
 	}
@@ -387,6 +387,7 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 		}
 		r.buf = fs.Records()
 	}
+	outTS, _ := out.(stream.TimestampedCollector[string]) // once a poll, not per record
 	n := 0
 	for len(r.buf) > 0 && n < maxPoll {
 		rec := r.buf[0]
@@ -404,14 +405,13 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 			// The record's Kafka timestamp (its producer's, or the log
 			// append time) is its event time unless an assigner says
 			// otherwise, as Flink's KafkaSource gives it.
-			o := out
-			if sp.out != nil {
-				o = sp.out
-			}
-			if tc, ok := o.(stream.TimestampedCollector[string]); ok {
-				tc.CollectWithTimestamp(string(rec.Value), rec.Timestamp.UnixMilli())
-			} else {
-				o.Collect(string(rec.Value))
+			switch v, ts := string(rec.Value), rec.Timestamp.UnixMilli(); {
+			case sp.out != nil:
+				sp.out.CollectWithTimestamp(v, ts)
+			case outTS != nil:
+				outTS.CollectWithTimestamp(v, ts)
+			default:
+				out.Collect(v)
 			}
 			n++
 		}
