@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/internal/graph"
@@ -232,8 +233,9 @@ func (s DataStream[T]) Shuffle() DataStream[T] {
 // Broadcast sends every record to every subtask of the next operator.
 // The subtasks receive the same values: a record that holds a pointer,
 // slice or map must not be modified by the functions that receive it.
-// In-flight records of an unaligned checkpoint on a broadcast exchange
-// restore only at the receiving operator's parallelism.
+// Restored at another parallelism, new subtask j replays the records in
+// flight (unaligned checkpoints) that old subtask j mod the old
+// parallelism had not processed.
 func (s DataStream[T]) Broadcast() DataStream[T] {
 	s.part = network.ShipBroadcast
 	return s
@@ -297,10 +299,13 @@ func Union[T any](first DataStream[T], more ...DataStream[T]) DataStream[T] {
 // KeyedStream is a stream partitioned by key: all records with the same
 // key go to the same subtask, which keeps the key's state.
 type KeyedStream[T any, K comparable] struct {
-	s      DataStream[T]
-	more   []DataStream[T] // further inputs (KeyByUnion)
-	key    func(T) K
-	keySer state.KeySerializer[K]
+	s    DataStream[T]
+	more []DataStream[T] // further inputs (KeyByUnion)
+	// broadcast are inputs whose every record goes to every subtask, with
+	// no key (WithBroadcastInput).
+	broadcast []DataStream[T]
+	key       func(T) K
+	keySer    state.KeySerializer[K]
 }
 
 // KeyBy partitions a stream by the key f extracts. Keys are hashed into
@@ -325,6 +330,22 @@ func KeyByUnion[T any, K comparable](key func(T) K, first DataStream[T], more ..
 	}
 	return ks
 }
+
+// WithBroadcastInput adds an input whose records reach every subtask of
+// the keyed operator, not by key (Flink's keyed stream connected to a
+// broadcast stream): the operator's function must implement
+// api.BroadcastInput, which takes them with no current key.
+func (ks KeyedStream[T, K]) WithBroadcastInput(b DataStream[T]) KeyedStream[T, K] {
+	if b.env != ks.s.env {
+		ks.s.env.addError(fmt.Errorf("connect: operator %q belongs to another environment", b.n.Name))
+		return ks
+	}
+	ks.broadcast = append(slices.Clip(ks.broadcast), b)
+	return ks
+}
+
+// KeySerializer is the serializer of the stream's keys.
+func (ks KeyedStream[T, K]) KeySerializer() state.KeySerializer[K] { return ks.keySer }
 
 // Key is the stream's key selector.
 func (ks KeyedStream[T, K]) Key() func(T) K { return ks.key }
@@ -351,6 +372,12 @@ func Process[T any, K comparable, OUT any](ks KeyedStream[T, K], fn api.KeyedPro
 	env.connect(ks.s.n, n, network.ShipHash, hash)
 	for _, m := range ks.more {
 		env.connect(m.n, n, network.ShipHash, hash)
+	}
+	for _, b := range ks.broadcast {
+		env.connect(b.n, n, network.ShipBroadcast, nil)
+	}
+	if _, ok := fn.(api.BroadcastInput[K, T, OUT]); len(ks.broadcast) > 0 && !ok {
+		env.addError(fmt.Errorf("%s: a keyed stream with a broadcast input needs a function that takes broadcast records (api.BroadcastInput)", n.Name))
 	}
 	n.Build = func(rt *task.BuildContext, out any) (any, task.Operator) {
 		op := task.NewKeyedProcessOperator(rt, fn, keyFn, keySer, out.(api.Collector[OUT]))

@@ -48,8 +48,10 @@ func (f InFlight) Owns(kg int) bool { return kg >= f.Start && kg <= f.End }
 // processed (channel -1) come first of all. When the receiving operator's
 // parallelism changed, a keyed exchange's records go to the subtask owning
 // their key group (each subtask reads the blocks whose old owner's key
-// groups overlap its own), and other records go from old receiving subtask
-// j to new subtask j mod the new parallelism.
+// groups overlap its own), a broadcast exchange's to new subtask j from old
+// subtask j mod the old parallelism (whose broadcast state it restores),
+// and other records go from old receiving subtask j to new subtask j mod
+// the new parallelism.
 func InFlightFor(m *savepoint.Metadata, x Exchange) ([][]InFlight, error) {
 	type piece struct {
 		recv, send int // old subtasks; send -1 for restored records
@@ -88,10 +90,6 @@ func InFlightFor(m *savepoint.Metadata, x Exchange) ([][]InFlight, error) {
 	slices.SortStableFunc(pieces, func(a, b piece) int {
 		return cmp.Or(cmp.Compare(a.recv, b.recv), cmp.Compare(a.send, b.send), compareBool(a.output, b.output))
 	})
-	if x.Broadcast && oldRecvPar != x.Parallelism {
-		return nil, fmt.Errorf("records in flight from %s to %s, a broadcast exchange, were captured at parallelism %d and cannot be restored at %d: restore at parallelism %d, or from a savepoint (savepoints are aligned and hold no records in flight)",
-			x.From, x.To, oldRecvPar, x.Parallelism, oldRecvPar)
-	}
 	out := make([][]InFlight, x.Parallelism)
 	for _, p := range pieces {
 		if p.recv < 0 || p.recv >= oldRecvPar || p.h.Keyed != x.Keyed {
@@ -99,6 +97,15 @@ func InFlightFor(m *savepoint.Metadata, x Exchange) ([][]InFlight, error) {
 				x.From, x.To, p.recv, oldRecvPar, p.h.Keyed, x.Keyed, savepoint.ErrCorrupt)
 		}
 		h := p.h.Stream
+		if x.Broadcast {
+			// Every old receiver had every record: new subtask j replays
+			// what old subtask j mod the old parallelism had not
+			// processed, as it restores that subtask's broadcast state.
+			for j := p.recv; j < x.Parallelism; j += oldRecvPar {
+				out[j] = append(out[j], InFlight{Stream: &h, Stamped: p.h.Stamped})
+			}
+			continue
+		}
 		if !x.Keyed {
 			j := p.recv % x.Parallelism
 			out[j] = append(out[j], InFlight{Stream: &h, Stamped: p.h.Stamped})

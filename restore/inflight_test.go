@@ -1,7 +1,6 @@
 package restore_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/gflink/gflink/restore"
@@ -20,20 +19,22 @@ func inFlightMeta() *savepoint.Metadata {
 }
 
 // TestInFlightBroadcast: a broadcast exchange's records in flight restore
-// at the same parallelism, each subtask its own; at another they are
-// refused with what to do instead (a rebalance's go to subtask j mod p).
+// at the same parallelism each subtask its own, and at another new subtask
+// j takes old subtask j mod the old parallelism's (a rebalance's go from
+// old subtask j to j mod p).
 func TestInFlightBroadcast(t *testing.T) {
 	m := inFlightMeta()
-	per, err := restore.InFlightFor(m, restore.Exchange{From: "from", To: "to", Broadcast: true, Parallelism: 2, MaxParallelism: 128})
-	if err != nil || len(per) != 2 || len(per[0]) != 1 || len(per[1]) != 1 {
-		t.Fatalf("same parallelism: %v, %v", per, err)
-	}
-	for _, p := range []int{1, 3} {
-		_, err := restore.InFlightFor(m, restore.Exchange{From: "from", To: "to", Broadcast: true, Parallelism: p, MaxParallelism: 128})
-		if err == nil || !strings.Contains(err.Error(), "broadcast exchange") || !strings.Contains(err.Error(), "savepoint") {
-			t.Errorf("parallelism %d: error %v, want a refusal naming the broadcast exchange and a savepoint", p, err)
+	for p, want := range map[int][]int{1: {1}, 2: {1, 1}, 3: {1, 1, 1}} {
+		per, err := restore.InFlightFor(m, restore.Exchange{From: "from", To: "to", Broadcast: true, Parallelism: p, MaxParallelism: 128})
+		if err != nil || len(per) != p {
+			t.Fatalf("broadcast at parallelism %d: %v, %v", p, per, err)
 		}
-		per, err := restore.InFlightFor(m, restore.Exchange{From: "from", To: "to", Parallelism: p, MaxParallelism: 128})
+		for j := range per {
+			if len(per[j]) != want[j] {
+				t.Errorf("broadcast at parallelism %d: subtask %d replays %d channels, want %d", p, j, len(per[j]), want[j])
+			}
+		}
+		per, err = restore.InFlightFor(m, restore.Exchange{From: "from", To: "to", Parallelism: p, MaxParallelism: 128})
 		if err != nil || len(per) != p {
 			t.Errorf("rebalance at parallelism %d: %v, %v", p, per, err)
 		}

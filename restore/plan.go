@@ -260,7 +260,8 @@ func planOperator(br *savepoint.BlockReader, pointer string, old *savepoint.Oper
 // lists, as in Flink; otherwise each list state's elements, concatenated in
 // subtask order, are cut into newPar contiguous parts (the first ones one
 // element larger when it does not divide evenly, as in Flink) of sizes differing by
-// at most one. Union states give every subtask all elements.
+// at most one. Union states give every subtask all elements; broadcast
+// states give new subtask i old subtask i mod the old parallelism's copy.
 func Redistribute(old [][]savepoint.OperatorListState, newPar int, sameParallelism bool) ([][]savepoint.OperatorListState, error) {
 	type merged struct {
 		mode  savepoint.Redistribution
@@ -295,6 +296,8 @@ func Redistribute(old [][]savepoint.OperatorListState, newPar int, sameParalleli
 			switch {
 			case m.mode == savepoint.Union:
 				items = slices.Clip(m.items)
+			case m.mode == savepoint.Broadcast:
+				items = slices.Clip(m.per[i%len(m.per)])
 			case sameParallelism:
 				if i < len(m.per) {
 					items = slices.Clip(m.per[i])

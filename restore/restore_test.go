@@ -785,6 +785,20 @@ func TestRedistribute(t *testing.T) {
 	_, err = restore.Redistribute([][]savepoint.OperatorListState{{split("s")}, {union("s")}}, 2, true)
 	mustErrContains(t, err, `operator state "s" is both operator-list and operator-union-list`)
 
+	// Broadcast state: new subtask i restores old subtask i mod 2's copy.
+	bc := func(item string) savepoint.OperatorListState {
+		return savepoint.OperatorListState{Name: "rules", Mode: savepoint.Broadcast, Items: [][]byte{[]byte(item)}}
+	}
+	out, err = restore.Redistribute([][]savepoint.OperatorListState{{bc("copy0")}, {bc("copy1")}}, 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"copy0", "copy1", "copy0"} {
+		if len(out[i]) != 1 || out[i][0].Mode != savepoint.Broadcast || len(out[i][0].Items) != 1 || string(out[i][0].Items[0]) != want {
+			t.Fatalf("broadcast state of new subtask %d: %+v, want one item %q", i, out[i], want)
+		}
+	}
+
 	out, err = restore.Redistribute(nil, 2, false)
 	if err != nil || len(out) != 2 || len(out[0]) != 0 {
 		t.Fatalf("no state: %v, %v", out, err)

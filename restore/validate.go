@@ -54,7 +54,7 @@ func Validate(m *savepoint.Metadata) error {
 // keyed handles and in operator state blocks.
 var (
 	keyedKinds    = map[string]bool{"value": true, "list": true, "map": true, "processing-time-timers": true, "event-time-timers": true}
-	operatorKinds = map[string]bool{savepoint.SplitDistribute.String(): true, savepoint.Union.String(): true}
+	operatorKinds = map[string]bool{savepoint.SplitDistribute.String(): true, savepoint.Union.String(): true, savepoint.Broadcast.String(): true}
 )
 
 func validateOperator(op *savepoint.OperatorState) error {

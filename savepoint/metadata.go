@@ -94,7 +94,7 @@ type OperatorState struct {
 type StateDescriptor struct {
 	Name string `json:"name"`
 	// Kind is value, list, map, processing-time-timers, event-time-timers,
-	// operator-list or operator-union-list.
+	// operator-list, operator-union-list or broadcast.
 	Kind    string `json:"kind"`
 	Type    string `json:"type,omitempty"`
 	Entries int64  `json:"entries"`

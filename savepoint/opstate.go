@@ -14,6 +14,10 @@ const (
 	SplitDistribute Redistribution = 1
 	// Union gives every subtask the whole concatenated list.
 	Union Redistribution = 2
+	// Broadcast is broadcast state: every subtask holds the same copy, so
+	// new subtask i restores old subtask i mod the old parallelism's (as
+	// Flink's BROADCAST mode does).
+	Broadcast Redistribution = 3
 )
 
 func (r Redistribution) String() string {
@@ -22,6 +26,8 @@ func (r Redistribution) String() string {
 		return "operator-list"
 	case Union:
 		return "operator-union-list"
+	case Broadcast:
+		return "broadcast"
 	}
 	return fmt.Sprintf("redistribution(%d)", byte(r))
 }
@@ -75,7 +81,7 @@ func DecodeOperatorState(data []byte) ([]OperatorListState, error) {
 			return nil, fmt.Errorf("operator state: truncated: %w", ErrCorrupt)
 		}
 		s.Name, s.Mode = string(name), Redistribution(rest[0])
-		if s.Mode != SplitDistribute && s.Mode != Union {
+		if s.Mode != SplitDistribute && s.Mode != Union && s.Mode != Broadcast {
 			return nil, fmt.Errorf("operator state %q: unknown redistribution mode %d: %w", s.Name, rest[0], ErrCorrupt)
 		}
 		var cnt uint64

@@ -50,8 +50,7 @@ func (s DataStream[T]) Shuffle() DataStream[T] { return DataStream[T]{s.s.Shuffl
 
 // Broadcast sends every record to every subtask of the next operator.
 // The subtasks receive the same values: a record holding a pointer, slice
-// or map must not be modified by them. Records in flight in an unaligned
-// checkpoint of a broadcast exchange restore only at the same parallelism.
+// or map must not be modified by them.
 func (s DataStream[T]) Broadcast() DataStream[T] { return DataStream[T]{s.s.Broadcast()} }
 
 // Filter keeps the records for which f returns true.

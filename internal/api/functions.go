@@ -154,6 +154,23 @@ type FilterFunction[T any] interface {
 	Filter(in T) (bool, error)
 }
 
+// BroadcastInput is implemented by a keyed process function that also
+// reads a broadcast input (stream.KeyedBroadcastProcess): every subtask
+// gets every record of it, so a record for which IsBroadcast is true
+// reaches ProcessBroadcast with no current key.
+type BroadcastInput[K comparable, IN, OUT any] interface {
+	IsBroadcast(in IN) bool
+	ProcessBroadcast(ctx *Context[K], in IN, out Collector[OUT]) error
+}
+
+// OperatorStateOpener is implemented by a keyed process function that
+// keeps operator state as well (a keyed broadcast function's broadcast
+// state): OpenOperatorState runs before Opener's Open, with the
+// RuntimeContext where operator state is declared.
+type OperatorStateOpener interface {
+	OpenOperatorState(rc *RuntimeContext) error
+}
+
 // RichOpener is implemented by function objects that set themselves up
 // before the first record: Open gets the subtask's RuntimeContext, where
 // operator state is declared.

@@ -232,6 +232,12 @@ func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.et
 
 type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keyedProcessOperatorCore[K]
+	// opStates is the function's operator state, if it is an
+	// api.OperatorStateOpener (a keyed broadcast function's broadcast
+	// state).
+	opStates opStateStore
+	// bcast is the function if it reads a broadcast input too.
+	bcast     api.BroadcastInput[K, IN, OUT]
 	changelog *state.ChangelogBackend[K] // nil without the changelog
 	// hashed is the backend if it takes the key's hash (hashmap, with or
 	// without the changelog).
@@ -264,10 +270,18 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 func NewKeyedProcessOperator[K comparable, IN, OUT any](rt *BuildContext, fn api.KeyedProcessFunction[K, IN, OUT], keyFn func(IN) K, keySer state.KeySerializer[K], out api.Collector[OUT]) *keyedProcessOperator[K, IN, OUT] {
 	op := &keyedProcessOperator[K, IN, OUT]{fn: CloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.Name, sides: rt.SideOutputs}
 	op.watermark = math.MinInt64
+	op.bcast, _ = op.fn.(api.BroadcastInput[K, IN, OUT])
 	return op
 }
 
 func (o *keyedProcessOperator[K, IN, OUT]) Collect(v IN) {
+	// A broadcast exchange is not keyed, so its records come this way.
+	if o.bcast != nil && o.bcast.IsBroadcast(v) {
+		if err := o.stateErr(o.bcast.ProcessBroadcast(&o.ctx, v, o.out)); err != nil {
+			Fail(o.name, err)
+		}
+		return
+	}
 	o.backend.SetCurrentKey(o.keyFn(v))
 	if err := o.stateErr(o.fn.ProcessElement(&o.ctx, v, o.out)); err != nil {
 		Fail(o.name, err)
@@ -397,6 +411,11 @@ func (o *keyedProcessOperator[K, IN, OUT]) openState(ctx *OpContext) error {
 	if o.etimers, err = state.TimersFor(o.backend, state.KindEventTime); err != nil {
 		return err
 	}
+	if op, ok := o.fn.(api.OperatorStateOpener); ok {
+		if err := o.opStates.openFunction(ctx, op.OpenOperatorState, o.name); err != nil {
+			return err
+		}
+	}
 	if op, ok := o.fn.(api.Opener[K]); ok {
 		if err := op.Open(&o.ctx); err != nil {
 			return err
@@ -418,6 +437,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) snapshot(req snapshotRequest) (*opCap
 		}
 		c.states = append(c.states, savepoint.StateDescriptor{Name: s.Name, Kind: s.Kind.String(), Type: s.Type, Entries: int64(s.Entries)})
 	}
+	o.opStates.capture(c)
 	return c, nil
 }
 

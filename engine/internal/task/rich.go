@@ -14,19 +14,19 @@ type opStateEntry struct {
 	encode func() [][]byte
 }
 
-// RichCore is the part of a rich operator that does not depend on its
-// record types: the function's set-up, close and operator state.
-type RichCore struct {
-	baseOperator
-	Fn       any
-	Name     string
+// opStateStore is an operator's api.OperatorStateStore: the lists
+// restored for its subtask, and the states its function declared in Open,
+// encoded at every snapshot.
+type opStateStore struct {
 	rc       api.RuntimeContext
 	opening  bool
 	restored map[string][][]byte
 	states   []opStateEntry
 }
 
-func (c *RichCore) open(ctx *OpContext) error {
+// openFunction calls open, if not nil, with the function's RuntimeContext
+// holding the operator state restored for the subtask.
+func (c *opStateStore) openFunction(ctx *OpContext, open func(*api.RuntimeContext) error, name string) error {
 	t := ctx.Task
 	c.rc = api.NewRuntimeContext(api.SubtaskInfo{Subtask: t.Subtask, Parallelism: t.Parallelism, Attempt: t.svc.Attempt,
 		JobID: t.svc.JobID}, c)
@@ -36,31 +36,56 @@ func (c *RichCore) open(ctx *OpContext) error {
 			c.restored[s.Name] = append(c.restored[s.Name], s.Items...)
 		}
 	}
-	o, ok := c.Fn.(api.RichOpener)
-	if !ok {
+	if open == nil {
 		return nil
 	}
 	c.opening = true
 	defer func() { c.opening = false }()
-	if err := o.Open(&c.rc); err != nil {
-		return fmt.Errorf("%s: open: %w", c.Name, err)
+	if err := open(&c.rc); err != nil {
+		return fmt.Errorf("%s: open: %w", name, err)
 	}
 	c.restored = nil // what no state claimed is dropped, as Flink drops it
 	return nil
 }
 
-// Opening, Declared, Restored and Declare make RichCore the function's
+// Opening, Declared, Restored and Declare make opStateStore an
 // api.OperatorStateStore.
-func (c *RichCore) Opening() bool { return c.opening }
+func (c *opStateStore) Opening() bool { return c.opening }
 
-func (c *RichCore) Declared(name string) bool {
+func (c *opStateStore) Declared(name string) bool {
 	return slices.ContainsFunc(c.states, func(s opStateEntry) bool { return s.name == name })
 }
 
-func (c *RichCore) Restored(name string) [][]byte { return c.restored[name] }
+func (c *opStateStore) Restored(name string) [][]byte { return c.restored[name] }
 
-func (c *RichCore) Declare(name string, mode savepoint.Redistribution, encode func() [][]byte) {
+func (c *opStateStore) Declare(name string, mode savepoint.Redistribution, encode func() [][]byte) {
 	c.states = append(c.states, opStateEntry{name: name, mode: mode, encode: encode})
+}
+
+// capture encodes the declared states into capt.
+func (c *opStateStore) capture(capt *opCapture) {
+	for _, s := range c.states {
+		items := s.encode()
+		capt.opState = append(capt.opState, savepoint.OperatorListState{Name: s.name, Mode: s.mode, Items: items})
+		capt.states = append(capt.states, savepoint.StateDescriptor{Name: s.name, Kind: s.mode.String(), Entries: int64(len(items))})
+	}
+}
+
+// RichCore is the part of a rich operator that does not depend on its
+// record types: the function's set-up, close and operator state.
+type RichCore struct {
+	baseOperator
+	opStateStore
+	Fn   any
+	Name string
+}
+
+func (c *RichCore) open(ctx *OpContext) error {
+	var open func(*api.RuntimeContext) error
+	if o, ok := c.Fn.(api.RichOpener); ok {
+		open = o.Open
+	}
+	return c.openFunction(ctx, open, c.Name)
 }
 
 func (c *RichCore) snapshot(snapshotRequest) (*opCapture, error) {
@@ -68,11 +93,7 @@ func (c *RichCore) snapshot(snapshotRequest) (*opCapture, error) {
 		return nil, nil
 	}
 	capt := &opCapture{}
-	for _, s := range c.states {
-		items := s.encode()
-		capt.opState = append(capt.opState, savepoint.OperatorListState{Name: s.name, Mode: s.mode, Items: items})
-		capt.states = append(capt.states, savepoint.StateDescriptor{Name: s.name, Kind: s.mode.String(), Entries: int64(len(items))})
-	}
+	c.capture(capt)
 	return capt, nil
 }
 
