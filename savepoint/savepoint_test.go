@@ -607,7 +607,7 @@ func TestOperatorStateCorrupt(t *testing.T) {
 	huge := binary.AppendUvarint(nil, 1<<62)
 	cases := map[string][]byte{
 		"mode 0":           {1, 1, 'n', 0, 0},
-		"mode 3":           {1, 1, 'n', 3, 0},
+		"mode 4":           {1, 1, 'n', 4, 0},
 		"huge state count": huge,
 		"huge count, data": append(bytes.Clone(huge), 1, 'n', 1, 0),
 		"huge item count":  append([]byte{1, 1, 'n', 1}, binary.AppendUvarint(nil, math.MaxUint64)...),
