@@ -1194,7 +1194,7 @@ type MapState[UK comparable, UV any] interface {
 }
 
 // mapEntry is one key's map. A map of one entry — the common case: one
-// open window per key, one pending match — is kept inline (m nil, one set),
+// open window per key, one pending match — is kept inline (m nil, tag inlineTag),
 // so that reaching it costs the table's lookup alone and not also a Go
 // map's header and group, two cache misses per record at 100 K keys. A
 // larger map is a Go map stamped with the version it was created at: a
@@ -1206,15 +1206,21 @@ type mapEntry[UK comparable, UV any] struct {
 	tag uint64
 	uk  UK
 	uv  UV
-	one bool
 }
+
+// inlineTag is the tag of an inline entry (m nil): one entry, uk and uv.
+// A map's tag is only read while it has a map, so no flag is needed (a
+// smaller entry: it sits in every slot of the key group's table).
+const inlineTag = 1
+
+func (e *mapEntry[UK, UV]) one() bool { return e.m == nil && e.tag == inlineTag }
 
 func (e *mapEntry[UK, UV]) get(uk UK) (UV, bool) {
 	if e.m != nil {
 		v, ok := e.m[uk]
 		return v, ok
 	}
-	if e.one && e.uk == uk {
+	if e.one() && e.uk == uk {
 		return e.uv, true
 	}
 	var zero UV
@@ -1225,7 +1231,7 @@ func (e *mapEntry[UK, UV]) len() int {
 	if e.m != nil {
 		return len(e.m)
 	}
-	if e.one {
+	if e.one() {
 		return 1
 	}
 	return 0
@@ -1233,7 +1239,7 @@ func (e *mapEntry[UK, UV]) len() int {
 
 func (e *mapEntry[UK, UV]) all(f func(UK, UV) bool) {
 	if e.m == nil {
-		if e.one {
+		if e.one() {
 			f(e.uk, e.uv)
 		}
 		return
@@ -1282,7 +1288,7 @@ func (s *mapState[K, UK, UV]) putAt(kgi int, k K, uk UK, uv UV) {
 	e, ok := s.t.get(kgi, k)
 	switch {
 	case !ok:
-		s.t.set(kgi, k, mapEntry[UK, UV]{uk: uk, uv: uv, one: true}, false)
+		s.t.set(kgi, k, mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag}, false)
 	case e.m == nil && e.uk == uk:
 		e.uv = uv
 		s.t.set(kgi, k, e, true)
@@ -1316,7 +1322,7 @@ func (s *mapState[K, UK, UV]) removeAt(kgi int, k K, uk UK) {
 		// Back inline with the entry that stays.
 		for k2, v2 := range e.m {
 			if k2 != uk {
-				s.t.set(kgi, k, mapEntry[UK, UV]{uk: k2, uv: v2, one: true}, true)
+				s.t.set(kgi, k, mapEntry[UK, UV]{uk: k2, uv: v2, tag: inlineTag}, true)
 			}
 		}
 		return
@@ -1375,7 +1381,7 @@ func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
 			if err != nil {
 				return mapEntry[UK, UV]{}, nil, err
 			}
-			return mapEntry[UK, UV]{uk: uk, uv: uv, one: true}, rest, nil
+			return mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag}, rest, nil
 		}
 		m := make(map[UK]UV, min(n, uint64(len(src))))
 		for i := uint64(0); i < n; i++ {
