@@ -321,7 +321,7 @@ func windowed[T any, K comparable, ACC, OUT any](w WindowedStream[T, K], fname s
 			trig = ProcessingTimeTrigger[T]()
 		}
 	}
-	op := &windowOperator[K, T, ACC, OUT]{a: w.a, trigger: trig, lateness: w.lateness, lateTag: w.lateTag, fns: fns, unbuffered: windowBuffersOff}
+	op := &windowOperator[K, T, ACC, OUT]{a: w.a, trigger: trig, lateness: w.lateness, lateTag: w.lateTag, fns: fns}
 	if w.a.processing {
 		op.lateness = 0 // processing time has no late records
 	}

@@ -27,17 +27,10 @@ type windowRun struct {
 	lateness         int64
 	backend, mode    string
 	p1, p2           int
-	// unbuffered: the first run's windows have no buffers (its snapshot
-	// has no list of the windows in state).
-	unbuffered bool
 }
 
 func (r windowRun) String() string {
-	u := ""
-	if r.unbuffered {
-		u = "/unbuffered-first"
-	}
-	return fmt.Sprintf("%s/%s/%s/lateness=%d/p%d->p%d%s", r.assigner, r.backend, r.mode, r.lateness, r.p1, r.p2, u)
+	return fmt.Sprintf("%s/%s/%s/lateness=%d/p%d->p%d", r.assigner, r.backend, r.mode, r.lateness, r.p1, r.p2)
 }
 
 // oracle computes the windows of in in batch.
@@ -104,7 +97,6 @@ func TestWindowsRescaledExactly(t *testing.T) {
 			lateness: []int64{0, 50}[rnd.IntN(2)],
 			p1:       1 + rnd.IntN(3),
 		}
-		r.unbuffered = r.lateness == 0 && r.assigner != "session" && rnd.IntN(3) == 0
 		r.p2 = 1 + (r.p1+rnd.IntN(2))%3 // another parallelism
 		r.size, r.slide, r.gap = 200, 200, 101
 		if r.assigner == "sliding" {
@@ -171,11 +163,7 @@ func runRescaledWindows(t *testing.T, r windowRun, in []reading, bound int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.unbuffered {
-		stream.SetWindowBuffers(false)
-	}
 	build(env, 4000)
-	stream.SetWindowBuffers(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	watched := make(chan struct{})
 	go func() {

@@ -36,10 +36,6 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	late int64
 	tc   triggerCtx[K, ACC]
 	buf  []TimeWindow
-	// wbuf is the pre-aggregation buffer (windowbuffer.go), nil if the
-	// windows do not allow one.
-	wbuf       *windowBuffer[K, ACC]
-	unbuffered bool // built with windowBuffersOff
 }
 
 // winEntry is one window of a key: its end (for merged session windows),
@@ -161,10 +157,6 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 			continue
 		}
 		skipped = false
-		if o.wbuf != nil {
-			o.bufferAdd(ctx, w, in)
-			continue
-		}
 		e, ok := o.entries.Get(w.Start)
 		if ok && o.direct && (o.a.processing || w.MaxTimestamp() > wm) {
 			// The default trigger's timer (and the cleanup timer) were

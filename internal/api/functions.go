@@ -88,11 +88,6 @@ func (c *Context[K]) Timestamp() int64 {
 	return *c.ts
 }
 
-// SetCurrentKey is how a runtime function of the job API (a window
-// flushing its buffer) makes k the key its state and timers refer to. k
-// must belong to the subtask's key groups.
-func SetCurrentKey[K comparable](c *Context[K], k K) { c.backend.SetCurrentKey(k) }
-
 // CurrentKey is the key of the record or timer being processed.
 func (c *Context[K]) CurrentKey() K { return c.backend.CurrentKey() }
 
@@ -176,22 +171,6 @@ type OperatorStateOpener interface {
 	OpenOperatorState(rc *RuntimeContext) error
 }
 
-// WatermarkHook is implemented by a keyed process function of the
-// runtime's job API (a window) that acts on a new watermark itself:
-// BeforeTimers runs once the watermark has advanced, before the event-time
-// timers it passes fire.
-type WatermarkHook[K comparable, OUT any] interface {
-	BeforeTimers(ctx *Context[K], wm int64, out Collector[OUT]) error
-}
-
-// SnapshotHook is implemented by a keyed process function of the
-// runtime's job API that keeps something outside its state between
-// records (a window's pre-aggregation buffer): PrepareSnapshot runs before
-// every checkpoint and savepoint, and must move it into state.
-type SnapshotHook[K comparable] interface {
-	PrepareSnapshot(ctx *Context[K]) error
-}
-
 // RichOpener is implemented by function objects that set themselves up
 // before the first record: Open gets the subtask's RuntimeContext, where
 // operator state is declared.
@@ -204,7 +183,6 @@ type RichOpener interface {
 type RuntimeContext struct {
 	subtask, parallelism, attempt int
 	jobID                         string
-	restored                      bool
 	store                         OperatorStateStore
 }
 
@@ -212,8 +190,6 @@ type RuntimeContext struct {
 type SubtaskInfo struct {
 	Subtask, Parallelism, Attempt int
 	JobID                         string
-	// Restored: the job started from a snapshot.
-	Restored bool
 }
 
 // OperatorStateStore is the runtime's side of a function's operator state:
@@ -234,8 +210,7 @@ type OperatorStateStore interface {
 // NewRuntimeContext is how the runtime makes a function object's
 // RuntimeContext.
 func NewRuntimeContext(info SubtaskInfo, store OperatorStateStore) RuntimeContext {
-	return RuntimeContext{subtask: info.Subtask, parallelism: info.Parallelism, attempt: info.Attempt, jobID: info.JobID,
-		restored: info.Restored, store: store}
+	return RuntimeContext{subtask: info.Subtask, parallelism: info.Parallelism, attempt: info.Attempt, jobID: info.JobID, store: store}
 }
 
 // Subtask is the index of the subtask, from 0.
@@ -246,10 +221,6 @@ func (c *RuntimeContext) Parallelism() int { return c.parallelism }
 
 // Attempt counts the job's restarts, from 0.
 func (c *RuntimeContext) Attempt() int { return c.attempt }
-
-// IsRestored reports whether the subtask started from a snapshot (Flink's
-// FunctionInitializationContext.isRestored).
-func (c *RuntimeContext) IsRestored() bool { return c.restored }
 
 // JobID is the job's 32-hex id.
 func (c *RuntimeContext) JobID() string { return c.jobID }

@@ -237,9 +237,7 @@ type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	// state).
 	opStates opStateStore
 	// bcast is the function if it reads a broadcast input too.
-	bcast api.BroadcastInput[K, IN, OUT]
-	// wmHook is the function if it acts on watermarks itself.
-	wmHook    api.WatermarkHook[K, OUT]
+	bcast     api.BroadcastInput[K, IN, OUT]
 	changelog *state.ChangelogBackend[K] // nil without the changelog
 	// hashed is the backend if it takes the key's hash (hashmap, with or
 	// without the changelog).
@@ -273,7 +271,6 @@ func NewKeyedProcessOperator[K comparable, IN, OUT any](rt *BuildContext, fn api
 	op := &keyedProcessOperator[K, IN, OUT]{fn: CloneFunction(fn), keyFn: keyFn, keySer: keySer, out: out, name: rt.Name, sides: rt.SideOutputs}
 	op.watermark = math.MinInt64
 	op.bcast, _ = op.fn.(api.BroadcastInput[K, IN, OUT])
-	op.wmHook, _ = op.fn.(api.WatermarkHook[K, OUT])
 	return op
 }
 
@@ -517,11 +514,6 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 	o.watermark = wm
 	th, ok := o.fn.(api.TimerHandler[K, OUT])
 	api.SetTimeDomain(&o.ctx, api.EventTime)
-	if h := o.wmHook; h != nil {
-		if err := o.stateErr(h.BeforeTimers(&o.ctx, wm, o.out)); err != nil {
-			return err
-		}
-	}
 	return o.stateErr(o.etimers.FireDue(wm, func(ts int64) error {
 		if !ok {
 			return nil
@@ -558,12 +550,7 @@ func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 	return errors.Join(err, o.backend.Dispose())
 }
 
-func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error {
-	if h, ok := o.fn.(api.SnapshotHook[K]); ok {
-		return o.stateErr(h.PrepareSnapshot(&o.ctx))
-	}
-	return nil
-}
+func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
 func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
 	o.backend.CheckpointComplete(id)
 	if !o.ended {

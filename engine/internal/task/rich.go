@@ -29,7 +29,7 @@ type opStateStore struct {
 func (c *opStateStore) openFunction(ctx *OpContext, open func(*api.RuntimeContext) error, name string) error {
 	t := ctx.Task
 	c.rc = api.NewRuntimeContext(api.SubtaskInfo{Subtask: t.Subtask, Parallelism: t.Parallelism, Attempt: t.svc.Attempt,
-		JobID: t.svc.JobID, Restored: ctx.Restore != nil}, c)
+		JobID: t.svc.JobID}, c)
 	c.restored = map[string][][]byte{}
 	if ctx.Restore != nil {
 		for _, s := range ctx.Restore.OperatorState {
