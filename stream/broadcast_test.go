@@ -3,7 +3,6 @@ package stream_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/connectors"
-	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/stream"
 )
 
@@ -120,29 +118,6 @@ func TestKeyedBroadcastStateRescaled(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%s/p%d->p%d", cfg.backend, cfg.mode, cfg.p1, cfg.p2), func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
-			conf := func(p int) map[string]string {
-				c := map[string]string{
-					"parallelism.default":                                       fmt.Sprint(p),
-					"execution.checkpointing.interval":                          "20 ms",
-					"execution.checkpointing.dir":                               filepath.Join(dir, "chk"),
-					"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-					"pipeline.auto-watermark-interval":                          "5 ms",
-					"state.backend.type":                                        "hashmap",
-				}
-				switch cfg.backend {
-				case "rocksdb":
-					c["state.backend.type"] = "rocksdb"
-				case "changelog":
-					c["state.changelog.enabled"] = "true"
-					c["state.changelog.storage"] = "filesystem"
-					c["state.changelog.dstl.dfs.base-path"] = filepath.Join(dir, "dstl")
-					c["state.changelog.periodic-materialize.interval"] = "30 ms"
-				}
-				if cfg.mode == "unaligned" {
-					c["execution.checkpointing.unaligned.enabled"] = "true"
-				}
-				return c
-			}
 			build := func(env *stream.Environment, rate float64) {
 				timed := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: rate}, "readings").UID("readings").
 					AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[reading](bound * time.Millisecond).
@@ -157,43 +132,7 @@ func TestKeyedBroadcastStateRescaled(t *testing.T) {
 					stream.KeyedBroadcastProcessFunction[string, reading, rule, string](&ruleChecker{})).UID("check").
 					SinkTo(&connectors.FileSink[string]{Dir: out}).UID("sink")
 			}
-			var log testutil.SyncBuffer
-			env, err := stream.NewEnvironment(stream.Options{Config: conf(cfg.p1), Logger: slog.New(slog.NewTextHandler(&log, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			build(env, 3000)
-			ctx, cancel := context.WithCancel(context.Background())
-			watched := make(chan struct{})
-			go func() {
-				defer close(watched)
-				deadline := testutil.Deadline(30 * time.Second)
-				for (strings.Count(log.String(), "Completed checkpoint") < 4 || !committed(out)) && time.Now().Before(deadline) && ctx.Err() == nil {
-					time.Sleep(5 * time.Millisecond)
-				}
-				cancel()
-			}()
-			res, err := env.Execute(ctx)
-			cancel()
-			<-watched
-			if res.Status != "CANCELED" || len(res.Retained) == 0 {
-				t.Fatalf("first run: %+v, %v; want CANCELED with a retained checkpoint", res, err)
-			}
-			if first := len(testutil.CommittedLines(t, out)); first == 0 || first >= len(want) {
-				t.Fatalf("the first run committed %d of %d flags before it was cancelled; want some, not all", first, len(want))
-			}
-			c := conf(cfg.p2)
-			c["execution.state-recovery.path"] = res.Retained[len(res.Retained)-1]
-			env, err = stream.NewEnvironment(stream.Options{Config: c})
-			if err != nil {
-				t.Fatal(err)
-			}
-			build(env, 0)
-			if _, err := env.Execute(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			got := testutil.CommittedLines(t, out)
-			slices.Sort(got)
+			got := cancelThenRestore(t, dir, cfg.backend, cfg.mode, cfg.p1, cfg.p2, 3000, len(want), out, build)
 			if !slices.Equal(got, want) {
 				t.Fatalf("%d flags committed, %d computed in batch; they differ:\n got %v\nwant %v", len(got), len(want), diffSample(got, want), len(want))
 			}

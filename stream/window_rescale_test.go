@@ -1,10 +1,8 @@
 package stream_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -120,29 +118,6 @@ func committed(dir string) bool {
 func runRescaledWindows(t *testing.T, r windowRun, in []reading, bound int64) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	conf := func(p int) map[string]string {
-		c := map[string]string{
-			"parallelism.default":                                       fmt.Sprint(p),
-			"execution.checkpointing.interval":                          "20 ms",
-			"execution.checkpointing.dir":                               filepath.Join(dir, "chk"),
-			"execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-			"pipeline.auto-watermark-interval":                          "5 ms",
-			"state.backend.type":                                        "hashmap",
-		}
-		switch r.backend {
-		case "rocksdb":
-			c["state.backend.type"] = "rocksdb"
-		case "changelog":
-			c["state.changelog.enabled"] = "true"
-			c["state.changelog.storage"] = "filesystem"
-			c["state.changelog.dstl.dfs.base-path"] = filepath.Join(dir, "dstl")
-			c["state.changelog.periodic-materialize.interval"] = "30 ms"
-		}
-		if r.mode == "unaligned" {
-			c["execution.checkpointing.unaligned.enabled"] = "true"
-		}
-		return c
-	}
 	build := func(env *stream.Environment, rate float64) {
 		src := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: rate}, "readings").UID("source")
 		timed := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[reading](time.Duration(bound) * time.Millisecond).
@@ -158,46 +133,8 @@ func runRescaledWindows(t *testing.T, r windowRun, in []reading, bound int64) {
 		stream.WindowAggregateProcess(w, countAgg{}, stream.ProcessWindowFunction[string, string, string](sessionLine{})).UID("windows").
 			SinkTo(&connectors.FileSink[string]{Dir: out}).UID("sink")
 	}
-	var log testutil.SyncBuffer
-	env, err := stream.NewEnvironment(stream.Options{Config: conf(r.p1), Logger: slog.New(slog.NewTextHandler(&log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(env, 4000)
-	ctx, cancel := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		deadline := testutil.Deadline(30 * time.Second)
-		for (strings.Count(log.String(), "Completed checkpoint") < 4 || !committed(out)) && time.Now().Before(deadline) && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		cancel()
-	}()
-	res, err := env.Execute(ctx)
-	cancel()
-	<-watched
-	if res.Status != "CANCELED" || len(res.Retained) == 0 {
-		t.Fatalf("first run: %+v, %v; want CANCELED with a retained checkpoint", res, err)
-	}
-	// The restore must carry windows in flight and results committed: a
-	// first run cancelled before any window closed would test nothing.
-	if first := len(testutil.CommittedLines(t, out)); first == 0 || first >= len(r.oracle(in)) {
-		t.Fatalf("the first run committed %d of %d windows before it was cancelled; want some, not all", first, len(r.oracle(in)))
-	}
-	c := conf(r.p2)
-	c["execution.state-recovery.path"] = res.Retained[len(res.Retained)-1]
-	env, err = stream.NewEnvironment(stream.Options{Config: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	build(env, 0)
-	if _, err := env.Execute(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := testutil.CommittedLines(t, out)
-	slices.Sort(got)
 	want := r.oracle(in)
+	got := cancelThenRestore(t, dir, r.backend, r.mode, r.p1, r.p2, 4000, len(want), out, build)
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d windows committed, %d computed in batch; they differ:\n got %v\nwant %v", len(got), len(want), got[:min(6, len(got))], want[:min(6, len(want))])
 	}

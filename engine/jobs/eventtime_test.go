@@ -171,22 +171,11 @@ func TestEventTimeJobsMatchABatchComputation(t *testing.T) {
 		}
 		sessions[strings.TrimSpace(rest)] = append(sessions[strings.TrimSpace(rest)], ts)
 	}
-	var wantWindows, wantSessions []string
+	var wantWindows []string
 	for f, c := range windows {
 		wantWindows = append(wantWindows, fmt.Sprintf(f, c))
 	}
-	for key, tss := range sessions {
-		slices.Sort(tss)
-		start, n := tss[0], 0
-		for i, ts := range tss {
-			if i > 0 && ts-tss[i-1] > gap {
-				wantSessions = append(wantSessions, fmt.Sprintf("(%s,%d,%d,%d)", key, start, tss[i-1]+gap, n))
-				start, n = ts, 0
-			}
-			n++
-		}
-		wantSessions = append(wantSessions, fmt.Sprintf("(%s,%d,%d,%d)", key, start, tss[len(tss)-1]+gap, n))
-	}
+	wantSessions := testutil.SessionLines(sessions, gap)
 	for _, tc := range []struct {
 		job  Job
 		args []string

@@ -1372,18 +1372,10 @@ func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
 			return mapEntry[UK, UV]{}, nil, ErrShortBuffer
 		}
 		src = src[k:]
-		if n == 1 {
-			uk, rest, err := s.ukSer.Decode(src)
-			if err != nil {
-				return mapEntry[UK, UV]{}, nil, err
-			}
-			uv, rest, err := s.uvSer.Decode(rest)
-			if err != nil {
-				return mapEntry[UK, UV]{}, nil, err
-			}
-			return mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag}, rest, nil
+		var e mapEntry[UK, UV]
+		if n != 1 {
+			e = mapEntry[UK, UV]{m: make(map[UK]UV, min(n, uint64(len(src)))), tag: ver}
 		}
-		m := make(map[UK]UV, min(n, uint64(len(src))))
 		for i := uint64(0); i < n; i++ {
 			uk, rest, err := s.ukSer.Decode(src)
 			if err != nil {
@@ -1393,9 +1385,14 @@ func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
 			if err != nil {
 				return mapEntry[UK, UV]{}, nil, err
 			}
-			m[uk], src = uv, rest
+			if n == 1 {
+				e = mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag} // inline
+			} else {
+				e.m[uk] = uv
+			}
+			src = rest
 		}
-		return mapEntry[UK, UV]{m: m, tag: ver}, src, nil
+		return e, src, nil
 	})
 }
 

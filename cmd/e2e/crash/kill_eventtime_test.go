@@ -92,18 +92,7 @@ func eventTimeOracle(job string, lines []string) []string {
 			ts, w := splitLine(l)
 			by[w] = append(by[w], ts)
 		}
-		for w, tss := range by {
-			slices.Sort(tss)
-			start, n := tss[0], 0
-			for i, ts := range tss {
-				if i > 0 && ts-tss[i-1] > sessionGap {
-					out = append(out, fmt.Sprintf("(%s,%d,%d,%d)", w, start, tss[i-1]+sessionGap, n))
-					start, n = ts, 0
-				}
-				n++
-			}
-			out = append(out, fmt.Sprintf("(%s,%d,%d,%d)", w, start, tss[len(tss)-1]+sessionGap, n))
-		}
+		out = testutil.SessionLines(by, sessionGap)
 	} else {
 		slide := int64(windowSize)
 		if job == "sliding" {
