@@ -133,7 +133,7 @@ func splitLine(l string) (int64, string) {
 // committed results equal a batch computation over the input, for random
 // assigners, backends, checkpoint modes, parallelisms, idleness, allowed
 // lateness, input sizes, out-of-orderness and kill moments. Each check starts
-// two processes, so few run: 4 by default (2 under the race detector),
+// two processes, so few run: 4 by default (1 under the race detector),
 // -rapid.checks for more.
 func TestPropertyKillEventTimeJobs(t *testing.T) {
 	if testing.Short() {
@@ -142,7 +142,7 @@ func TestPropertyKillEventTimeJobs(t *testing.T) {
 	if !rapidChecksSet() {
 		n := "4"
 		if testutil.RaceEnabled() {
-			n = "2"
+			n = "1"
 		}
 		flag.Set("rapid.checks", n)
 		defer flag.Set("rapid.checks", "100")
