@@ -1350,6 +1350,11 @@ func (s *mapState[K, UK, UV]) overlays() int    { return s.t.overlays() }
 func (s *mapState[K, UK, UV]) capture() capturedTables {
 	return &capturedTable[K, mapEntry[UK, UV]]{views: s.t.views(), encK: s.b.keySer.Append, ordered: s.b.strKeys,
 		encE: func(sc *encScratch, dst []byte, _ K, e mapEntry[UK, UV]) []byte {
+			if e.one() {
+				// What the sort below writes for one entry, without it.
+				dst = binary.AppendUvarint(dst, 1)
+				return s.uvSer.Append(s.ukSer.Append(dst, e.uk), e.uv)
+			}
 			// Sorted by encoded user key, for deterministic snapshots.
 			sc.reset()
 			e.all(func(k UK, v UV) bool {
