@@ -141,7 +141,9 @@ out=$(go test -run '^$' -bench 'BenchmarkWordCountRatios$|BenchmarkSinkRatio$|Be
   exit 1
 }
 echo "$out" | grep -E '^\s+bench_test.go:[0-9]+: round' | sed 's/^\s*bench_test.go:[0-9]*: /# /'
-metric() { echo "$out" | grep -E '^Benchmark' | awk -v m="$1" '{for (i = 2; i <= NF; i++) if ($i == m) print $(i-1)}'; }
+# metricOf output name: the value go test -bench reported for name.
+metricOf() { echo "$1" | grep -E '^Benchmark' | awk -v m="$2" '{for (i = 2; i <= NF; i++) if ($i == m) print $(i-1)}'; }
+metric() { metricOf "$out" "$1"; }
 r1=$(metric R1)
 r3=$(metric R3)
 r8=$(metric R8)
@@ -156,7 +158,7 @@ wout=$(GFLINK_BENCH_ROUNDS=3 go test -run '^$' -bench 'BenchmarkWindowRatio$|Ben
   exit 1
 }
 echo "$wout" | grep -E '^\s+bench_window_test.go:[0-9]+: round' | sed 's/^\s*bench_window_test.go:[0-9]*: /# windows: /'
-wmetric() { echo "$wout" | grep -E '^Benchmark' | awk -v m="$1" '{for (i = 2; i <= NF; i++) if ($i == m) print $(i-1)}'; }
+wmetric() { metricOf "$wout" "$1"; }
 rwin=$(wmetric RWIN)
 rslide=$(wmetric RSLIDE)
 rwinck=$(wmetric RWIN_CK_1M)

@@ -43,13 +43,8 @@ func TestClicksPerMinute(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var got, exp []string
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		if _, rest, ok := strings.Cut(l, "> "); ok {
-			l = rest // the print sink's subtask prefix
-		}
-		got = append(got, l)
-	}
+	got := testutil.PrintedLines(out.String())
+	var exp []string
 	for k, n := range want {
 		exp = append(exp, fmt.Sprintf("%s %d", k, n))
 	}

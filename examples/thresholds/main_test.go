@@ -56,13 +56,7 @@ func TestThresholdsAlerts(t *testing.T) {
 	if _, err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		if _, rest, ok := strings.Cut(l, "> "); ok && !strings.HasPrefix(l, "ALERT") {
-			l = rest // the print sink's subtask prefix
-		}
-		got = append(got, l)
-	}
+	got := testutil.PrintedLines(out.String())
 	slices.Sort(got)
 	slices.Sort(want)
 	if len(want) < 100 || !slices.Equal(got, want) {

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"fmt"
 	"iter"
 	"maps"
+	"slices"
 
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/savepoint"
@@ -76,6 +78,9 @@ func GetBroadcastState[K comparable, V any](ctx *RuntimeContext, name string) (*
 		for k, v := range b.m {
 			items = append(items, vser.Append(kser.Append(nil, k), v))
 		}
+		// In the order of the encoded entries, as keyed state is: a
+		// snapshot of the same state is the same bytes.
+		slices.SortFunc(items, bytes.Compare)
 		return items
 	})
 	return b, nil

@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // SessionLines is a batch computation of the built-in sessionize job's
@@ -26,4 +27,17 @@ func SessionLines(byKey map[string][]int64, gap int64) []string {
 		out = append(out, fmt.Sprintf("(%s,%d,%d,%d)", key, start, tss[len(tss)-1]+gap, n))
 	}
 	return out
+}
+
+// PrintedLines splits what the print sink wrote into lines without their
+// "N> " subtask prefix (there at parallelism above 1).
+func PrintedLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if i := strings.Index(l, "> "); i > 0 && strings.Trim(l[:i], "0123456789") == "" {
+			l = l[i+2:]
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }

@@ -144,8 +144,9 @@ func TestPropertyKillEventTimeJobs(t *testing.T) {
 		if testutil.RaceEnabled() {
 			n = "1"
 		}
+		was := flag.Lookup("rapid.checks").Value.String()
 		flag.Set("rapid.checks", n)
-		defer flag.Set("rapid.checks", "100")
+		defer flag.Set("rapid.checks", was)
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		r := eventTimeRun{
