@@ -123,12 +123,12 @@ func TestKeyedBroadcastStateRescaled(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
 			build := func(env *stream.Environment, rate float64) {
-				timed := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: rate}, "readings").UID("readings").
+				timed := stream.FromSource[reading](env, heldElements(in, rate), "readings").UID("readings").
 					AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[reading](bound * time.Millisecond).
 						WithTimestampAssigner(func(x reading, _ int64) int64 { return x.TS })).UID("timestamps")
 				// 1 ms of event time per reading: the rules keep pace.
 				ruleRate := rate / 250
-				ruleStream := stream.FromSource[rule](env, &connectors.Elements[rule]{Items: rules, Rate: ruleRate}, "rules").UID("rules").
+				ruleStream := stream.FromSource[rule](env, heldElements(rules, ruleRate), "rules").UID("rules").
 					AssignTimestampsAndWatermarks(stream.ForMonotonousTimestamps[rule]().
 						WithTimestampAssigner(func(x rule, _ int64) int64 { return x.TS })).UID("rule-timestamps")
 				keyed := stream.KeyBy(timed, func(x reading) string { return x.Sensor })

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/internal/testutil"
 	"github.com/gflink/gflink/stream"
 )
@@ -45,9 +46,11 @@ func rescaleConf(dir, backend, mode string, p int) map[string]string {
 // cancelThenRestore runs a job built by build at parallelism p1, paced at
 // rate, until it has completed 4 checkpoints and committed output to out;
 // cancels it; restores its last retained checkpoint at p2, unpaced, to the
-// end; and returns what was committed to out, sorted. The first run must
-// commit some of the total results, not all: a restore that carries
-// nothing in state tests nothing.
+// end; and returns what was committed to out, sorted. build reads its
+// input with heldElements, so the first run stops reading halfway and
+// cannot finish before it is cancelled however slow the machine: it
+// commits some of the total results, never all, and a restore that
+// carries nothing in state, which would test nothing, cannot happen.
 func cancelThenRestore(t *testing.T, dir, backend, mode string, p1, p2 int, rate float64, total int, out string,
 	build func(env *stream.Environment, rate float64)) []string {
 	t.Helper()
@@ -90,3 +93,54 @@ func cancelThenRestore(t *testing.T, dir, backend, mode string, p1, p2 int, rate
 	slices.Sort(got)
 	return got
 }
+
+// heldElements reads items at rate; in a first run (rate > 0) each reader
+// stops after half of its range and waits, without ending, to be
+// cancelled. A restore (rate 0) reads everything at full speed.
+func heldElements[T any](items []T, rate float64) stream.Source[T] {
+	e := &connectors.Elements[T]{Items: items, Rate: rate}
+	if rate == 0 {
+		return e
+	}
+	return heldSource[T]{e}
+}
+
+type heldSource[T any] struct{ *connectors.Elements[T] }
+
+func (s heldSource[T]) CreateReader(ctx stream.SourceContext) (stream.SourceReader[T], error) {
+	r, err := s.Elements.CreateReader(ctx)
+	return &heldReader[T]{SourceReader: r, left: len(s.Items) / ctx.Parallelism / 2}, err
+}
+
+type heldReader[T any] struct {
+	stream.SourceReader[T]
+	left int
+}
+
+func (r *heldReader[T]) PollNext(out stream.Collector[T]) (stream.InputStatus, error) {
+	if r.left <= 0 {
+		return stream.NothingAvailable, nil
+	}
+	st, err := r.SourceReader.PollNext(counting[T]{out, &r.left})
+	if st == stream.EndOfInput {
+		st = stream.NothingAvailable // held: a first run never ends
+	}
+	return st, err
+}
+
+// NextPollTime implements stream.AvailabilityWaiter: the pace's, until the
+// reader holds; then a poll every 10 ms that reads nothing.
+func (r *heldReader[T]) NextPollTime() time.Time {
+	if w, ok := r.SourceReader.(stream.AvailabilityWaiter); ok && r.left > 0 {
+		return w.NextPollTime()
+	}
+	return time.Now().Add(10 * time.Millisecond)
+}
+
+// counting counts down *left for each record it passes on.
+type counting[T any] struct {
+	out  stream.Collector[T]
+	left *int
+}
+
+func (c counting[T]) Collect(v T) { *c.left--; c.out.Collect(v) }

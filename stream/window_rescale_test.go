@@ -119,7 +119,7 @@ func runRescaledWindows(t *testing.T, r windowRun, in []reading, bound int64) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	build := func(env *stream.Environment, rate float64) {
-		src := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in, Rate: rate}, "readings").UID("source")
+		src := stream.FromSource[reading](env, heldElements(in, rate), "readings").UID("source")
 		timed := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[reading](time.Duration(bound) * time.Millisecond).
 			WithTimestampAssigner(func(x reading, _ int64) int64 { return x.TS })).UID("timestamps")
 		a := stream.TumblingEventTimeWindows(time.Duration(r.size) * time.Millisecond)
