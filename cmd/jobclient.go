@@ -135,6 +135,9 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 		// the cluster's before the token goes to it.
 		s.client.Token, s.client.Prove = l.token, true
 		s.client.Rediscover = rediscover(haCfg, l.info, l.token)
+		// A dead leader's address leaves ZooKeeper with its session, and
+		// a standby publishes its own soon after.
+		s.client.ImpostorWait = haCfg.SessionTimeout + 2*time.Second
 		s.ctx, s.cancel = context.WithTimeout(f.Context, timeout)
 		return s, nil
 	}

@@ -42,6 +42,12 @@ type Client struct {
 	// over at another. It returns the new endpoint and token, or an error
 	// when none appears before ctx ends.
 	Rediscover func(ctx context.Context, failed string) (base, token string, err error)
+	// ImpostorWait bounds how long Rediscover may look for another
+	// endpoint after this one failed the proof (0: it is not asked).
+	// After a failover another process can hold the dead leader's port
+	// until its address leaves ZooKeeper, at most a session timeout later;
+	// an address that is still published after that was forged.
+	ImpostorWait time.Duration
 }
 
 // NewClient makes a client for an address: host:port or a URL.
@@ -88,14 +94,28 @@ func cleanMessage(s string) string {
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	for {
 		err := c.attempt(ctx, method, path, body, out)
-		// Only a refused connection is retried: the request never reached
-		// the job, so sending it again cannot do anything twice.
+		// Only a refused connection or an endpoint that failed the proof
+		// is retried: the request never reached the job, so sending it
+		// again cannot do anything twice. The second is how a failover can
+		// look too: another process (of any user) may take the dead
+		// leader's port before its address leaves ZooKeeper.
 		var ue *UnreachableError
-		if c.Rediscover == nil || ctx.Err() != nil || !errors.As(err, &ue) || !errors.Is(err, syscall.ECONNREFUSED) {
+		var imp *ImpostorError
+		refused := errors.As(err, &ue) && errors.Is(err, syscall.ECONNREFUSED)
+		impostor := errors.As(err, &imp) && c.ImpostorWait > 0
+		if c.Rediscover == nil || ctx.Err() != nil || !refused && !impostor {
 			return err
 		}
-		base, token, rerr := c.Rediscover(ctx, c.Base)
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if impostor {
+			rctx, cancel = context.WithTimeout(ctx, c.ImpostorWait)
+		}
+		base, token, rerr := c.Rediscover(rctx, c.Base)
+		cancel()
 		if rerr != nil {
+			if imp != nil {
+				return fmt.Errorf("%w\n%v", imp, rerr)
+			}
 			return &UnreachableError{Base: c.Base, Err: fmt.Errorf("%w; %v", ue.Err, rerr)}
 		}
 		c.Base, c.Token = strings.TrimSuffix(NewClient(base).Base, "/"), token

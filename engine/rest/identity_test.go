@@ -108,6 +108,43 @@ func TestTokenGoesOnlyToAnEndpointThatProvesItself(t *testing.T) {
 			t.Fatalf("JobStatus at the real endpoint: %q, %v", st, err)
 		}
 	})
+	t.Run("an impostor at a failed-over leader's address is passed over for the new leader", func(t *testing.T) {
+		// Under high availability another process can take the dead
+		// leader's port before its address leaves ZooKeeper: the client
+		// sends nothing there and follows the cluster to the new leader.
+		catcher := &tokenCatcher{}
+		fake := httptest.NewServer(catcher)
+		defer fake.Close()
+		c := NewClient(fake.URL)
+		c.Token, c.Prove, c.ImpostorWait = testToken, true, time.Minute
+		var asked []string
+		c.Rediscover = func(_ context.Context, failed string) (string, string, error) {
+			asked = append(asked, failed)
+			return real.Address(), testToken, nil
+		}
+		defer c.CloseIdleConnections()
+		if st, err := c.JobStatus(context.Background(), j.ID()); err != nil || st != "RUNNING" {
+			t.Fatalf("JobStatus through a failover: %q, %v", st, err)
+		}
+		if len(asked) != 1 || asked[0] != fake.URL {
+			t.Errorf("rediscovered after %q; want once, after %s", asked, fake.URL)
+		}
+		if got := catcher.caught(); len(got) > 0 {
+			t.Fatalf("the impostor received the token: %q", got)
+		}
+		// No new leader: the refusal, and why none was found.
+		c = NewClient(fake.URL)
+		c.Token, c.Prove, c.ImpostorWait = testToken, true, 50*time.Millisecond
+		c.Rediscover = func(ctx context.Context, _ string) (string, string, error) {
+			<-ctx.Done() // bounded by ImpostorWait
+			return "", "", errors.New("no other leader appeared")
+		}
+		defer c.CloseIdleConnections()
+		_, err := c.JobStatus(context.Background(), j.ID())
+		if !errors.As(err, new(*ImpostorError)) || !strings.Contains(err.Error(), "no other leader appeared") {
+			t.Fatalf("JobStatus with no new leader: %v; want the refusal and the rediscovery's error", err)
+		}
+	})
 	t.Run("a byte-for-byte TCP relay does not prove", func(t *testing.T) {
 		// The strongest relay: every byte both ways. On its own
 		// connection the endpoint proves its own address, not the

@@ -111,18 +111,27 @@ func TestHAForgedLeaderAddressGetsNoToken(t *testing.T) {
 	if _, err := o.Set(node, forged, -1); err != nil {
 		t.Fatalf("the open ACL let nobody overwrite %s: %v", node, err)
 	}
+	// Each command looks for another leader for a session timeout (a
+	// failover also leaves a stale address) before it refuses: they run
+	// at once.
+	var wg sync.WaitGroup
 	for _, args := range [][]string{
 		{"savepoint", c.cfg.JobID, filepath.Join(c.dir, "attacker-sp")},
 		{"stop", "--savepointPath", filepath.Join(c.dir, "attacker-sp"), c.cfg.JobID},
 		{"checkpoint", c.cfg.JobID},
 		{"cancel", c.cfg.JobID},
 	} {
-		cmd := gflinkCmd(c.dir, append(args[:1:1], append(append([]string{}, c.flags...), args[1:]...)...)...)
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "Refusing to send the job's token to "+fake.URL) {
-			t.Errorf("gflink %s with a forged leader address: %v\n%s", args[0], err, out)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := gflinkCmd(c.dir, append(args[:1:1], append(append([]string{}, c.flags...), args[1:]...)...)...)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "Refusing to send the job's token to "+fake.URL) {
+				t.Errorf("gflink %s with a forged leader address: %v\n%s", args[0], err, out)
+			}
+		}()
 	}
+	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(caught) > 0 {
