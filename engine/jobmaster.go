@@ -195,3 +195,25 @@ type JobStatus = jobmaster.JobStatus
 
 // AllStatuses lists every JobStatus, in Flink's order.
 var AllStatuses = jobmaster.AllStatuses
+
+// JobMetrics are a reading of a job's metrics, with Flink's names and
+// scopes (Job.Metrics).
+type JobMetrics = jobmaster.JobMetrics
+
+// VertexMetrics, SubtaskMetrics and OperatorMetrics are a vertex's, a
+// subtask's and an operator's part of a reading.
+type (
+	VertexMetrics   = jobmaster.VertexMetrics
+	SubtaskMetrics  = jobmaster.SubtaskMetrics
+	OperatorMetrics = jobmaster.OperatorMetrics
+)
+
+// Metric is one metric's value at a reading.
+type Metric = jobmaster.Metric
+
+// BackPressureLevel is Flink's level (ok, low, high) for a back-pressured
+// ratio.
+func BackPressureLevel(ratio float64) string { return jobmaster.BackPressureLevel(ratio) }
+
+// GetMetric returns the metric named name of ms.
+func GetMetric(ms []Metric, name string) (Metric, bool) { return jobmaster.Get(ms, name) }

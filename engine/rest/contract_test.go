@@ -56,7 +56,11 @@ func specPath() string {
 //     a strict oneOf can never pass: Flink's generator meant anyOf;
 //   - CheckpointConfigInfo's "mode" is written lower case by Flink
 //     ("exactly_once", reference §2 and §9 item 8), while the description
-//     lists the enum's upper-case names; gflink sends what Flink sends.
+//     lists the enum's upper-case names; gflink sends what Flink sends;
+//   - MetricCollectionResponseBody and AggregatedMetricsResponseBody are
+//     described as objects, but Flink's serializers write bare arrays
+//     ([{"id": …, "value": …}], MetricCollectionResponseBody.Serializer),
+//     which is what its web dashboard and every client read.
 func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
 	path := specPath()
@@ -69,6 +73,15 @@ func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
 	op.AnyOf, op.OneOf = op.OneOf, nil
 	mode := doc.Components.Schemas["ProcessingMode"].Value
 	mode.Enum = append(mode.Enum, "at_least_once", "exactly_once")
+	metric := doc.Components.Schemas["Metric"]
+	*doc.Components.Schemas["MetricCollectionResponseBody"].Value = openapi3.Schema{
+		Type: &openapi3.Types{openapi3.TypeArray}, Items: metric}
+	num := &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeNumber}}}
+	*doc.Components.Schemas["AggregatedMetricsResponseBody"].Value = openapi3.Schema{
+		Type: &openapi3.Types{openapi3.TypeArray}, Items: &openapi3.SchemaRef{Value: &openapi3.Schema{
+			Type: &openapi3.Types{openapi3.TypeObject}, Required: []string{"id"}, AdditionalProperties: openapi3.AdditionalProperties{Has: new(bool)},
+			Properties: openapi3.Schemas{"id": &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeString}}},
+				"min": num, "max": num, "avg": num, "sum": num, "skew": num}}}}
 	doc.Servers = nil
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
@@ -222,7 +235,19 @@ func TestRESTContract(t *testing.T) {
 		"/jobs/" + id + "/checkpoints", "/jobs/" + id + "/checkpoints/config", "/jobs/" + id + "/exceptions",
 		"/jobs/" + id + "/execution-result", "/jobs/" + id + "/checkpoints/details/1",
 		"/jobs/" + id + "/checkpoints/details/1/subtasks/" + j.Info().Vertices[1].ID,
-		"/jobmanager/config", "/jobs/" + id + "/jobmanager/config", "/jobs/" + id + "/config"} {
+		"/jobmanager/config", "/jobs/" + id + "/jobmanager/config", "/jobs/" + id + "/config", "/jobs/" + id + "/plan"} {
+		if code, body := get(t, base, p); code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", p, code, body)
+		}
+	}
+	// Metrics: listed, selected, aggregated, per subtask; watermarks and
+	// back pressure.
+	vid := j.Info().Vertices[1].ID
+	for _, p := range []string{"/jobs/" + id + "/metrics", "/jobs/" + id + "/metrics?get=uptime,lastCheckpointDuration",
+		"/jobs/" + id + "/vertices/" + vid + "/metrics", "/jobs/" + id + "/vertices/" + vid + "/metrics?get=0.numRecordsIn",
+		"/jobs/" + id + "/vertices/" + vid + "/subtasks/metrics", "/jobs/" + id + "/vertices/" + vid + "/subtasks/metrics?get=numRecordsIn&agg=SUM&subtasks=0-1",
+		"/jobs/" + id + "/vertices/" + vid + "/subtasks/1/metrics?get=numRecordsOut,busyTimeMsPerSecond",
+		"/jobs/" + id + "/vertices/" + vid + "/watermarks", "/jobs/" + id + "/vertices/" + vid + "/backpressure"} {
 		if code, body := get(t, base, p); code != http.StatusOK {
 			t.Errorf("GET %s: %d %s", p, code, body)
 		}
@@ -274,7 +299,12 @@ func TestRESTContract(t *testing.T) {
 		path string
 		code int
 	}{{"/jobs/0123456789abcdef0123456789abcdef", 404}, {"/jobs/nope", 400}, {"/nothing", 404},
-		{"/jobs/" + id + "/savepoints/0123456789abcdef0123456789abcdef", 404}} {
+		{"/jobs/" + id + "/savepoints/0123456789abcdef0123456789abcdef", 404},
+		{"/jobs/" + id + "/vertices/0123456789abcdef0123456789abcdef/metrics", 404},
+		{"/jobs/" + id + "/vertices/nope/backpressure", 400},
+		{"/jobs/" + id + "/vertices/" + vid + "/subtasks/7/metrics", 404},
+		{"/jobs/" + id + "/vertices/" + vid + "/subtasks/metrics?get=numRecordsIn&agg=median", 400},
+		{"/jobs/" + id + "/vertices/" + vid + "/subtasks/metrics?get=numRecordsIn&subtasks=a-b", 400}} {
 		if code, body := get(t, raw.URL, tc.path); code != tc.code || !bytes.Contains(body, []byte(`"errors"`)) {
 			t.Errorf("GET %s: %d %s; want %d with errors", tc.path, code, body, tc.code)
 		}
@@ -312,7 +342,10 @@ func TestRESTContract(t *testing.T) {
 		"POST /jobs/{jobid}/savepoints", "GET /jobs/{jobid}/savepoints/{triggerid}", "POST /jobs/{jobid}/stop",
 		"POST /savepoint-disposal", "GET /savepoint-disposal/{triggerid}", "GET /jobs/{jobid}/status",
 		"GET /jobs/{jobid}/execution-result", "GET /jobmanager/config", "GET /jobs/{jobid}/jobmanager/config",
-		"GET /jobs/{jobid}/config"}
+		"GET /jobs/{jobid}/config", "GET /jobs/{jobid}/plan", "GET /jobs/{jobid}/metrics",
+		"GET /jobs/{jobid}/vertices/{vertexid}/metrics", "GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics",
+		"GET /jobs/{jobid}/vertices/{vertexid}/subtasks/{subtaskindex}/metrics",
+		"GET /jobs/{jobid}/vertices/{vertexid}/watermarks", "GET /jobs/{jobid}/vertices/{vertexid}/backpressure"}
 	var missing []string
 	for _, w := range want {
 		if v.seen[w] == 0 {

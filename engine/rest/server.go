@@ -264,6 +264,8 @@ func (s *Server) routes() {
 		return s.pollOp(r.PathValue("triggerid"), opSavepoint, s.job.ID())
 	})
 	s.handleJob("POST /jobs/{jobid}/stop", s.stop)
+	s.handleJob("GET /jobs/{jobid}/plan", ok(func() any { return map[string]any{"plan": s.jobDetails().Plan} }))
+	s.metricRoutes()
 }
 
 func (s *Server) handle(pattern string, h handlerFunc) {
@@ -724,7 +726,11 @@ func (s *Server) jobDetails() JobDetails {
 			Parallelism: v.Parallelism, Status: status, StartTime: v.StartTime, EndTime: ov.EndTime,
 			Duration: ov.Duration, Tasks: tasks, Metrics: VertexMetrics{ReadBytesComplete: true,
 				WriteBytesComplete: true, ReadRecordsComplete: true, WriteRecordsComplete: true}})
-		nodes = append(nodes, JobPlanNode{ID: v.ID, Parallelism: v.Parallelism, Description: v.Name})
+		node := JobPlanNode{ID: v.ID, Parallelism: v.Parallelism, Description: v.Name}
+		for i, in := range v.Inputs {
+			node.Inputs = append(node.Inputs, JobPlanInput{Num: i, ID: in.ID, ShipStrategy: in.Ship, Exchange: "pipelined_bounded"})
+		}
+		nodes = append(nodes, node)
 	}
 	return JobDetails{JID: info.ID, Name: info.Name, IsStoppable: true, State: string(info.Status),
 		JobType: "STREAMING", StartTime: info.StartTime, EndTime: ov.EndTime, Duration: ov.Duration,

@@ -217,6 +217,16 @@ type JobPlanNode struct {
 	Operator         string `json:"operator"`
 	OperatorStrategy string `json:"operator_strategy"`
 	Description      string `json:"description"`
+	// Inputs are the node's input edges (absent for a source).
+	Inputs []JobPlanInput `json:"inputs,omitempty"`
+}
+
+// JobPlanInput is an input edge of a JobPlanNode, as Flink writes it.
+type JobPlanInput struct {
+	Num          int    `json:"num"`
+	ID           string `json:"id"`
+	ShipStrategy string `json:"ship_strategy"`
+	Exchange     string `json:"exchange"`
 }
 
 // CheckpointStatistics is one checkpoint of GET /jobs/:jobid/checkpoints

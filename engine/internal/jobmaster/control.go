@@ -207,6 +207,15 @@ type VertexInfo struct {
 	Tasks     map[string]int
 	StartTime int64
 	EndTime   int64
+	// Inputs are the vertex's input edges, in order.
+	Inputs []VertexInput
+}
+
+// VertexInput is an edge into a vertex: the vertex it comes from and how
+// records are shipped (FORWARD, HASH, REBALANCE, SHUFFLE, BROADCAST).
+type VertexInput struct {
+	ID   string
+	Ship string
 }
 
 // Info reports the job's state, vertices, checkpoints and failures. It works
@@ -231,6 +240,13 @@ func (j *Job) Info() JobInfo {
 			MaxParallelism: v.Head().MaxParallelism, Tasks: map[string]int{}, StartTime: info.StartTime, EndTime: -1}
 		for i := 0; i < v.Parallelism; i++ {
 			vi.Tasks[string(jm.taskStates[taskKey{v.ID, i}])]++
+		}
+		for _, e := range v.Inputs {
+			for _, from := range jm.graph.Vertices {
+				if slices.Contains(from.Nodes, e.From) {
+					vi.Inputs = append(vi.Inputs, VertexInput{ID: graph.OperatorID(from.Head()), Ship: e.Ship.String()})
+				}
+			}
 		}
 		info.MaxParallelism = max(info.MaxParallelism, vi.MaxParallelism)
 		info.Vertices = append(info.Vertices, vi)

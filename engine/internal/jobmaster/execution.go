@@ -316,6 +316,8 @@ func (d *deployment) start() {
 		jm.taskStates[taskKey{t.Vertex, t.Subtask}] = ExecInitializing
 	}
 	jm.mu.Unlock()
+	jm.live.Store(&liveAttempt{attempt: e.attempt, tasks: e.tasks})
+	jm.meters.forget(e.tasks)
 	for _, t := range e.tasks {
 		e.wg.Add(1)
 		go t.Run()

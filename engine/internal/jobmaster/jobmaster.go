@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
@@ -220,6 +221,10 @@ type observed struct {
 	// savepoints taken.
 	retained []RetainedSnapshot
 	restored *RetainedSnapshot
+	// live is the attempt whose tasks' metrics are read; meters keeps
+	// their samples for rates.
+	live   atomic.Pointer[liveAttempt]
+	meters meters
 }
 
 // attempts is the job master goroutine's own: the running execution

@@ -3,6 +3,8 @@ package network
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/state"
@@ -358,6 +360,10 @@ type RecordWriter[T any] struct {
 	// ts is the sending task's current record's timestamp, which each
 	// record carries along (nil: records carry none).
 	ts *int64
+	// out and bp are the task's numRecordsOut and back-pressured time,
+	// added to once per batch and per wait.
+	out *atomic.Int64
+	bp  *WaitTimer
 }
 
 // Collect routes v to a channel by the writer's ship strategy.
@@ -472,6 +478,9 @@ func (w *RecordWriter[T]) acquire(i int) ([]T, []uint64) {
 // emit sends a batch (records, an event, or both) on channel i, or holds it
 // back behind the ones already held back or for want of a credit.
 func (w *RecordWriter[T]) emit(i int, b []T, kb []uint64, ev *Event) {
+	if len(b) > 0 && (i == 0 || w.part != ShipBroadcast) {
+		w.out.Add(int64(len(b)))
+	}
 	credit := w.held[i]
 	w.held[i] = false
 	if len(w.pending[i]) == 0 {
@@ -497,12 +506,15 @@ func (w *RecordWriter[T]) emit(i int, b []T, kb []uint64, ev *Event) {
 		if !w.DrainPending() {
 			return
 		}
+		start := w.bp.Start()
 		select {
 		case <-w.wake:
 		case <-w.mail.priorityWake:
 		case <-w.done:
+			w.bp.Stop(start)
 			panic(ErrTaskCanceled)
 		}
+		w.bp.Stop(start)
 	}
 }
 
@@ -548,6 +560,7 @@ func (w *RecordWriter[T]) announce(i int, ev *Event) {
 // cancellation (the receiver may be gone) or a barrier waiting for this
 // task (false: not sent).
 func (w *RecordWriter[T]) sendBlocking(i int, b []T, kb []uint64, ev *Event) bool {
+	defer w.bp.Stop(w.bp.Start())
 	select {
 	case w.targets[i].gate.In <- w.batchFor(i, b, kb, ev):
 		w.sent[i]++
@@ -747,6 +760,11 @@ type WriterOptions struct {
 	// Timestamp, if set, is where the sending task keeps the timestamp of
 	// the record being processed: each record carries it to the receiver.
 	Timestamp *int64
+	// RecordsOut counts the records sent (a broadcast record once);
+	// BackPressured times the waits for room downstream in the middle of
+	// a record. Both may be nil.
+	RecordsOut    *atomic.Int64
+	BackPressured *WaitTimer
 }
 
 // NewRecordWriter returns a writer sending records of T over targets, one
@@ -761,6 +779,13 @@ func NewRecordWriter[T any](targets []*Channel[T], hash func(T) uint64, o Writer
 		c.wake = w.wake // each channel has exactly one sender: this writer
 	}
 	w.ts = o.Timestamp
+	w.out, w.bp = o.RecordsOut, o.BackPressured
+	if w.out == nil {
+		w.out = new(atomic.Int64)
+	}
+	if w.bp == nil {
+		w.bp = new(WaitTimer)
+	}
 	if o.Ship == ShipHash || o.Timestamp != nil {
 		w.KGs = make([][]uint64, n)
 	}
@@ -771,4 +796,35 @@ func NewRecordWriter[T any](targets []*Channel[T], hash func(T) uint64, o Writer
 		}
 	}
 	return w
+}
+
+// WaitTimer adds up the time a task spends in one kind of wait (for
+// input, for room downstream), with the wait in progress visible to
+// readers on other goroutines: a task blocked for seconds is reported
+// blocked now, not when the wait ends (as Flink's TimerGauge does).
+type WaitTimer struct {
+	total, since atomic.Int64 // nanoseconds; since: the wait's start (Unix ns), 0 when not waiting
+}
+
+// Start marks the start of a wait.
+func (w *WaitTimer) Start() int64 {
+	now := time.Now().UnixNano()
+	w.since.Store(now)
+	return now
+}
+
+// Stop ends the wait started at start.
+func (w *WaitTimer) Stop(start int64) {
+	w.since.Store(0)
+	w.total.Add(time.Now().UnixNano() - start)
+}
+
+// Load returns the time spent waiting up to now, the wait in progress
+// included.
+func (w *WaitTimer) Load(now time.Time) int64 {
+	t := w.total.Load()
+	if s := w.since.Load(); s != 0 && now.UnixNano() > s {
+		t += now.UnixNano() - s
+	}
+	return t
 }

@@ -164,18 +164,25 @@ func (q *inputQueue[T]) step() error {
 		t.maybeFlushOnTimeout()
 		return err
 	}
+	// Nothing queued: the select below is likely to wait, and that wait
+	// is the task's idle time.
+	idle := startWait(&t.M.Idle, len(q.g.In) == 0)
 	select {
 	case b := <-q.g.In:
+		idle.stop()
 		q.receive(b)
 		err := q.process(b)
 		t.maybeFlushOnTimeout()
 		return err
 	case <-t.Mail.Notify:
+		idle.stop()
 		return t.handleMail()
 	case <-t.timerC:
+		idle.stop()
 		t.timerC, t.timerAt = nil, 0
 		return t.fireTimers()
 	case <-t.done:
+		idle.stop()
 		return network.ErrTaskCanceled
 	}
 }
@@ -216,6 +223,7 @@ func (q *inputQueue[T]) process(b network.Batch[T]) error {
 	}
 	priority := &q.t.Mail.Priority
 	i := q.collect(b, priority)
+	q.t.M.RecordsIn.Add(int64(i - b.Off))
 	if i < len(b.Recs) || b.Ev != nil && priority.Load() {
 		// Cut short, or an event that must wait for the barrier (the end
 		// of an input could complete an alignment the barrier turned
@@ -326,6 +334,7 @@ func (t *Task) waitOutput() (blocked bool, err error) {
 		defer tm.Stop()
 		poll = tm.C
 	}
+	bp := startWait(&t.M.BackPressured, true)
 	select {
 	case <-t.wake:
 	case <-poll:
@@ -334,6 +343,7 @@ func (t *Task) waitOutput() (blocked bool, err error) {
 	case <-t.done:
 		err = network.ErrTaskCanceled
 	}
+	bp.stop()
 	return true, err
 }
 

@@ -42,7 +42,7 @@ func ConnectInput[T any](t *Task, numChannels int) *network.InputGate[T] {
 // credit when the task is done or woken.
 func (t *Task) WriterOptions(ship network.ShipStrategy, maxParallelism, batchSize, start int, stamped bool) network.WriterOptions {
 	o := network.WriterOptions{Ship: ship, MaxParallelism: maxParallelism, BatchSize: batchSize,
-		Start: start, Done: t.done, Wake: t.wake, Mail: t.Mail}
+		Start: start, Done: t.done, Wake: t.wake, Mail: t.Mail, RecordsOut: &t.M.RecordsOut, BackPressured: &t.M.BackPressured}
 	if stamped {
 		o.Timestamp = &t.ts
 	}

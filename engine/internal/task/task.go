@@ -123,10 +123,12 @@ type Options struct {
 
 // New makes a task; a task with inputs gets them with ConnectInput.
 func New(o Options) *Task {
-	return &Task{ID: o.ID, svc: o.Services, Vertex: o.Vertex, vertexID: o.VertexID, Parallelism: o.Parallelism,
+	t := &Task{ID: o.ID, svc: o.Services, Vertex: o.Vertex, vertexID: o.VertexID, Parallelism: o.Parallelism,
 		Subtask: o.Subtask, Name: o.Name, Mail: network.NewMailbox(), done: o.Done, exactlyOnce: o.ExactlyOnce,
 		waitFinal: o.WaitFinal, wake: make(chan struct{}, 1),
 		watermarks: watermarks{ts: math.MinInt64, outWM: math.MinInt64, interval: o.WatermarkInterval}}
+	t.M.init()
+	return t
 }
 
 // Task runs one subtask of a vertex: a chain of operators fed by a source
@@ -144,6 +146,8 @@ type Task struct {
 	Name        string
 	Mail        *network.Mailbox
 	done        <-chan struct{}
+	// M are the task's metrics.
+	M Metrics
 
 	exactlyOnce bool
 	waitFinal   bool // wait for a checkpoint after the input ends
@@ -409,6 +413,7 @@ func (t *Task) runSource() error {
 			return err
 		}
 		if n > 0 {
+			t.M.SourceEmitted.Add(n)
 			t.svc.JobMaster.SourceEmitted(t, n)
 		}
 		if err := t.fireDueTimers(); err != nil {
@@ -422,6 +427,7 @@ func (t *Task) runSource() error {
 			now := t.svc.Clock()
 			wait := time.NewTimer(max(t.Source.nextPollTime(now).Sub(now), 0))
 			var err error
+			idle := startWait(&t.M.Idle, true)
 			select {
 			case <-t.Mail.Notify:
 				err = t.handleMail()
@@ -435,6 +441,7 @@ func (t *Task) runSource() error {
 				err = network.ErrTaskCanceled
 			}
 			wait.Stop()
+			idle.stop()
 			if err != nil {
 				return err
 			}
@@ -891,6 +898,10 @@ func (t *Task) endOfInput(mode network.EOPMode) error {
 		// operators fired their timers in endInput; the next tasks'
 		// watermarks no longer wait for this one.
 		t.outWM = math.MaxInt64
+		t.M.OutputWatermark.Store(math.MaxInt64)
+		if t.valve != nil {
+			t.M.InputWatermark.Store(math.MaxInt64)
+		}
 		wm := &network.Event{Kind: network.EventWatermark, Watermark: math.MaxInt64}
 		for _, w := range t.Writers {
 			w.BroadcastEvent(wm)

@@ -157,12 +157,14 @@ func (t *Task) onWatermarkEvent(ch int32, ev *network.Event) error {
 	}
 	if ev.Kind == network.EventWatermark {
 		if wm, ok := t.valve.watermark(int(ch), ev.Watermark); ok {
+			t.M.InputWatermark.Store(wm)
 			return t.forwardWatermark(0, wm)
 		}
 		return nil
 	}
 	wm, advanced, changed := t.valve.status(int(ch), ev.Idle)
 	if advanced {
+		t.M.InputWatermark.Store(wm)
 		if err := t.forwardWatermark(0, wm); err != nil {
 			return err
 		}
@@ -189,6 +191,7 @@ func (t *Task) forwardWatermark(from int, wm int64) error {
 		return nil
 	}
 	t.outWM = wm
+	t.M.OutputWatermark.Store(wm)
 	ev := &network.Event{Kind: network.EventWatermark, Watermark: wm}
 	for _, w := range t.Writers {
 		w.BroadcastEvent(ev)

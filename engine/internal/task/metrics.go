@@ -1,0 +1,60 @@
+package task
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/gflink/gflink/engine/internal/network"
+)
+
+// Metrics are a task's counters, read by the job master's metric
+// readers (the REST endpoint, the Prometheus reporter) on other
+// goroutines. The task adds to them once per batch of records or once per
+// wait, never per record: a batch is hundreds of records, so an atomic add
+// there costs nothing measurable, and nothing on the record path locks.
+type Metrics struct {
+	// RecordsIn counts the records the task's head operator took from its
+	// input gate (0 for a source task); RecordsOut the records its writers
+	// sent downstream (a broadcast record once, as Flink counts it; 0 for a
+	// task that ends in a sink). SourceEmitted counts what a source task's
+	// reader emitted (its source operator's numRecordsIn).
+	RecordsIn, RecordsOut, SourceEmitted atomic.Int64
+	// Idle times the waits for input with nothing to do, BackPressured
+	// the waits for room downstream (credits): Flink's idle and
+	// back-pressured time. The rest of the task's life is busy.
+	Idle, BackPressured network.WaitTimer
+	// InputWatermark is the task's input watermark (the minimum over its
+	// active input channels), OutputWatermark the last it emitted;
+	// math.MinInt64 before the first.
+	InputWatermark, OutputWatermark atomic.Int64
+	// Started is when the task was created.
+	Started time.Time
+}
+
+func (m *Metrics) init() {
+	m.Started = time.Now()
+	m.InputWatermark.Store(math.MinInt64)
+	m.OutputWatermark.Store(math.MinInt64)
+}
+
+// waitClock measures one wait: start it before a select that may block,
+// stop it after. A zero clock measures nothing (the wait was not expected
+// to block).
+type waitClock struct {
+	w     *network.WaitTimer
+	start int64
+}
+
+func startWait(w *network.WaitTimer, blocking bool) waitClock {
+	if !blocking {
+		return waitClock{}
+	}
+	return waitClock{w, w.Start()}
+}
+
+func (c waitClock) stop() {
+	if c.w != nil {
+		c.w.Stop(c.start)
+	}
+}
