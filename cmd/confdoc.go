@@ -9,6 +9,7 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
+	"github.com/gflink/gflink/engine/metrics"
 	"github.com/gflink/gflink/engine/rest"
 )
 
@@ -86,5 +87,5 @@ func writeOption(b *strings.Builder, o config.AnyOption) {
 
 // allOptions lists every option the command line validates.
 func allOptions() []config.AnyOption {
-	return slices.Concat(engine.Options(), rest.Options(), ha.Options(), jobregistry.Options())
+	return slices.Concat(engine.Options(), rest.Options(), ha.Options(), jobregistry.Options(), metrics.Options())
 }

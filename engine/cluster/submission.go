@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/metrics"
 	"github.com/gflink/gflink/engine/rest"
 )
 
@@ -76,6 +77,7 @@ func Run(ctx context.Context, s *Submission) (engine.JobResult, error) {
 		return engine.JobResult{}, err
 	}
 	defer st.srv.Close()
+	defer st.closeReporters()
 	<-st.running
 	s.Events.Running(s.Options.JobID, s.reached, s.Notices, s.endpoint)
 	res := st.job.Wait()
@@ -87,14 +89,26 @@ func Run(ctx context.Context, s *Submission) (engine.JobResult, error) {
 
 // started is a submitted job with its REST endpoint serving.
 type started struct {
-	job     *engine.Job
-	srv     *rest.Server
-	running <-chan struct{} // closed once the job runs or has ended
+	job       *engine.Job
+	srv       *rest.Server
+	running   <-chan struct{} // closed once the job runs or has ended
+	reporters []*metrics.Reporter
+}
+
+func (st *started) closeReporters() {
+	for _, r := range st.reporters {
+		r.Close()
+	}
 }
 
 // start binds, registers, submits and serves; ctx ends the job (cancels
 // it) when done.
 func (s *Submission) start(ctx context.Context) (*started, error) {
+	reporters, warnings, err := metrics.Configured(s.Options.Config)
+	if err != nil {
+		return nil, err
+	}
+	s.warn(warnings...)
 	listener, err := s.listen()
 	if err != nil {
 		return nil, err
@@ -109,7 +123,31 @@ func (s *Submission) start(ctx context.Context) (*started, error) {
 	srv := rest.NewServer(j, s.Server)
 	srv.Serve(listener)
 	s.endpoint = srv.Address()
-	return &started{job: j, srv: srv, running: running}, nil
+	st := &started{job: j, srv: srv, running: running}
+	addr, _ := rest.BindAddress.Get(s.Options.Config)
+	for _, rc := range reporters {
+		// As in Flink, a reporter that cannot start leaves the job
+		// running without it.
+		r, err := metrics.Start(j, rc, addr, s.Options.Logger)
+		if err != nil {
+			s.warn(err.Error() + "; the job runs without it.")
+			continue
+		}
+		st.reporters = append(st.reporters, r)
+	}
+	return st, nil
+}
+
+// warn tells the starter something that does not stop the job.
+func (s *Submission) warn(msgs ...string) {
+	for _, m := range msgs {
+		switch {
+		case s.Options.Logger != nil:
+			s.Options.Logger.Warn(m)
+		case s.Stderr != nil:
+			io.WriteString(s.Stderr, "WARN "+m+"\n")
+		}
+	}
 }
 
 // listen binds the REST endpoint before the job starts, so that a busy

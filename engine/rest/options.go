@@ -24,7 +24,8 @@ import (
 // free port.
 type PortSpec [][2]int
 
-func parsePorts(s string) (PortSpec, error) {
+// ParsePorts reads a PortSpec.
+func ParsePorts(s string) (PortSpec, error) {
 	var out PortSpec
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -60,7 +61,7 @@ func (p PortSpec) String() string {
 var (
 	BindAddress = config.String("rest.bind-address").WithDefault("127.0.0.1").
 			WithDescription("The address the REST endpoint of a running job listens on.")
-	BindPort = config.NewOption("rest.bind-port", parsePorts, PortSpec.String,
+	BindPort = config.NewOption("rest.bind-port", ParsePorts, PortSpec.String,
 		"a port, a list and/or range of ports such as 8081,8090-8100 (the first free one is used), or 0 for any free port").
 		WithDefault(PortSpec{{8081, 8181}}).
 		WithDescription("The port(s) the REST endpoint of a running job listens on; the first free one wins.")

@@ -9,14 +9,14 @@ import (
 
 func TestPortSpec(t *testing.T) {
 	for in, want := range map[string]string{"8081": "8081", "8081-8181": "8081-8181", "50100, 50200-50210": "50100,50200-50210", "0": "0"} {
-		p, err := parsePorts(in)
+		p, err := ParsePorts(in)
 		if err != nil || p.String() != want {
-			t.Errorf("parsePorts(%q) = %v, %v; want %s", in, p, err, want)
+			t.Errorf("ParsePorts(%q) = %v, %v; want %s", in, p, err, want)
 		}
 	}
 	for _, bad := range []string{"", "x", "70000", "9-8", "1-x"} {
-		if _, err := parsePorts(bad); err == nil {
-			t.Errorf("parsePorts(%q) accepted", bad)
+		if _, err := ParsePorts(bad); err == nil {
+			t.Errorf("ParsePorts(%q) accepted", bad)
 		}
 	}
 }
