@@ -13,10 +13,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -162,17 +162,44 @@ type collector struct {
 	job        *engine.Job
 	filter     bool
 	host, tmID string
+	// descs caches each metric's description by name: making one
+	// validates and hashes its name and labels, most of a scrape's cost.
+	mu    sync.Mutex
+	descs map[string]*prometheus.Desc
+}
+
+func (c *collector) desc(name, help string, labels []string) *prometheus.Desc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.descs[name]; ok {
+		return d
+	}
+	if c.descs == nil {
+		c.descs = map[string]*prometheus.Desc{}
+	}
+	d := prometheus.NewDesc(name, help, labels, nil)
+	c.descs[name] = d
+	return d
 }
 
 // Describe sends nothing: the metrics follow the job's graph, so the
 // collector is unchecked.
 func (c *collector) Describe(chan<- *prometheus.Desc) {}
 
-var invalidName = regexp.MustCompile(`[^a-zA-Z0-9:_]`)
+// sanitize replaces the characters Prometheus does not allow in a
+// metric name, [^a-zA-Z0-9:_], with '_', as Flink's reporter does.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ':' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
 
 func (c *collector) label(s string) string {
 	if c.filter {
-		return invalidName.ReplaceAllString(s, "_")
+		return sanitize(s)
 	}
 	return s
 }
@@ -184,7 +211,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if x.IsText {
 				continue
 			}
-			d := prometheus.NewDesc("flink_"+scope+"_"+invalidName.ReplaceAllString(x.Name, "_"), x.Name+" (scope: "+scope+")", names, nil)
+			d := c.desc("flink_"+scope+"_"+sanitize(x.Name), x.Name+" (scope: "+scope+")", names)
 			if pm, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, x.Value, values...); err == nil {
 				ch <- pm
 			}
