@@ -14,8 +14,9 @@ type IOStreams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
-	// OutTTY reports whether Out is a terminal (tables and colour).
-	OutTTY bool
+	// OutTTY reports whether Out is a terminal (tables and colour),
+	// ErrTTY whether ErrOut is (a run's live status line).
+	OutTTY, ErrTTY bool
 	// NoColor is set when NO_COLOR is set or Out is not a terminal.
 	NoColor bool
 }
@@ -24,7 +25,8 @@ type IOStreams struct {
 func System() *IOStreams {
 	tty := isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd())
 	_, noColor := os.LookupEnv("NO_COLOR")
-	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: tty, NoColor: noColor || !tty}
+	errTTY := isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())
+	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: tty, ErrTTY: errTTY, NoColor: noColor || !tty}
 }
 
 // TestStreams returns streams backed by buffers.

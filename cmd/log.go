@@ -18,15 +18,26 @@ type logHandler struct {
 	w     io.Writer
 	level slog.Level
 	attrs []slog.Attr
+	// quiet leaves out the line each completed checkpoint logs (a live
+	// status line shows the last one instead).
+	quiet bool
 }
 
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(&logHandler{mu: &sync.Mutex{}, w: w, level: level})
 }
 
+// newQuietLogger is newLogger without the per-checkpoint INFO lines.
+func newQuietLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(&logHandler{mu: &sync.Mutex{}, w: w, level: level, quiet: true})
+}
+
 func (h *logHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
 
 func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
+	if h.quiet && r.Level == slog.LevelInfo && strings.HasPrefix(r.Message, "Completed checkpoint ") {
+		return nil
+	}
 	var b strings.Builder
 	t := r.Time
 	if t.IsZero() {

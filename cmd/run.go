@@ -39,6 +39,9 @@ type RunOptions struct {
 	ShutdownOnExit        bool
 	Detached              bool
 	Check                 bool
+	// Verbose: an attached run on a terminal logs each checkpoint instead
+	// of showing a live status line.
+	Verbose bool
 	// Flink's options for what gflink does not run (refused with what it
 	// runs instead): -t/--target (local only), -e/--executor, -c/--class,
 	// -C/--classpath, -py/--python, -pym/--pyModule.
@@ -78,6 +81,7 @@ func newRunCmd(f *Factory, g *globalOptions, runF func(*RunOptions) error) *cobr
 	fl.StringVar(&o.ClaimMode, "claimMode", "", "Defines how should we restore from the given savepoint. Supported options: [claim - claim ownership of the savepoint and delete once it is subsumed, no_claim (default) - do not claim ownership, the first checkpoint will not reuse any files from the restored one, legacy (deprecated) - the old behaviour, do not assume ownership of the savepoint files, but can reuse some shared files.")
 	fl.StringVar(&o.RestoreMode, "restoreMode", "", "This option is deprecated, please use 'claimMode' instead.")
 	fl.BoolVar(&o.Check, "check", false, "Check the restore without running: resolve -s against the job and report, per operator uid, whether its state matches, is missing from the job, or the operator is new; exit 0 if the restore would succeed, 1 if not.")
+	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "On a terminal, log each completed checkpoint instead of showing a live status line (records/s, last checkpoint, back pressure) below the job's log.")
 	fl.BoolVarP(&o.Detached, "detached", "d", false, "If present, runs the job in detached mode: in a background process, with its log in $GFLINK_HOME/log/<jobId>.log; gflink returns once the job is RUNNING.")
 	fl.StringVarP(&o.Target, "target", "t", "", "The deployment target: local (gflink runs the job in this process; Flink's remote, yarn-* and kubernetes-* targets are not available).")
 	fl.StringVarP(&o.Executor, "executor", "e", "", "Deprecated: use -t/--target.")
@@ -163,7 +167,8 @@ func runRun(f *Factory, o *RunOptions) error {
 // started, so that a bad flag or snapshot never starts a job; the steps
 // that bind, register, submit and wait come last.
 func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
-	log := newLogger(f.IO.ErrOut, logLevel(f))
+	logOut := io.Writer(f.IO.ErrOut)
+	log := newLogger(logOut, logLevel(f))
 	conf, err := runConfig(f, o, log)
 	if err != nil {
 		return err
@@ -171,6 +176,13 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	graph, err := buildGraph(f, o, conf, out)
 	if err != nil {
 		return err
+	}
+	// An attached run on a terminal shows its status on one live line,
+	// unless its printed output shares the terminal.
+	var status *statusLine
+	if f.IO.ErrTTY && !o.Verbose && !o.Detached && report == nil && !o.Check && !(f.IO.OutTTY && printsToStdout(graph)) {
+		status = &statusLine{w: f.IO.ErrOut}
+		log = newQuietLogger(status, logLevel(f))
 	}
 	for _, w := range uidWarnings(graph.Operators()) {
 		log.Warn(w)
@@ -216,6 +228,12 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 		Options: engine.JobOptions{JobID: jobID, Config: conf, FS: f.FS, Logger: log}, Server: srvOpts,
 		Home: jobregistry.Home(f.Getenv), LogFile: f.Getenv(cluster.LogFileEnv), Stderr: f.IO.ErrOut,
 		Events: runEvents{out: out, report: report, log: log},
+		Watch: func(j *engine.Job) func() {
+			if status == nil {
+				return func() {}
+			}
+			return status.watch(j)
+		},
 		Rebuild: func(job string, args []string, parallelism string) (*engine.JobGraph, error) {
 			so := *o
 			so.Job, so.Args, so.Parallelism = job, args, parallelism

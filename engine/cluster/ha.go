@@ -212,6 +212,10 @@ func (r *haRun) lead(svc *ha.Services, lead *ha.Leadership) (engine.JobResult, e
 		return engine.JobResult{}, err
 	}
 	defer st.srv.Close()
+	defer st.closeReporters()
+	if sub.Watch != nil {
+		defer sub.Watch(st.job)()
+	}
 	host, _ := os.Hostname()
 	if err := lead.Publish(ha.LeaderInfo{Address: st.srv.Address(), JobID: jobID, JobName: sub.Graph.Name, PID: os.Getpid(), Host: host}); err != nil {
 		st.job.Suspend(err)

@@ -57,6 +57,10 @@ type Submission struct {
 	// Stderr gets the warning that the job could not be registered.
 	Stderr io.Writer
 	Events Events
+	// Watch, if set, is called once the job is submitted; the function it
+	// returns when the job has ended, before its result is reported (an
+	// attached run's live status line).
+	Watch func(j *engine.Job) (stop func())
 	// Rebuild builds the graph of a job stored by an earlier leader of a
 	// high-availability cluster.
 	Rebuild func(job string, args []string, parallelism string) (*engine.JobGraph, error)
@@ -78,6 +82,9 @@ func Run(ctx context.Context, s *Submission) (engine.JobResult, error) {
 	}
 	defer st.srv.Close()
 	defer st.closeReporters()
+	if s.Watch != nil {
+		defer s.Watch(st.job)()
+	}
 	<-st.running
 	s.Events.Running(s.Options.JobID, s.reached, s.Notices, s.endpoint)
 	res := st.job.Wait()

@@ -1,0 +1,152 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gflink/gflink/engine"
+)
+
+// statusLine is an attached run's live status on a terminal: one line on
+// stderr, redrawn twice a second — throughput, the last checkpoint, back
+// pressure — with log lines printed above it. It stands in for the INFO
+// line each checkpoint would print (the log keeps those when stderr is not
+// a terminal, and with --verbose).
+type statusLine struct {
+	mu   sync.Mutex
+	w    io.Writer
+	text string
+	stop chan struct{}
+	done chan struct{}
+}
+
+const clearLine = "\r\x1b[K"
+
+// Write prints a log line above the status line.
+func (s *statusLine) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	io.WriteString(s.w, clearLine)
+	n, err := s.w.Write(p)
+	io.WriteString(s.w, s.text)
+	return n, err
+}
+
+func (s *statusLine) set(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.text = text
+	io.WriteString(s.w, clearLine+text)
+}
+
+// watch redraws the line from the job's metrics until the returned stop
+// is called, which clears it.
+func (s *statusLine) watch(j *engine.Job) (stop func()) {
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+				s.set(statusText(j.Info(), j.Metrics()))
+			}
+		}
+	}()
+	return func() {
+		close(s.stop)
+		<-s.done
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.text = ""
+		io.WriteString(s.w, clearLine)
+	}
+}
+
+// statusText is the status line: the job's state and uptime, records/s
+// read by its sources and taken by its last vertices, the last completed
+// checkpoint and the worst back pressure of any vertex.
+func statusText(info engine.JobInfo, m engine.JobMetrics) string {
+	feeds := map[string]bool{}
+	for _, v := range info.Vertices {
+		for _, in := range v.Inputs {
+			feeds[in.ID] = true
+		}
+	}
+	var in, out, worst float64
+	for _, v := range m.Vertices {
+		for _, st := range v.Subtasks {
+			if v.Source && len(st.Operators) > 0 {
+				r, _ := engine.GetMetric(st.Operators[0].Metrics, "numRecordsInPerSecond")
+				in += r.Value
+			}
+			if !feeds[v.ID] {
+				name := "numRecordsInPerSecond"
+				ms := st.Task
+				if v.Source && len(st.Operators) > 0 {
+					ms = st.Operators[0].Metrics // a job of one vertex: what it reads
+				}
+				r, _ := engine.GetMetric(ms, name)
+				out += r.Value
+			}
+			bp, _ := engine.GetMetric(st.Task, "backPressuredTimeMsPerSecond")
+			worst = max(worst, bp.Value/1000)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", info.Status)
+	if up, ok := engine.GetMetric(m.Job, "uptime"); ok && up.Value > 0 {
+		fmt.Fprintf(&b, " %s", (time.Duration(up.Value) * time.Millisecond).Truncate(time.Second))
+	}
+	fmt.Fprintf(&b, " | in %s/s | out %s/s", humanCount(in), humanCount(out))
+	if c := info.Checkpoints.LatestCompleted; c != nil {
+		fmt.Fprintf(&b, " | checkpoint %d: %d ms, %s", c.ID, c.EndToEndDuration, humanBytes(c.CheckpointedSize))
+	} else {
+		b.WriteString(" | no checkpoint yet")
+	}
+	fmt.Fprintf(&b, " | backpressure %s", engine.BackPressureLevel(worst))
+	return b.String()
+}
+
+// humanCount writes n records with a k or M suffix.
+func humanCount(n float64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f M", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f k", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", math.Round(n))
+}
+
+// humanBytes writes a size in B, KiB, MiB or GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for x := n / unit; x >= unit && exp < 2; x /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMG"[exp])
+}
+
+// printsToStdout reports whether the job has a print sink: its output
+// then shares the terminal, and a status line would break its lines.
+func printsToStdout(g *engine.JobGraph) bool {
+	for _, op := range g.Operators() {
+		if strings.HasPrefix(op.Name, "Print") {
+			return true
+		}
+	}
+	return false
+}
