@@ -73,7 +73,11 @@ func TestRollingAggregationsExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			// One source subtask, so that each key's records come in order.
-			src := stream.FromSource[Order](env, &connectors.Elements[Order]{Items: orders, Rate: 30000}, "orders").UID("source").Parallelism(1)
+			// Paced so that the input (0.75 s) outlasts both failures even
+			// when checkpoints are slow (under -race on a loaded machine two
+			// took 0.2 s, and at 30,000 records/s the job finished after
+			// one).
+			src := stream.FromSource[Order](env, &connectors.Elements[Order]{Items: orders, Rate: 8000}, "orders").UID("source").Parallelism(1)
 			aggs := tc.agg(stream.KeyBy(src, func(o Order) string { return o.Key })).UID("aggregate")
 			// Tagged with the input record's number, so that each line is
 			// one record's result: the aggregate emitted for it.

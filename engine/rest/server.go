@@ -302,6 +302,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveIdentity(w, r)
 		return
 	}
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && isWebPath(r.URL.Path) {
+		s.serveWeb(w, r)
+		return
+	}
 	if err := s.authenticate(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gflink"`)
 		// The connection does not stay: it would wait as long as it likes
