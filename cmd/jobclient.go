@@ -270,7 +270,7 @@ func newOutput(f *Factory, g *globalOptions) (output, error) {
 	case "json":
 		return output{io: f.IO, json: true}, nil
 	}
-	return output{}, usageErrorf("Unsupported output format '%s': use -o json (or omit -o for text).", g.Output)
+	return output{}, usageErrorf("Unsupported output format '%s': use -o json (or omit -o for text; list also takes -o wide).", g.Output)
 }
 
 // println prints a human line (nothing in JSON mode).

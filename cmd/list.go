@@ -1,10 +1,12 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/ha"
 	"github.com/gflink/gflink/engine/jobregistry"
+	"github.com/gflink/gflink/engine/rest"
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 )
@@ -61,6 +64,65 @@ type listedJob struct {
 	// many stand by.
 	Leader   string `json:"leader,omitempty"`
 	Standbys *int   `json:"standbys,omitempty"`
+	// A running job's throughput — records/s its sources send on and
+	// its last vertices take in — and its last completed checkpoint, from
+	// its metrics (with -o wide and -o json; absent when not known).
+	RecordsInPerSecond     *float64 `json:"records-in-per-second,omitempty"`
+	RecordsOutPerSecond    *float64 `json:"records-out-per-second,omitempty"`
+	LastCheckpointID       *int64   `json:"last-checkpoint-id,omitempty"`
+	LastCheckpointDuration *int64   `json:"last-checkpoint-duration,omitempty"`
+	LastCheckpointSize     *int64   `json:"last-checkpoint-size,omitempty"`
+}
+
+// addStats asks a running job's endpoint for its throughput and last
+// checkpoint. A job that cannot be asked (it just ended) keeps none.
+func addStats(ctx context.Context, c *rest.Client, j *listedJob) {
+	if category(j.State) != "running" {
+		return
+	}
+	plan, err := c.JobPlan(ctx, j.JobID)
+	if err != nil {
+		return
+	}
+	feeds := map[string]bool{}
+	for _, n := range plan {
+		for _, in := range n.Inputs {
+			feeds[in.ID] = true
+		}
+	}
+	var in, out float64
+	known := true
+	for _, n := range plan {
+		source, sink := len(n.Inputs) == 0, !feeds[n.ID]
+		if !source && !sink {
+			continue
+		}
+		if source && sink {
+			known = false // one vertex: what it reads and writes are not task metrics
+			break
+		}
+		sums, err := c.SubtaskSums(ctx, j.JobID, n.ID, "numRecordsOutPerSecond", "numRecordsInPerSecond")
+		if err != nil {
+			return
+		}
+		if source {
+			in += sums["numRecordsOutPerSecond"]
+		} else {
+			out += sums["numRecordsInPerSecond"]
+		}
+	}
+	if known {
+		j.RecordsInPerSecond, j.RecordsOutPerSecond = &in, &out
+	}
+	m, err := c.JobMetrics(ctx, j.JobID, "lastCompletedCheckpointId", "lastCheckpointDuration", "lastCheckpointSize")
+	if err != nil {
+		return
+	}
+	if id, err := strconv.ParseInt(m["lastCompletedCheckpointId"], 10, 64); err == nil && id >= 0 {
+		d, _ := strconv.ParseInt(m["lastCheckpointDuration"], 10, 64)
+		size, _ := strconv.ParseInt(m["lastCheckpointSize"], 10, 64)
+		j.LastCheckpointID, j.LastCheckpointDuration, j.LastCheckpointSize = &id, &d, &size
+	}
 }
 
 // highAvailabilityOn says whether the configuration has high
@@ -81,10 +143,18 @@ func category(state string) string {
 }
 
 func runList(f *Factory, o *ListOptions) error {
-	out, err := newOutput(f, o.Global)
+	// -o wide: list's table with each running job's throughput and last
+	// checkpoint.
+	wide := o.Global.Output == "wide"
+	g := *o.Global
+	if wide {
+		g.Output = ""
+	}
+	out, err := newOutput(f, &g)
 	if err != nil {
 		return err
 	}
+	stats := wide || out.json
 	// The configuration and --timeout are checked before anything is
 	// printed, as the other verbs check them, even where list does not
 	// wait (the registry).
@@ -104,7 +174,7 @@ func runList(f *Factory, o *ListOptions) error {
 		}
 	}
 	if haOn {
-		if jobs, err = haJobs(f, o); err != nil {
+		if jobs, err = haJobs(f, o, stats); err != nil {
 			return err
 		}
 	} else if o.Global.JobManager != "" {
@@ -118,7 +188,11 @@ func runList(f *Factory, o *ListOptions) error {
 			return s.explain(err, "Failed to retrieve job list")
 		}
 		for _, j := range ov {
-			jobs = append(jobs, listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base})
+			lj := listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base}
+			if stats && jobIDPattern.MatchString(j.JID) {
+				addStats(s.ctx, s.client, &lj)
+			}
+			jobs = append(jobs, lj)
 		}
 	} else {
 		reg := jobregistry.NewRegistry(jobregistry.Home(f.Getenv))
@@ -139,7 +213,16 @@ func runList(f *Factory, o *ListOptions) error {
 			return fmt.Errorf("Failed to retrieve job list: %w", err)
 		}
 		for _, e := range entries {
-			jobs = append(jobs, listedJob{JobID: e.JobID, Name: e.Name, State: e.State, StartTime: e.StartTime, EndTime: e.EndTime, Endpoint: e.Address})
+			lj := listedJob{JobID: e.JobID, Name: e.Name, State: e.State, StartTime: e.StartTime, EndTime: e.EndTime, Endpoint: e.Address}
+			if stats && category(e.State) == "running" && jobIDPattern.MatchString(e.JobID) {
+				// Through the same checks as every verb: the entry's
+				// process alive, its endpoint proving it holds the token.
+				if s, err := connect(f, &o.clientOptions, e.JobID); err == nil {
+					addStats(s.ctx, s.client, &lj)
+					s.cancel()
+				}
+			}
+			jobs = append(jobs, lj)
 		}
 	}
 	// A job id is printed only if it is one: an endpoint (or the job
@@ -190,8 +273,8 @@ func runList(f *Factory, o *ListOptions) error {
 		out.result(sel)
 		return nil
 	}
-	if f.IO.OutTTY && !f.IO.NoColor {
-		printJobTable(f.IO.Out, running, scheduled, terminated, showRunning, showScheduled, showTerminated)
+	if wide || f.IO.OutTTY && !f.IO.NoColor {
+		printJobTable(f.IO.Out, running, scheduled, terminated, showRunning, showScheduled, showTerminated, wide)
 		return nil
 	}
 	w := f.IO.Out
@@ -224,7 +307,7 @@ func runList(f *Factory, o *ListOptions) error {
 }
 
 // printJobTable is list's terminal form: one table, states in colour.
-func printJobTable(w io.Writer, running, scheduled, terminated []listedJob, r, s, t bool) {
+func printJobTable(w io.Writer, running, scheduled, terminated []listedJob, r, s, t, wide bool) {
 	var rows []listedJob
 	if r {
 		rows = append(rows, running...)
@@ -240,9 +323,28 @@ func printJobTable(w io.Writer, running, scheduled, terminated []listedJob, r, s
 		return
 	}
 	tw := tablewriter.NewWriter(w)
-	tw.Header("Start time", "Job ID", "Name", "State", "Endpoint")
+	if !wide {
+		tw.Header("Start time", "Job ID", "Name", "State", "Endpoint")
+		for _, j := range rows {
+			tw.Append(time.UnixMilli(j.StartTime).Format("02.01.2006 15:04:05"), j.JobID, j.Name, colorState(j.State), j.Endpoint)
+		}
+		tw.Render()
+		return
+	}
+	tw.Header("Start time", "Job ID", "Name", "State", "Records in", "Records out", "Last checkpoint", "Endpoint")
+	rate := func(x *float64) string {
+		if x == nil {
+			return "-"
+		}
+		return humanCount(*x) + "/s"
+	}
 	for _, j := range rows {
-		tw.Append(time.UnixMilli(j.StartTime).Format("02.01.2006 15:04:05"), j.JobID, j.Name, colorState(j.State), j.Endpoint)
+		ck := "-"
+		if j.LastCheckpointID != nil {
+			ck = fmt.Sprintf("%d: %d ms, %s", *j.LastCheckpointID, *j.LastCheckpointDuration, humanBytes(*j.LastCheckpointSize))
+		}
+		tw.Append(time.UnixMilli(j.StartTime).Format("02.01.2006 15:04:05"), j.JobID, j.Name, colorState(j.State),
+			rate(j.RecordsInPerSecond), rate(j.RecordsOutPerSecond), ck, j.Endpoint)
 	}
 	tw.Render()
 }
@@ -263,7 +365,7 @@ func colorState(s string) string {
 
 // haJobs lists the cluster's job, asking the leader found through
 // ZooKeeper, or the job result store once the job has ended.
-func haJobs(f *Factory, o *ListOptions) ([]listedJob, error) {
+func haJobs(f *Factory, o *ListOptions, stats bool) ([]listedJob, error) {
 	s, err := connect(f, &o.clientOptions, "")
 	var ended *jobEndedError
 	if errors.As(err, &ended) {
@@ -279,8 +381,12 @@ func haJobs(f *Factory, o *ListOptions) ([]listedJob, error) {
 	}
 	var jobs []listedJob
 	for _, j := range ov {
-		jobs = append(jobs, listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base,
-			Leader: fmt.Sprintf("%d@%s", s.leader.info.PID, s.leader.info.Host), Standbys: new(s.leader.standbys())})
+		lj := listedJob{JobID: j.JID, Name: j.Name, State: j.State, StartTime: j.StartTime, EndTime: j.EndTime, Endpoint: s.client.Base,
+			Leader: fmt.Sprintf("%d@%s", s.leader.info.PID, s.leader.info.Host), Standbys: new(s.leader.standbys())}
+		if stats && jobIDPattern.MatchString(j.JID) {
+			addStats(s.ctx, s.client, &lj)
+		}
+		jobs = append(jobs, lj)
 	}
 	return jobs, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"syscall"
@@ -382,4 +383,46 @@ func (c *Client) CloseIdleConnections() {
 	if c.proving != nil {
 		c.proving.CloseIdleConnections()
 	}
+}
+
+// JobMetrics is GET /jobs/:jobid/metrics?get=…: the values of the named
+// job metrics that exist, by name.
+func (c *Client) JobMetrics(ctx context.Context, jobID string, names ...string) (map[string]string, error) {
+	var out []MetricValue
+	if err := c.do(ctx, http.MethodGet, "/jobs/"+jobID+"/metrics?get="+url.QueryEscape(strings.Join(names, ",")), nil, &out); err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, v := range out {
+		if v.Value != nil {
+			m[v.ID] = *v.Value
+		}
+	}
+	return m, nil
+}
+
+// SubtaskSums is GET /jobs/:jobid/vertices/:vertexid/subtasks/metrics
+// with agg=sum: each named task metric summed over the vertex's subtasks.
+func (c *Client) SubtaskSums(ctx context.Context, jobID, vertexID string, names ...string) (map[string]float64, error) {
+	var out []AggregatedMetric
+	path := "/jobs/" + jobID + "/vertices/" + vertexID + "/subtasks/metrics?agg=sum&get=" + url.QueryEscape(strings.Join(names, ","))
+	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	for _, a := range out {
+		if a.Sum != nil {
+			m[a.ID] = *a.Sum
+		}
+	}
+	return m, nil
+}
+
+// JobPlan is GET /jobs/:jobid/plan: the job's vertices and their inputs.
+func (c *Client) JobPlan(ctx context.Context, jobID string) ([]JobPlanNode, error) {
+	var out struct {
+		Plan JobPlan `json:"plan"`
+	}
+	err := c.do(ctx, http.MethodGet, "/jobs/"+jobID+"/plan", nil, &out)
+	return out.Plan.Nodes, err
 }
