@@ -208,6 +208,12 @@ func runJob(f *Factory, o *RunOptions, out output, report *childReport) error {
 	if err != nil {
 		return err
 	}
+	if status != nil && src == nil {
+		// A fresh run of a bounded input: progress from its sources'
+		// total (a restored one starts part way, at positions the total
+		// does not know).
+		status.count = func() (int64, bool) { return engine.TotalSourceRecords(graph) }
+	}
 	if o.Check {
 		if src == nil {
 			out.println("Nothing to restore (no -s): the job and its configuration are valid.")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/engine"
@@ -22,6 +23,11 @@ type statusLine struct {
 	text string
 	stop chan struct{}
 	done chan struct{}
+	// count, if set, counts the records the job's sources emit in all (a
+	// bounded input): the line then starts with a progress bar and an
+	// estimate of the time left. total holds its answer once known.
+	count func() (int64, bool)
+	total atomic.Int64
 }
 
 const clearLine = "\r\x1b[K"
@@ -47,6 +53,16 @@ func (s *statusLine) set(text string) {
 // is called, which clears it.
 func (s *statusLine) watch(j *engine.Job) (stop func()) {
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	s.total.Store(-1)
+	if s.count != nil {
+		// Counting may read the input once: off the job's path, and not
+		// waited for (it ends with the process at worst).
+		go func() {
+			if n, ok := s.count(); ok && n > 0 {
+				s.total.Store(n)
+			}
+		}()
+	}
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(500 * time.Millisecond)
@@ -56,7 +72,8 @@ func (s *statusLine) watch(j *engine.Job) (stop func()) {
 			case <-s.stop:
 				return
 			case <-tick.C:
-				s.set(statusText(j.Info(), j.Metrics()))
+				info, m := j.Info(), j.Metrics()
+				s.set(progressText(s.total.Load(), m) + statusText(info, m))
 			}
 		}
 	}()
@@ -113,6 +130,37 @@ func statusText(info engine.JobInfo, m engine.JobMetrics) string {
 	}
 	fmt.Fprintf(&b, " | backpressure %s", engine.BackPressureLevel(worst))
 	return b.String()
+}
+
+// progressText is the progress bar of a bounded input: the records its
+// sources have read of total, and the time left at the current rate
+// ("" while the total is not known).
+func progressText(total int64, m engine.JobMetrics) string {
+	if total <= 0 {
+		return ""
+	}
+	var read, rate float64
+	for _, v := range m.Vertices {
+		if !v.Source {
+			continue
+		}
+		for _, st := range v.Subtasks {
+			if len(st.Operators) > 0 {
+				n, _ := engine.GetMetric(st.Operators[0].Metrics, "numRecordsIn")
+				r, _ := engine.GetMetric(st.Operators[0].Metrics, "numRecordsInPerSecond")
+				read, rate = read+n.Value, rate+r.Value
+			}
+		}
+	}
+	frac := min(read/float64(total), 1)
+	const width = 20
+	full := int(frac * width)
+	bar := strings.Repeat("=", full) + strings.Repeat(" ", width-full)
+	eta := "ETA -"
+	if rate > 0 {
+		eta = "ETA " + (time.Duration((float64(total) - read) / rate * float64(time.Second))).Round(time.Second).String()
+	}
+	return fmt.Sprintf("[%s] %3.0f%% %s | ", bar, frac*100, eta)
 }
 
 // humanCount writes n records with a k or M suffix.

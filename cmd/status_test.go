@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,8 +43,13 @@ func TestStatusLineOnATerminal(t *testing.T) {
 		t.Skip("a 2 s paced run; the status line's logic runs in the plain test run")
 	}
 	got := runOnTerminal(t)
-	if !strings.Contains(got, clearLine+"RUNNING") || !strings.Contains(got, "/s | out ") || !strings.Contains(got, "| checkpoint ") || !strings.Contains(got, "| backpressure ok") {
+	if !strings.Contains(got, "| RUNNING") || !strings.Contains(got, "/s | out ") || !strings.Contains(got, "| checkpoint ") || !strings.Contains(got, "| backpressure ok") {
 		t.Errorf("no status line with throughput, checkpoint and back pressure:\n%q", got)
+	}
+	// The generated input is bounded: a progress bar with the time left
+	// leads the line, and it advances.
+	if !strings.Contains(got, clearLine+"[") || !strings.Contains(got, "% ETA ") || !regexp.MustCompile(`\] +(5\d|[6-9]\d|100)% ETA`).MatchString(got) {
+		t.Errorf("no progress bar reaching half way:\n%q", got)
 	}
 	if strings.Contains(got, "Completed checkpoint") {
 		t.Errorf("checkpoints were logged under the status line:\n%q", got)

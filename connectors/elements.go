@@ -156,3 +156,6 @@ func (r *elementsReader[T]) SnapshotState(int64) ([][]byte, error) {
 }
 
 func (r *elementsReader[T]) Close() error { return nil }
+
+// TotalRecords implements stream.CountedSource.
+func (e *Elements[T]) TotalRecords() (int64, bool) { return int64(len(e.Items)), true }

@@ -302,3 +302,10 @@ func (r *genReader) SnapshotState(int64) ([][]byte, error) {
 }
 
 func (r *genReader) Close() error { return nil }
+
+// TotalRecords implements stream.CountedSource: the lines of a bounded
+// text.
+func (g *WordGenerator) TotalRecords() (int64, bool) {
+	n := g.lines()
+	return n, n >= 0
+}

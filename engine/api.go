@@ -495,3 +495,25 @@ func NewEnvironmentFromConfig(c *config.Configuration, o EnvironmentOptions) (*E
 	o.Parallelism, o.MaxParallelism, o.JobName = p, maxP, name
 	return NewEnvironment(o), nil
 }
+
+// TotalSourceRecords is the number of records the graph's sources emit in
+// all, when every one of them is a CountedSource that knows (a bounded
+// input); ok is false otherwise.
+func TotalSourceRecords(g *JobGraph) (n int64, ok bool) {
+	found := false
+	for _, node := range g.Nodes {
+		if node.Kind != graph.KindSource {
+			continue
+		}
+		c, isCounted := node.Source.(api.CountedSource)
+		if !isCounted {
+			return 0, false
+		}
+		k, known := c.TotalRecords()
+		if !known {
+			return 0, false
+		}
+		n, found = n+k, true
+	}
+	return n, found
+}

@@ -124,3 +124,8 @@ type RecordText[T any] = api.RecordText[T]
 
 // NewRecordText returns the renderer of T's records.
 func NewRecordText[T any]() *RecordText[T] { return api.NewRecordText[T]() }
+
+// CountedSource is implemented by bounded sources that can tell how many
+// records they emit in all: TotalRecords() (n int64, ok bool). An attached
+// run on a terminal shows progress from it.
+type CountedSource = api.CountedSource

@@ -82,3 +82,12 @@ type SourceReader[T any] interface {
 type AvailabilityWaiter interface {
 	NextPollTime() time.Time
 }
+
+// CountedSource is implemented by bounded sources that can tell how many
+// records they emit in all, across their splits (the lines of a file or
+// of generated text): an attached run on a terminal shows progress and
+// an estimate of the time left from it. Counting may take a while (it may
+// read the input once), so it is asked off the job's path.
+type CountedSource interface {
+	TotalRecords() (n int64, ok bool)
+}
