@@ -243,6 +243,11 @@ func TestRESTContract(t *testing.T) {
 	// Metrics: listed, selected, aggregated, per subtask; watermarks and
 	// back pressure.
 	vid := j.Info().Vertices[1].ID
+	var ckm []AggregatedMetric
+	getJSON(t, base, "/jobs/"+id+"/vertices/"+vid+"/subtasks/metrics?get=checkpointStartDelayNanos,checkpointAlignmentTime&agg=MAX", &ckm)
+	if len(ckm) != 2 || ckm[0].ID != "checkpointStartDelayNanos" || ckm[0].Max == nil || *ckm[0].Max < 0 || ckm[1].ID != "checkpointAlignmentTime" {
+		t.Errorf("checkpoint metrics of a checkpointed job's keyed vertex: %+v", ckm)
+	}
 	for _, p := range []string{"/jobs/" + id + "/metrics", "/jobs/" + id + "/metrics?get=uptime,lastCheckpointDuration",
 		"/jobs/" + id + "/vertices/" + vid + "/metrics", "/jobs/" + id + "/vertices/" + vid + "/metrics?get=0.numRecordsIn",
 		"/jobs/" + id + "/vertices/" + vid + "/subtasks/metrics", "/jobs/" + id + "/vertices/" + vid + "/subtasks/metrics?get=numRecordsIn&agg=SUM&subtasks=0-1",

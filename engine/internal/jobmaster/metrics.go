@@ -249,6 +249,7 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 		rateMetric("idleTimeMsPerSecond", idle),
 		rateMetric("backPressuredTimeMsPerSecond", pressured),
 		intMetric("currentInputWatermark", inWM),
+		intMetric("checkpointStartDelayNanos", t.M.CheckpointStartDelayNanos.Load()),
 	}}
 	if latest != nil {
 		for _, s := range latest.Subtasks {

@@ -28,8 +28,17 @@ type Metrics struct {
 	// active input channels), OutputWatermark the last it emitted;
 	// math.MinInt64 before the first.
 	InputWatermark, OutputWatermark atomic.Int64
+	// CheckpointStartDelayNanos is how long the latest checkpoint's first
+	// barrier (a source's trigger) took to reach the task after the
+	// checkpoint was triggered, at the trigger time's millisecond
+	// resolution, as Flink measures it.
+	CheckpointStartDelayNanos atomic.Int64
 	// Started is when the task was created.
 	Started time.Time
+}
+
+func (m *Metrics) noteStartDelay(now time.Time, triggered int64) {
+	m.CheckpointStartDelayNanos.Store(max(0, now.UnixMilli()-triggered) * int64(time.Millisecond))
 }
 
 func (m *Metrics) init() {

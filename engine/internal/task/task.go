@@ -459,6 +459,7 @@ func (t *Task) onEvent(ch int32, ev *network.Event) error {
 	case network.EventBarrier:
 		if id := ev.Barrier.ID; id > t.alignID {
 			t.alignID, t.alignStart = id, t.svc.Clock()
+			t.M.noteStartDelay(t.alignStart, ev.Barrier.Timestamp)
 		}
 		return t.onAlignment(t.al.onBarrier(ch, ev.Barrier))
 	case network.EventWatermark, network.EventWatermarkStatus:
@@ -540,6 +541,7 @@ func (t *Task) handleMail() error {
 func (t *Task) handle(m network.Mail) error {
 	switch m.Kind {
 	case network.MailTrigger:
+		t.M.noteStartDelay(t.svc.Clock(), m.Barrier.Timestamp)
 		if t.al != nil && t.inputOpen() {
 			return t.triggeredWhileOpen(m.Barrier)
 		}
