@@ -74,12 +74,19 @@ type listedJob struct {
 	LastCheckpointSize     *int64   `json:"last-checkpoint-size,omitempty"`
 }
 
+// statsTimeout bounds how long list asks one job for its figures.
+const statsTimeout = 2 * time.Second
+
 // addStats asks a running job's endpoint for its throughput and last
 // checkpoint. A job that cannot be asked (it just ended) keeps none.
 func addStats(ctx context.Context, c *rest.Client, j *listedJob) {
 	if category(j.State) != "running" {
 		return
 	}
+	// A job that does not answer at once (ending, stuck) is listed
+	// without them rather than holding the list up.
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
 	plan, err := c.JobPlan(ctx, j.JobID)
 	if err != nil {
 		return
@@ -90,30 +97,30 @@ func addStats(ctx context.Context, c *rest.Client, j *listedJob) {
 			feeds[in.ID] = true
 		}
 	}
+	// As the status line counts: in, what the sources read (their first
+	// operator's numRecordsIn); out, what the last vertices take in — a
+	// lone vertex's, what it reads.
 	var in, out float64
-	known := true
 	for _, n := range plan {
 		source, sink := len(n.Inputs) == 0, !feeds[n.ID]
-		if !source && !sink {
-			continue
-		}
-		if source && sink {
-			known = false // one vertex: what it reads and writes are not task metrics
-			break
-		}
-		sums, err := c.SubtaskSums(ctx, j.JobID, n.ID, "numRecordsOutPerSecond", "numRecordsInPerSecond")
-		if err != nil {
-			return
-		}
 		if source {
-			in += sums["numRecordsOutPerSecond"]
-		} else {
+			read, err := c.SourceReadRate(ctx, j.JobID, n.ID)
+			if err != nil {
+				return
+			}
+			in += read
+			if sink {
+				out += read
+			}
+		} else if sink {
+			sums, err := c.SubtaskSums(ctx, j.JobID, n.ID, "numRecordsInPerSecond")
+			if err != nil {
+				return
+			}
 			out += sums["numRecordsInPerSecond"]
 		}
 	}
-	if known {
-		j.RecordsInPerSecond, j.RecordsOutPerSecond = &in, &out
-	}
+	j.RecordsInPerSecond, j.RecordsOutPerSecond = &in, &out
 	m, err := c.JobMetrics(ctx, j.JobID, "lastCompletedCheckpointId", "lastCheckpointDuration", "lastCheckpointSize")
 	if err != nil {
 		return

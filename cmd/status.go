@@ -30,7 +30,22 @@ type statusLine struct {
 	total atomic.Int64
 }
 
-const clearLine = "\r\x1b[K"
+// clearLine returns to the line's start and clears it; noWrap and autoWrap
+// turn the terminal's autowrap off around the status, so that a line
+// wider than the terminal is cut rather than wrapped onto rows the next
+// redraw would not clear.
+const (
+	clearLine = "\r\x1b[K"
+	noWrap    = "\x1b[?7l"
+	autoWrap  = "\x1b[?7h"
+)
+
+func (s *statusLine) draw() string {
+	if s.text == "" {
+		return ""
+	}
+	return noWrap + s.text + autoWrap
+}
 
 // Write prints a log line above the status line.
 func (s *statusLine) Write(p []byte) (int, error) {
@@ -38,7 +53,7 @@ func (s *statusLine) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	io.WriteString(s.w, clearLine)
 	n, err := s.w.Write(p)
-	io.WriteString(s.w, s.text)
+	io.WriteString(s.w, s.draw())
 	return n, err
 }
 
@@ -46,7 +61,7 @@ func (s *statusLine) set(text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.text = text
-	io.WriteString(s.w, clearLine+text)
+	io.WriteString(s.w, clearLine+s.draw())
 }
 
 // watch redraws the line from the job's metrics until the returned stop
@@ -136,7 +151,9 @@ func statusText(info engine.JobInfo, m engine.JobMetrics) string {
 // sources have read of total, and the time left at the current rate
 // ("" while the total is not known).
 func progressText(total int64, m engine.JobMetrics) string {
-	if total <= 0 {
+	if r, _ := engine.GetMetric(m.Job, "numRestarts"); total <= 0 || r.Value > 0 {
+		// After a restart the sources resume from a checkpoint and count
+		// from zero again: this attempt's reads say nothing of the whole.
 		return ""
 	}
 	var read, rate float64
@@ -158,7 +175,7 @@ func progressText(total int64, m engine.JobMetrics) string {
 	bar := strings.Repeat("=", full) + strings.Repeat(" ", width-full)
 	eta := "ETA -"
 	if rate > 0 {
-		eta = "ETA " + (time.Duration((float64(total) - read) / rate * float64(time.Second))).Round(time.Second).String()
+		eta = "ETA " + (time.Duration(max(float64(total)-read, 0) / rate * float64(time.Second))).Round(time.Second).String()
 	}
 	return fmt.Sprintf("[%s] %3.0f%% %s | ", bar, frac*100, eta)
 }

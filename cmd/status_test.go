@@ -48,7 +48,7 @@ func TestStatusLineOnATerminal(t *testing.T) {
 	}
 	// The generated input is bounded: a progress bar with the time left
 	// leads the line, and it advances.
-	if !strings.Contains(got, clearLine+"[") || !strings.Contains(got, "% ETA ") || !regexp.MustCompile(`\] +(5\d|[6-9]\d|100)% ETA`).MatchString(got) {
+	if !strings.Contains(got, clearLine+noWrap+"[") || !strings.Contains(got, "% ETA ") || !regexp.MustCompile(`\] +(5\d|[6-9]\d|100)% ETA`).MatchString(got) {
 		t.Errorf("no progress bar reaching half way:\n%q", got)
 	}
 	if strings.Contains(got, "Completed checkpoint") {

@@ -20,7 +20,7 @@ import (
 // checkpointing off, discarding sink) while its metrics are read — a
 // Prometheus reporter scraped and every task's metrics read through the
 // job every 250 ms, 12 times as often as Flink's dashboard refreshes (3 s)
-// and 60 times Prometheus' default scrape interval — ÷ the same job with
+// and 60 times a 15 s Prometheus scrape interval — ÷ the same job with
 // nobody reading. The tasks count in both (their counters
 // are part of the engine): what this measures is that counting, as the
 // readers see it, costs the record path nothing; docs/performance.md

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,6 +94,9 @@ func cleanMessage(s string) string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	// One deadline for every endpoint that fails the proof: a forger who
+	// keeps publishing new addresses cannot keep the client looking.
+	impostorDeadline := time.Now().Add(c.ImpostorWait)
 	for {
 		err := c.attempt(ctx, method, path, body, out)
 		// Only a refused connection or an endpoint that failed the proof
@@ -109,7 +113,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rctx, cancel := ctx, context.CancelFunc(func() {})
 		if impostor {
-			rctx, cancel = context.WithTimeout(ctx, c.ImpostorWait)
+			rctx, cancel = context.WithDeadline(ctx, impostorDeadline)
 		}
 		base, token, rerr := c.Rediscover(rctx, c.Base)
 		cancel()
@@ -425,4 +429,37 @@ func (c *Client) JobPlan(ctx context.Context, jobID string) ([]JobPlanNode, erro
 	}
 	err := c.do(ctx, http.MethodGet, "/jobs/"+jobID+"/plan", nil, &out)
 	return out.Plan.Nodes, err
+}
+
+// SourceReadRate is the records per second a source vertex's sources
+// read: its subtasks' first operators' numRecordsInPerSecond, found among
+// the vertex's metrics (ids <subtask>.<operator>.<name>).
+func (c *Client) SourceReadRate(ctx context.Context, jobID, vertexID string) (float64, error) {
+	base := "/jobs/" + jobID + "/vertices/" + vertexID + "/metrics"
+	var ids []MetricValue
+	if err := c.do(ctx, http.MethodGet, base, nil, &ids); err != nil {
+		return 0, err
+	}
+	var want []string
+	for _, m := range ids {
+		if strings.Count(m.ID, ".") == 2 && strings.HasSuffix(m.ID, ".numRecordsInPerSecond") {
+			want = append(want, m.ID)
+		}
+	}
+	if len(want) == 0 {
+		return 0, nil
+	}
+	var vals []MetricValue
+	if err := c.do(ctx, http.MethodGet, base+"?get="+url.QueryEscape(strings.Join(want, ",")), nil, &vals); err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, v := range vals {
+		if v.Value != nil {
+			if x, err := strconv.ParseFloat(*v.Value, 64); err == nil {
+				sum += x
+			}
+		}
+	}
+	return sum, nil
 }

@@ -115,7 +115,10 @@ func sampleOf(m *task.Metrics, at time.Time) meterSample {
 }
 
 // rates reads m and returns its reading and the sample to compare it
-// with: the oldest one kept, else the task's start (all zero).
+// with: the oldest kept sample at least 100 ms old — within the last 5 s
+// for a reader polling that often, else the previous reading, however
+// old (a Prometheus scrape every 15 s gets the rate over those 15 s) —
+// and the task's start (all zero) before the first reading.
 func (ms *meters) rates(m *task.Metrics, now time.Time) (cur, base meterSample) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -124,12 +127,21 @@ func (ms *meters) rates(m *task.Metrics, now time.Time) (cur, base meterSample) 
 	}
 	cur = sampleOf(m, now)
 	list := ms.samples[m]
-	for len(list) > 1 && now.Sub(list[0].at) > meterSpan {
+	// Drop samples older than the span, but keep the newest of them while
+	// no younger one is old enough to be a base.
+	for len(list) > 1 && now.Sub(list[1].at) > meterSpan {
 		list = list[1:]
 	}
 	base = meterSample{at: m.Started}
-	if len(list) > 0 && now.Sub(list[0].at) <= meterSpan && now.Sub(list[0].at) >= 100*time.Millisecond {
-		base = list[0]
+	for _, s := range list {
+		// The oldest within the span; failing that, the newest before it
+		// (list holds at most one such, first).
+		if age := now.Sub(s.at); age >= 100*time.Millisecond {
+			base = s
+			if age <= meterSpan {
+				break
+			}
+		}
 	}
 	if len(list) == 0 || now.Sub(list[len(list)-1].at) >= meterEvery {
 		list = append(list, cur)
@@ -175,6 +187,10 @@ func (j *Job) Metrics() JobMetrics {
 	out := JobMetrics{JobID: info.ID, JobName: info.Name, At: now, Job: jobScope(info, now)}
 	live := jm.live.Load()
 	if live == nil {
+		// Not deployed yet: the vertices, without subtasks.
+		for _, v := range jm.graph.Vertices {
+			out.Vertices = append(out.Vertices, VertexMetrics{ID: graph.OperatorID(v.Head()), Name: v.Name, Parallelism: v.Parallelism, Source: v.Head().Kind == graph.KindSource})
+		}
 		return out
 	}
 	out.Job = append(out.Job, intMetric("numRestarts", int64(live.attempt)))
@@ -235,8 +251,12 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 		}
 		return float64(d) / secs
 	}
-	idle := min(per(cur.idle-base.idle)/1e6, 1000)
-	pressured := min(per(cur.pressured-base.pressured)/1e6, 1000-idle)
+	idle := min(max(per(cur.idle-base.idle)/1e6, 0), 1000)
+	pressured := min(max(per(cur.pressured-base.pressured)/1e6, 0), 1000-idle)
+	busy := max(1000-idle-pressured, 0)
+	if t.M.Ended.Load() {
+		idle, pressured, busy = 0, 0, 0 // a task that has returned does nothing
+	}
 	in, out := cur.in, cur.out
 	inRate, outRate := per(cur.in-base.in), per(cur.out-base.out)
 	inWM, outWM := t.M.InputWatermark.Load(), t.M.OutputWatermark.Load()
@@ -245,7 +265,7 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 		intMetric("numRecordsOut", out),
 		rateMetric("numRecordsInPerSecond", inRate),
 		rateMetric("numRecordsOutPerSecond", outRate),
-		rateMetric("busyTimeMsPerSecond", max(1000-idle-pressured, 0)),
+		rateMetric("busyTimeMsPerSecond", busy),
 		rateMetric("idleTimeMsPerSecond", idle),
 		rateMetric("backPressuredTimeMsPerSecond", pressured),
 		intMetric("currentInputWatermark", inWM),

@@ -803,28 +803,46 @@ func NewRecordWriter[T any](targets []*Channel[T], hash func(T) uint64, o Writer
 // readers on other goroutines: a task blocked for seconds is reported
 // blocked now, not when the wait ends (as Flink's TimerGauge does).
 type WaitTimer struct {
-	total, since atomic.Int64 // nanoseconds; since: the wait's start (Unix ns), 0 when not waiting
+	// mu keeps the total and the wait in progress consistent for readers
+	// (taken once per wait, never per record).
+	mu           sync.Mutex
+	total, since int64 // nanoseconds; since: the wait's start (Unix ns), 0 when not waiting
 }
 
-// Start marks the start of a wait.
+// Start marks the start of a wait. A wait started inside another (a
+// writer waiting for credits while the task waited) is part of it.
 func (w *WaitTimer) Start() int64 {
 	now := time.Now().UnixNano()
-	w.since.Store(now)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since != 0 {
+		return 0 // nested: the outer wait counts it
+	}
+	w.since = now
 	return now
 }
 
-// Stop ends the wait started at start.
+// Stop ends the wait started at start (0: a nested one, counted by the
+// outer).
 func (w *WaitTimer) Stop(start int64) {
-	w.since.Store(0)
-	w.total.Add(time.Now().UnixNano() - start)
+	if start == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.since = 0
+	w.total += now - start
 }
 
 // Load returns the time spent waiting up to now, the wait in progress
 // included.
 func (w *WaitTimer) Load(now time.Time) int64 {
-	t := w.total.Load()
-	if s := w.since.Load(); s != 0 && now.UnixNano() > s {
-		t += now.UnixNano() - s
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.total
+	if w.since != 0 && now.UnixNano() > w.since {
+		t += now.UnixNano() - w.since
 	}
 	return t
 }

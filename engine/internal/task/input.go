@@ -337,13 +337,16 @@ func (t *Task) waitOutput() (blocked bool, err error) {
 	bp := startWait(&t.M.BackPressured, true)
 	select {
 	case <-t.wake:
+		bp.stop()
 	case <-poll:
+		bp.stop()
 	case <-t.Mail.Notify:
+		bp.stop() // what the mail does is work
 		err = t.handleMail()
 	case <-t.done:
+		bp.stop()
 		err = network.ErrTaskCanceled
 	}
-	bp.stop()
 	return true, err
 }
 

@@ -33,8 +33,11 @@ type Metrics struct {
 	// checkpoint was triggered, at the trigger time's millisecond
 	// resolution, as Flink measures it.
 	CheckpointStartDelayNanos atomic.Int64
-	// Started is when the task was created.
+	// Started is when the task was created; Ended is set when it has
+	// returned (finished, failed or cancelled): it is then neither busy,
+	// idle nor back-pressured.
 	Started time.Time
+	Ended   atomic.Bool
 }
 
 func (m *Metrics) noteStartDelay(now time.Time, triggered int64) {

@@ -249,6 +249,7 @@ type flushTimer struct {
 // Run is the task's goroutine.
 func (t *Task) Run() {
 	err := t.invoke()
+	t.M.Ended.Store(true)
 	t.svc.JobMaster.TaskExited(t, err)
 }
 
@@ -430,18 +431,21 @@ func (t *Task) runSource() error {
 			idle := startWait(&t.M.Idle, true)
 			select {
 			case <-t.Mail.Notify:
+				idle.stop() // what the mail does is work
 				err = t.handleMail()
 			case <-wait.C:
+				idle.stop()
 			case <-t.timerC:
 				// A periodic watermark (or an operator's timer) is due while
 				// the source has nothing.
+				idle.stop()
 				t.timerC, t.timerAt = nil, 0
 				err = t.fireTimers()
 			case <-t.done:
+				idle.stop()
 				err = network.ErrTaskCanceled
 			}
 			wait.Stop()
-			idle.stop()
 			if err != nil {
 				return err
 			}
@@ -963,10 +967,13 @@ func (t *Task) afterInput() error {
 // awaitMail waits for the task's mail and handles it, or reports that the
 // task was cancelled.
 func (t *Task) awaitMail() error {
+	idle := startWait(&t.M.Idle, true)
 	select {
 	case <-t.Mail.Notify:
+		idle.stop()
 		return t.handleMail()
 	case <-t.done:
+		idle.stop()
 		return network.ErrTaskCanceled
 	}
 }

@@ -66,7 +66,7 @@ function fmtWatermark(v) {
 }
 
 function showLogin(message) {
-  clearInterval(timer);
+  clearTimeout(timer);
   timer = null;
   document.getElementById("job").hidden = true;
   document.getElementById("login").hidden = false;
@@ -77,7 +77,7 @@ async function refresh() {
   try {
     const overview = await api("/jobs/overview");
     if (!overview.jobs || overview.jobs.length === 0) return;
-    jobId = overview.jobs[0].jid;
+    jobId = encodeURIComponent(overview.jobs[0].jid);
     const [job, jobMetrics, cks] = await Promise.all([
       api(`/jobs/${jobId}`),
       api(`/jobs/${jobId}/metrics?get=uptime,numRestarts`),
@@ -112,8 +112,8 @@ function renderHeader(job, metrics) {
 async function vertexMetrics(v) {
   const names = "numRecordsInPerSecond,numRecordsOutPerSecond,busyTimeMsPerSecond,currentInputWatermark";
   const [agg, bp] = await Promise.all([
-    api(`/jobs/${jobId}/vertices/${v.id}/subtasks/metrics?get=${names}&agg=sum,max,min`),
-    api(`/jobs/${jobId}/vertices/${v.id}/backpressure`),
+    api(`/jobs/${jobId}/vertices/${encodeURIComponent(v.id)}/subtasks/metrics?get=${names}&agg=sum,max,min`),
+    api(`/jobs/${jobId}/vertices/${encodeURIComponent(v.id)}/backpressure`),
   ]);
   const a = Object.fromEntries(agg.map((x) => [x.id, x]));
   const get = (name, k) => (a[name] && a[name][k] !== undefined ? a[name][k] : 0);
@@ -232,8 +232,9 @@ async function renderConfig() {
 }
 
 async function poll(kind, triggerId) {
-  for (;;) {
-    const r = await api(`/jobs/${jobId}/${kind}/${triggerId}`);
+  const deadline = Date.now() + 10 * 60 * 1000; // the server keeps results 5 min
+  while (Date.now() < deadline) {
+    const r = await api(`/jobs/${jobId}/${kind}/${encodeURIComponent(triggerId)}`);
     if (r.status && r.status.id === "COMPLETED") {
       if (r.operation && r.operation["failure-cause"]) {
         throw new Error(r.operation["failure-cause"]["stack-trace"] || "failed");
@@ -242,6 +243,7 @@ async function poll(kind, triggerId) {
     }
     await new Promise((res) => setTimeout(res, 200));
   }
+  throw new Error("no answer within 10 minutes; see gflink checkpoints");
 }
 
 async function act(what) {
@@ -267,12 +269,19 @@ async function act(what) {
   }
 }
 
+// loop refreshes every REFRESH_MS after the previous refresh ended, so
+// that slow answers never pile up.
+async function loop() {
+  await refresh();
+  if (!document.getElementById("job").hidden) timer = setTimeout(loop, REFRESH_MS);
+}
+
 async function start() {
+  clearTimeout(timer);
   await refresh();
   if (document.getElementById("job").hidden) return;
   renderConfig().catch(() => {});
-  clearInterval(timer);
-  timer = setInterval(refresh, REFRESH_MS);
+  timer = setTimeout(loop, REFRESH_MS);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
