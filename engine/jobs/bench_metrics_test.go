@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -74,15 +73,10 @@ func BenchmarkMetricsRatio(b *testing.B) {
 	}
 	var r []float64
 	b.ResetTimer()
-	for i := 0; i < 7; i++ { // run with -benchtime=1x
-		var with, without time.Duration
-		variants := []func(){func() { with = run(true) }, func() { without = run(false) }}
-		for k := range variants {
-			runtime.GC()
-			variants[(i+k)%len(variants)]()
-		}
-		r = append(r, without.Seconds()/with.Seconds())
-		b.Logf("round %d: metrics read %v, not read %v", i, with.Round(time.Millisecond), without.Round(time.Millisecond))
+	// Run with -benchtime=1x.
+	for i, d := range alternate(7, func() time.Duration { return run(true) }, func() time.Duration { return run(false) }) {
+		r = append(r, d[1].Seconds()/d[0].Seconds())
+		b.Logf("round %d: metrics read %v, not read %v", i, d[0].Round(time.Millisecond), d[1].Round(time.Millisecond))
 	}
 	b.Logf("RMETRICS: %s", spread(r))
 	b.ReportMetric(median(r), "RMETRICS")
