@@ -129,3 +129,8 @@ func NewRecordText[T any]() *RecordText[T] { return api.NewRecordText[T]() }
 // records they emit in all: TotalRecords() (n int64, ok bool). An attached
 // run on a terminal shows progress from it.
 type CountedSource = api.CountedSource
+
+// PendingRecordsReader is implemented by source readers that know how many
+// records wait in their splits: PendingRecords() (n int64, ok bool),
+// FLIP-33's pendingRecords (a Kafka reader's consumer lag).
+type PendingRecordsReader = api.PendingRecordsReader

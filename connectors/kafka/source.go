@@ -313,6 +313,30 @@ type reader struct {
 	// last poll, which get their collectors then.
 	sc        stream.SplitCollector[string]
 	newSplits bool
+	// end is, per partition, the offset up to which records can be read
+	// (the last stable offset under read_committed, else the high
+	// watermark), from the latest fetch of it: pendingRecords.
+	end map[topicPartition]int64
+}
+
+// PendingRecords implements stream.PendingRecordsReader: FLIP-33's
+// pendingRecords, the records between each owned partition's position and
+// its end at its latest fetch (the consumer lag Flink's KafkaSource
+// reports), up to a bounded partition's stop.
+func (r *reader) PendingRecords() (int64, bool) {
+	var n int64
+	known := false
+	for tp, sp := range r.splits {
+		end, ok := r.end[tp]
+		if !ok {
+			continue
+		}
+		if sp.Stop >= 0 {
+			end = min(end, sp.Stop)
+		}
+		n, known = n+max(end-sp.Offset, 0), true
+	}
+	return n, known
 }
 
 // AddSplits implements stream.SourceReader: it is given every split (union
@@ -386,6 +410,18 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 			return 0, err
 		}
 		r.buf = fs.Records()
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			end := p.HighWatermark
+			if p.LastStableOffset >= 0 && p.LastStableOffset < end {
+				end = p.LastStableOffset
+			}
+			if end >= 0 {
+				if r.end == nil {
+					r.end = map[topicPartition]int64{}
+				}
+				r.end[topicPartition{p.Topic, p.Partition}] = end
+			}
+		})
 	}
 	outTS, _ := out.(stream.TimestampedCollector[string]) // once a poll, not per record
 	n := 0

@@ -348,3 +348,57 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// TestPendingRecordsIsTheLag: a reader's pendingRecords (FLIP-33) is what
+// its partitions hold beyond its positions, as of its latest fetches: 0
+// once everything is read, more again once more is produced and fetched.
+func TestPendingRecordsIsTheLag(t *testing.T) {
+	brokers := cluster(t, 2, "in")
+	produce(t, brokers, "in", "a", 300)
+	src := &Source{Brokers: brokers, Topics: []string{"in"}}
+	items, err := src.Splits(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := readers(t, src, 1, items)
+	pr := rs[0].(api.PendingRecordsReader)
+	if n, ok := pr.PendingRecords(); ok {
+		t.Errorf("before any fetch: %d, known; want unknown", n)
+	}
+	c := &collector{}
+	pollUntil(t, rs, c, 10*time.Second, func(int) bool { return len(c.out) == 300 })
+	if n, ok := pr.PendingRecords(); !ok || n != 0 {
+		t.Errorf("after reading everything: %d, %v; want 0, known", n, ok)
+	}
+	produce(t, brokers, "in", "b", 100)
+	pollUntil(t, rs, c, 10*time.Second, func(int) bool { return len(c.out) == 400 })
+	if n, ok := pr.PendingRecords(); !ok || n != 0 {
+		t.Errorf("after reading the second batch: %d, %v; want 0, known", n, ok)
+	}
+	// A fresh reader takes at most 256 records a poll: while it works
+	// through the 400 it lags, by no more than it has not read.
+	r2 := readers(t, src, 1, items)[0]
+	c2 := &collector{}
+	lagged := false
+	deadline := testutil.Deadline(10 * time.Second)
+	for len(c2.out) < 400 {
+		if _, err := r2.PollNext(c2); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := r2.(api.PendingRecordsReader).PendingRecords(); ok {
+			if n+int64(len(c2.out)) > 400 {
+				t.Fatalf("%d read and %d pending of 400", len(c2.out), n)
+			}
+			lagged = lagged || n > 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a fresh reader read %d of 400 in 10 s", len(c2.out))
+		}
+	}
+	if !lagged {
+		t.Error("a fresh reader of 400 records never reported any pending")
+	}
+	if n, ok := r2.(api.PendingRecordsReader).PendingRecords(); !ok || n != 0 {
+		t.Errorf("the fresh reader at the end: %d, %v; want 0", n, ok)
+	}
+}

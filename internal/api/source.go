@@ -91,3 +91,11 @@ type AvailabilityWaiter interface {
 type CountedSource interface {
 	TotalRecords() (n int64, ok bool)
 }
+
+// PendingRecordsReader is implemented by readers that know how many
+// records wait to be read in their splits (FLIP-33's pendingRecords: a
+// Kafka reader's consumer lag). ok is false while they do not know. The
+// task asks after each poll, on its own goroutine.
+type PendingRecordsReader interface {
+	PendingRecords() (n int64, ok bool)
+}

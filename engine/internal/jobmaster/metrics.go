@@ -289,7 +289,10 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 			om.Metrics = append(om.Metrics, intMetric("numRecordsIn", headIn), rateMetric("numRecordsInPerSecond", headRate))
 			if !source {
 				om.Metrics = append(om.Metrics, intMetric("currentInputWatermark", inWM))
-			} else if outWM > math.MinInt64 && outWM < math.MaxInt64 {
+			} else if p := t.M.PendingRecords.Load(); p >= 0 {
+				om.Metrics = append(om.Metrics, intMetric("pendingRecords", p))
+			}
+			if source && outWM > math.MinInt64 && outWM < math.MaxInt64 {
 				// FLIP-33: how far the event time the source's chain has
 				// reached trails the wall clock.
 				om.Metrics = append(om.Metrics, intMetric("watermarkLag", now.UnixMilli()-outWM))

@@ -28,6 +28,9 @@ type Metrics struct {
 	// active input channels), OutputWatermark the last it emitted;
 	// math.MinInt64 before the first.
 	InputWatermark, OutputWatermark atomic.Int64
+	// PendingRecords is a source reader's FLIP-33 pendingRecords (-1: it
+	// does not say), stored after each poll.
+	PendingRecords atomic.Int64
 	// CheckpointStartDelayNanos is how long the latest checkpoint's first
 	// barrier (a source's trigger) took to reach the task after the
 	// checkpoint was triggered, at the trigger time's millisecond
@@ -46,6 +49,7 @@ func (m *Metrics) noteStartDelay(now time.Time, triggered int64) {
 
 func (m *Metrics) init() {
 	m.Started = time.Now()
+	m.PendingRecords.Store(-1)
 	m.InputWatermark.Store(math.MinInt64)
 	m.OutputWatermark.Store(math.MinInt64)
 }

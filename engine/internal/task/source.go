@@ -155,6 +155,14 @@ func (o *SourceOperator[T]) poll() (api.InputStatus, int64, error) {
 	return st, o.counted.n - before, err
 }
 
+// pendingRecords is the reader's FLIP-33 pendingRecords, if it knows.
+func (o *SourceOperator[T]) pendingRecords() (int64, bool) {
+	if p, ok := o.reader.(api.PendingRecordsReader); ok {
+		return p.PendingRecords()
+	}
+	return 0, false
+}
+
 // nextPollTime says when to poll a reader that had nothing available.
 func (o *SourceOperator[T]) nextPollTime(now time.Time) time.Time {
 	if w, ok := o.reader.(api.AvailabilityWaiter); ok {
@@ -168,6 +176,7 @@ func (o *SourceOperator[T]) nextPollTime(now time.Time) time.Time {
 type SourceRunner interface {
 	poll() (api.InputStatus, int64, error)
 	nextPollTime(now time.Time) time.Time
+	pendingRecords() (int64, bool)
 }
 
 // The source's own watermark generation runs on the task's timers, and

@@ -417,6 +417,9 @@ func (t *Task) runSource() error {
 			t.M.SourceEmitted.Add(n)
 			t.svc.JobMaster.SourceEmitted(t, n)
 		}
+		if p, ok := t.Source.pendingRecords(); ok {
+			t.M.PendingRecords.Store(p)
+		}
 		if err := t.fireDueTimers(); err != nil {
 			return err
 		}

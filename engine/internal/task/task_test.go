@@ -95,3 +95,4 @@ type sourceRunnerStub struct{}
 
 func (sourceRunnerStub) poll() (api.InputStatus, int64, error) { return api.EndOfInput, 0, nil }
 func (sourceRunnerStub) nextPollTime(now time.Time) time.Time  { return now }
+func (sourceRunnerStub) pendingRecords() (int64, bool)         { return 0, false }
