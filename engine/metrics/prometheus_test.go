@@ -69,6 +69,22 @@ func TestConfigured(t *testing.T) {
 	}
 }
 
+// submit builds and submits the job on env; the test's cleanup cancels
+// it and waits for it.
+func submit(t *testing.T, env *engine.Environment) *engine.Job {
+	t.Helper()
+	g, err := env.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: config.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Cancel(); j.Wait() })
+	return j
+}
+
 // scrape reads the reporter's /metrics and parses it with Prometheus' own
 // parser.
 func scrape(t *testing.T, r *Reporter) map[string]*dto.MetricFamily {
@@ -106,15 +122,7 @@ func TestPrometheusReporterServesFlinksNames(t *testing.T) {
 	jobs.WordCountPipeline(engine.FromSource[string](env, &connectors.WordGenerator{Words: words, WordsPerLine: 10, Distinct: 500, Seed: 1}, "words").UID("source")).
 		SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("sink")
 	env.SetJobName("Word: count")
-	g, err := env.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: config.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { j.Cancel(); j.Wait() }()
+	j := submit(t, env)
 	r, err := Start(j, ReporterConfig{Name: "prom", Ports: rest.PortSpec{{0, 0}}, FilterLabelValues: true}, "127.0.0.1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -181,15 +189,7 @@ func TestReporterPortBusy(t *testing.T) {
 	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: io.Discard})
 	engine.FromSource[string](env, &connectors.WordGenerator{Words: 10, Seed: 1}, "words").UID("source").
 		SinkTo(connectors.DiscardingSink[string]{}).UID("sink")
-	g, err := env.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: config.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { j.Cancel(); j.Wait() }()
+	j := submit(t, env)
 	first, err := Start(j, ReporterConfig{Name: "a", Ports: rest.PortSpec{{0, 0}}}, "127.0.0.1", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,10 @@ import (
 // so they are served without the token; every request they make needs it.
 //
 //go:embed web
-var webFiles embed.FS
+var embedded embed.FS
+
+// webFiles are the dashboard's files, at the root.
+var webFiles, _ = fs.Sub(embedded, "web")
 
 // isWebPath reports whether a GET of path is for the dashboard's files.
 func isWebPath(path string) bool {
@@ -32,9 +35,8 @@ func (s *Server) serveWeb(w http.ResponseWriter, r *http.Request) {
 	if path == "/" {
 		path = "/index.html"
 	}
-	sub, _ := fs.Sub(webFiles, "web")
 	name := strings.TrimPrefix(strings.TrimPrefix(path, "/web"), "/")
-	data, err := fs.ReadFile(sub, name)
+	data, err := fs.ReadFile(webFiles, name)
 	if err != nil {
 		writeError(w, errorf(http.StatusNotFound, "Not found: %s", r.URL.Path))
 		return
