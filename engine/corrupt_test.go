@@ -46,7 +46,10 @@ func retainedCheckpoints(t *testing.T, conf []string) []*restore.Resolved {
 		"state.changelog.storage", "filesystem",
 		"state.changelog.dstl.dfs.base-path", t.TempDir(),
 		"state.changelog.periodic-materialize.interval", "20 ms"}, conf...)
-	r := wcRun{p: 2, lines: 20000, distinct: 2000, rate: 300_000, conf: checkpointConf(dir, extra...)}
+	// The input outlasts any machine (about 70 s at this rate): the
+	// injected failure, which waits for 3 completed checkpoints, ends the
+	// run. With 20,000 lines a loaded machine finished the input first.
+	r := wcRun{p: 2, lines: 2_000_000, distinct: 2000, rate: 300_000, conf: checkpointConf(dir, extra...)}
 	res, _ := r.run(t)
 	if res.Status != engine.StatusFailed || len(res.Retained) == 0 {
 		t.Fatalf("status %s (%v), retained %v; want FAILED with checkpoints", res.Status, res.Err, res.Retained)
@@ -329,7 +332,7 @@ func TestCorruptSSTFailsTheTask(t *testing.T) {
 			}
 			localDir := t.TempDir()
 			log := &syncBuffer{}
-			second := wcRun{p: 2, lines: 20000, distinct: 2000, restore: r, log: log,
+			second := wcRun{p: 2, lines: 2_000_000, distinct: 2000, restore: r, log: log,
 				conf: checkpointConf(t.TempDir(), "restart-strategy.fixed-delay.attempts", "2",
 					"state.backend.type", "rocksdb", "state.backend.rocksdb.localdir", localDir)}
 			res, _ := second.run(t)
