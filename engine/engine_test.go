@@ -316,7 +316,7 @@ func TestAtLeastOnceNeverCountsLess(t *testing.T) {
 // rehearsal always has a checkpoint to restore, however fast the sources
 // (here the record threshold is crossed by the first line).
 func TestFaultInjectionWaitsForCheckpoints(t *testing.T) {
-	r := wcRun{p: 2, lines: 20000, distinct: 100, rate: 200_000, log: &syncBuffer{},
+	r := wcRun{p: 2, lines: 2_000_000, distinct: 100, rate: 200_000, log: &syncBuffer{}, // outlasts the failure
 		conf: checkpointConf(t.TempDir(), "restart-strategy.type", "none",
 			"fault-injection.fail-after-records", "1",
 			"fault-injection.after-checkpoints", "3")}
