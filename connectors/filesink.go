@@ -159,7 +159,12 @@ type fileWriter[T any] struct {
 	text               *stream.RecordText[T]
 	buf                []byte
 	pending            []fileCommittable
+	sent               int64 // bytes written to part files (numBytesSend)
 }
+
+// NumBytesSend implements stream.BytesSendWriter: the bytes written to part
+// files (buffered lines count once they are written).
+func (w *fileWriter[T]) NumBytesSend() int64 { return w.sent }
 
 func (w *fileWriter[T]) Write(v T) error {
 	if w.cur == nil {
@@ -215,6 +220,7 @@ func (w *fileWriter[T]) flushBuf() error {
 		return fmt.Errorf("write part file: %w", err)
 	}
 	w.flushed += int64(len(w.buf))
+	w.sent += int64(len(w.buf))
 	w.buf = w.buf[:0]
 	if w.flushed-w.startedTo >= writebackEvery {
 		vfs.StartWriteback(w.cur, w.startedTo, w.flushed-w.startedTo)

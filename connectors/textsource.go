@@ -238,7 +238,12 @@ type textReader struct {
 	rate    float64
 	started time.Time
 	weight  float64
+	bytes   int64 // read in all by this reader (numBytesIn)
 }
+
+// NumBytesIn implements stream.BytesInReader: the bytes of the lines read,
+// line ends included.
+func (r *textReader) NumBytesIn() int64 { return r.bytes }
 
 func (r *textReader) AddSplits(splits [][]byte) error {
 	for _, b := range splits {
@@ -344,6 +349,7 @@ func (r *textReader) PollNext(out stream.Collector[string]) (stream.InputStatus,
 			return stream.MoreAvailable, fmt.Errorf("read %s: %w", s.Path, err)
 		}
 		s.Pos += int64(len(line))
+		r.bytes += int64(len(line))
 		line = trimEOL(line)
 		out.Collect(line)
 		if r.rate > 0 {

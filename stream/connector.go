@@ -134,3 +134,12 @@ type CountedSource = api.CountedSource
 // records wait in their splits: PendingRecords() (n int64, ok bool),
 // FLIP-33's pendingRecords (a Kafka reader's consumer lag).
 type PendingRecordsReader = api.PendingRecordsReader
+
+// BytesInReader is implemented by source readers that know how many bytes
+// of input they have read in all: NumBytesIn() int64, FLIP-33's numBytesIn.
+type BytesInReader = api.BytesInReader
+
+// BytesSendWriter is implemented by sink writers that know how many bytes
+// they have sent in all: NumBytesSend() int64, FLIP-33's numBytesSend (the
+// sink's numBytesOut).
+type BytesSendWriter = api.BytesSendWriter

@@ -235,7 +235,13 @@ type writer[T any] struct {
 
 	mu  sync.Mutex
 	err error // the first failed produce
+
+	sent int64 // the bytes of the keys and values produced (numBytesSend)
 }
+
+// NumBytesSend implements stream.BytesSendWriter: the bytes of the keys
+// and values handed to the producer.
+func (w *writer[T]) NumBytesSend() int64 { return w.sent }
 
 func (w *writer[T]) failed(_ *kgo.Record, err error) {
 	if err != nil {
@@ -268,6 +274,7 @@ func (w *writer[T]) Write(v T) error {
 		}
 	}
 	k, val := w.s.Record(v)
+	w.sent += int64(len(k) + len(val))
 	w.cl.Produce(context.Background(), &kgo.Record{Key: k, Value: val}, w.failed)
 	return nil
 }

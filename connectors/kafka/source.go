@@ -317,7 +317,14 @@ type reader struct {
 	// (the last stable offset under read_committed, else the high
 	// watermark), from the latest fetch of it: pendingRecords.
 	end map[topicPartition]int64
+	// bytes is the size of the keys and values of the records read
+	// (numBytesIn).
+	bytes int64
 }
+
+// NumBytesIn implements stream.BytesInReader: the bytes of the keys and
+// values of the records read.
+func (r *reader) NumBytesIn() int64 { return r.bytes }
 
 // PendingRecords implements stream.PendingRecordsReader: FLIP-33's
 // pendingRecords, the records between each owned partition's position and
@@ -441,6 +448,7 @@ func (r *reader) PollNext(out stream.Collector[string]) (stream.InputStatus, err
 			// The record's Kafka timestamp (its producer's, or the log
 			// append time) is its event time unless an assigner says
 			// otherwise, as Flink's KafkaSource gives it.
+			r.bytes += int64(len(rec.Key) + len(rec.Value))
 			switch v, ts := string(rec.Value), rec.Timestamp.UnixMilli(); {
 			case sp.out != nil:
 				sp.out.CollectWithTimestamp(v, ts)

@@ -35,6 +35,9 @@ type SubtaskStats struct {
 	// Persisted is the bytes of channel state (records in flight) written.
 	Persisted int64
 	StateSize int64
+	// OperatorStateSize is StateSize by operator uid (the operators of the
+	// chain that have state).
+	OperatorStateSize map[string]int64
 	// AckTimestamp is when the job master got the ack (Unix ms).
 	AckTimestamp int64
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +16,10 @@ import (
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
+	"github.com/gflink/gflink/savepoint"
+	"github.com/gflink/gflink/savepoint/vfs"
 )
 
 // submitWordCount runs word count over gen at parallelism 2; throttle, if
@@ -25,11 +32,18 @@ func submitWordCount(t *testing.T, gen *connectors.WordGenerator, throttle *conn
 		counts = engine.Map(counts, func(r jobs.WordCountRecord) jobs.WordCountRecord { throttle.Wait(); return r }).UID("throttle")
 	}
 	counts.SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("sink")
+	return submit(t, env, config.New())
+}
+
+// submit builds env's job and runs it with conf; the test's cleanup
+// cancels it.
+func submit(t *testing.T, env *engine.Environment, conf *config.Configuration) *engine.Job {
+	t.Helper()
 	g, err := env.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: config.New()})
+	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +168,173 @@ func TestBackPressureFollowsASlowSink(t *testing.T) {
 	getJSON(t, srv.Address(), fmt.Sprintf("/jobs/%s/vertices/%s/watermarks", paced.ID(), paced.Info().Vertices[1].ID), &wm)
 	if len(wm) != 2 || !strings.HasSuffix(wm[0].ID, ".currentInputWatermark") {
 		t.Errorf("watermarks: %+v", wm)
+	}
+}
+
+// operatorMetric is the sum over a vertex's subtasks of an operator's
+// metric, read through the vertex's metrics path by Flink's
+// <subtask>.<operator>.<metric> ids; ok is false if no subtask has it.
+func operatorMetric(t *testing.T, srv *Server, j *engine.Job, v engine.VertexMetrics, op int, name string) (sum int64, ok bool) {
+	t.Helper()
+	for _, st := range v.Subtasks {
+		id := fmt.Sprintf("%d.%s.%s", st.Subtask, MetricScopeName(st.Operators[op].Name), name)
+		var got []MetricValue
+		getJSON(t, srv.Address(), fmt.Sprintf("/jobs/%s/vertices/%s/metrics?get=%s", j.ID(), v.ID, id), &got)
+		if len(got) == 0 {
+			continue
+		}
+		var n int64
+		if _, err := fmt.Sscan(*got[0].Value, &n); err != nil {
+			t.Fatalf("%s = %q", id, *got[0].Value)
+		}
+		sum, ok = sum+n, true
+	}
+	return sum, ok
+}
+
+var letterRuns = regexp.MustCompile(`\pL+`)
+
+// TestOperatorMetricsInsideChains: every operator of a chain, not only its
+// head and tail, counts what it took and emitted; the text source counts
+// the bytes it read and the print sink the bytes it wrote (FLIP-33's
+// numBytesIn and numBytesSend). The expected figures come from reading
+// the input file here: lines, lines the filter keeps, their words, the
+// file's size, the printed output's size.
+func TestOperatorMetricsInsideChains(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "input.txt")
+	var text strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&text, "line %d has words w%d x%d\n", i, i%97, i%13)
+	}
+	if err := os.WriteFile(path, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keep := func(line string) bool { return len(line)%3 != 0 }
+	var lines, kept, words int64
+	for _, l := range strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n") {
+		lines++
+		if keep(l) {
+			kept++
+			words += int64(len(letterRuns.FindAllString(l, -1))) // word count's words
+		}
+	}
+	var printed testutil.SyncBuffer
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: io.Discard})
+	src := engine.FromSource[string](env, &connectors.TextFileSource{Paths: []string{path}, SplitSize: 4096}, "lines").UID("source")
+	counts := jobs.WordCountPipeline(src.Filter(keep).Name("keep").UID("keep"))
+	engine.Map(counts, func(r jobs.WordCountRecord) string { return r.Word }).Name("word").UID("word").
+		SinkTo(&api.PrintSink[string]{W: &printed}).Name("print").UID("print")
+	j := submit(t, env, config.New())
+	srv := serve(t, j, ServerOptions{Token: testToken})
+	if res := j.Wait(); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	m := j.Metrics()
+	if len(m.Vertices) != 2 || len(m.Vertices[0].Subtasks[0].Operators) != 3 || len(m.Vertices[1].Subtasks[0].Operators) != 3 {
+		t.Fatalf("want two chains of three operators: %+v", m.Vertices)
+	}
+	for _, tc := range []struct {
+		vertex, op int
+		metric     string
+		want       int64
+	}{
+		{0, 0, "numRecordsIn", lines}, {0, 0, "numRecordsOut", lines}, {0, 0, "numBytesIn", int64(text.Len())},
+		{0, 0, "numRecordsInErrors", 0},
+		{0, 1, "numRecordsIn", lines}, {0, 1, "numRecordsOut", kept},
+		{0, 2, "numRecordsIn", kept}, {0, 2, "numRecordsOut", words},
+		{1, 0, "numRecordsIn", words}, {1, 0, "numRecordsOut", words},
+		{1, 1, "numRecordsIn", words}, {1, 1, "numRecordsOut", words},
+		{1, 2, "numRecordsIn", words}, {1, 2, "numRecordsOut", words}, {1, 2, "numRecordsSend", words},
+		{1, 2, "numBytesSend", int64(len(printed.String()))}, {1, 2, "numBytesOut", int64(len(printed.String()))},
+	} {
+		v := m.Vertices[tc.vertex]
+		name := v.Subtasks[0].Operators[tc.op].Name
+		if got, ok := operatorMetric(t, srv, j, v, tc.op, tc.metric); !ok || got != tc.want {
+			t.Errorf("%s %s = %d (found: %v); want %d", name, tc.metric, got, ok, tc.want)
+		}
+	}
+	// A source without timestamps has no event time lag to report.
+	if _, ok := operatorMetric(t, srv, j, m.Vertices[0], 0, "currentEmitEventTimeLag"); ok {
+		t.Error("currentEmitEventTimeLag reported for records without timestamps")
+	}
+}
+
+// TestEmitEventTimeLag: a source whose watermark strategy gives each
+// record an event time reports FLIP-33's currentEmitEventTimeLag, the
+// wall clock at emission minus the last record's event time.
+func TestEmitEventTimeLag(t *testing.T) {
+	const eventTime = 1_000_000 // ms since the epoch: a record from 1970
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: io.Discard})
+	strategy := api.ForMonotonousTimestamps[string]().WithTimestampAssigner(func(string, int64) int64 { return eventTime })
+	gen := &connectors.WordGenerator{Words: 20_000, WordsPerLine: 10, Distinct: 100, Seed: 1}
+	engine.FromSourceWithWatermarks[string](env, gen, strategy, "words").UID("source").
+		SinkTo(connectors.DiscardingSink[string]{}).UID("sink")
+	before := time.Now().UnixMilli()
+	j := submit(t, env, config.New())
+	srv := serve(t, j, ServerOptions{Token: testToken})
+	if res := j.Wait(); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	after := time.Now().UnixMilli()
+	m := j.Metrics()
+	lag, ok := operatorMetric(t, srv, j, m.Vertices[0], 0, "currentEmitEventTimeLag")
+	if !ok || lag < before-eventTime || lag > after-eventTime {
+		t.Errorf("currentEmitEventTimeLag = %d (found: %v); want between %d and %d", lag, ok, before-eventTime, after-eventTime)
+	}
+}
+
+// TestOperatorStateSize: a stateful operator's lastCheckpointFullSize is,
+// per subtask, the bytes of its state in the latest completed checkpoint,
+// as that checkpoint's _metadata records them.
+func TestOperatorStateSize(t *testing.T) {
+	dir := t.TempDir()
+	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 2, Stdout: io.Discard})
+	counts := jobs.WordCountPipeline(engine.FromSource[string](env, &connectors.WordGenerator{Distinct: 5000, Seed: 1, Rate: 50_000}, "words").UID("source"))
+	counts.SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("sink")
+	conf := config.New()
+	conf.SetString("execution.checkpointing.interval", "50 ms", "test")
+	conf.SetString("execution.checkpointing.dir", dir, "test")
+	j := submit(t, env, conf)
+	deadline := testutil.Deadline(30 * time.Second)
+	for {
+		// One reading: its job metrics and operator metrics describe the
+		// same latest checkpoint.
+		m := j.Metrics()
+		id, _ := engine.GetMetric(m.Job, "lastCompletedCheckpointId")
+		if id.Value >= 3 {
+			path, _ := engine.GetMetric(m.Job, "lastCheckpointExternalPath")
+			local, err := savepoint.LocalPath(path.Text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(local, savepoint.MetadataFileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []int64
+			for _, op := range meta.Operators {
+				if op.UID == "counter" {
+					for _, st := range op.Subtasks {
+						want = append(want, st.Bytes)
+					}
+				}
+			}
+			var got []int64
+			for _, st := range m.Vertices[1].Subtasks {
+				size, ok := engine.GetMetric(st.Operators[0].Metrics, "lastCheckpointFullSize")
+				if !ok || st.Operators[0].Name != "counter" {
+					t.Fatalf("subtask %d of %s: no lastCheckpointFullSize: %+v", st.Subtask, st.Operators[0].Name, st.Operators[0].Metrics)
+				}
+				got = append(got, int64(size.Value))
+			}
+			if len(want) != 2 || !slices.Equal(got, want) || want[0] <= 0 {
+				t.Errorf("the counter's lastCheckpointFullSize by subtask: %v; %s records %v", got, local, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %v after 30 s", id.Value)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -47,8 +47,12 @@ type printWriter[T any] struct {
 	buf    []byte
 	// err is the error of a write on idle, which has no one to return it
 	// to: the next Write, Flush or Close does.
-	err error
+	err  error
+	sent int64 // bytes written (numBytesSend)
 }
+
+// NumBytesSend implements BytesSendWriter: the bytes of the lines written.
+func (w *printWriter[T]) NumBytesSend() int64 { return w.sent }
 
 func (w *printWriter[T]) Write(v T) error {
 	if w.err != nil {
@@ -73,7 +77,8 @@ func (w *printWriter[T]) Flush(bool) error {
 		return nil
 	}
 	w.s.mu.Lock()
-	_, err := w.s.W.Write(w.buf)
+	n, err := w.s.W.Write(w.buf)
+	w.sent += int64(n)
 	if f, ok := w.s.W.(*bufio.Writer); ok && err == nil {
 		err = f.Flush()
 	}

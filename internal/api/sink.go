@@ -36,6 +36,14 @@ type SinkWriter[T any] interface {
 	Close() error
 }
 
+// BytesSendWriter is implemented by writers that know how many bytes they
+// have sent to the external system in all (FLIP-33's numBytesSend, which
+// Flink also reports as the sink's numBytesOut). The task asks after each
+// batch of input, on its own goroutine.
+type BytesSendWriter interface {
+	NumBytesSend() int64
+}
+
 // StatefulSinkWriter is a writer with state of its own to checkpoint.
 type StatefulSinkWriter interface {
 	SnapshotState(checkpointID int64) ([][]byte, error)

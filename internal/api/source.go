@@ -99,3 +99,11 @@ type CountedSource interface {
 type PendingRecordsReader interface {
 	PendingRecords() (n int64, ok bool)
 }
+
+// BytesInReader is implemented by readers that know how many bytes of
+// input they have read in all (FLIP-33's numBytesIn: the text file
+// source's lines, the Kafka source's record keys and values). The task
+// asks after each poll, on its own goroutine.
+type BytesInReader interface {
+	NumBytesIn() int64
+}

@@ -25,6 +25,9 @@ type TypeOps interface {
 	NewWriter(t *task.Task, targets []any, ship network.ShipStrategy, hash any, maxParallelism, batchSize, start int, stamped bool) (any, network.OutputWriter)
 	// NewFanout is one collector sending each record to all of outs.
 	NewFanout(outs []any) any
+	// NewCounter is a collector passing each record to out and counting
+	// it in *n: an edge inside a chain, for its operators' metrics.
+	NewCounter(out any, n *int64) any
 	// Type names the record type, for messages.
 	Type() string
 }
@@ -69,6 +72,22 @@ func (typeOpsFor[T]) NewFanout(outs []any) any {
 		f.outs = append(f.outs, o.(api.Collector[T]))
 	}
 	return api.Collector[T](f)
+}
+
+func (typeOpsFor[T]) NewCounter(out any, n *int64) any {
+	return api.Collector[T](&counter[T]{out: out.(api.Collector[T]), n: n})
+}
+
+// counter counts the records passed between two chained operators: a
+// plain increment, as only the task's goroutine calls it.
+type counter[T any] struct {
+	out api.Collector[T]
+	n   *int64
+}
+
+func (c *counter[T]) Collect(v T) {
+	*c.n++
+	c.out.Collect(v)
 }
 
 // fanout sends each record to several outputs.

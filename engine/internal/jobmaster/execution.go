@@ -247,13 +247,19 @@ func (d *deployment) buildChains() {
 			if d.plan != nil {
 				blocks.Dir = d.plan.Dir
 			}
+			t.ChainCounts = make([]*int64, len(v.Nodes)-1)
+			t.M.Chain = make([]atomic.Int64, len(v.Nodes)-1)
+			var next task.Operator
 			for k := len(v.Nodes) - 1; k >= 0; k-- {
 				n := v.Nodes[k]
 				rt := &task.BuildContext{Name: graph.DisplayName(n)}
 				if k == len(v.Nodes)-1 {
 					rt.SideOutputs = sideOuts
+				} else {
+					t.ChainCounts[k] = chainCounter(n, next, &out)
 				}
 				in, op := n.Build(rt, out)
+				next = op
 				out = in
 				t.Ops[k], t.UIDs[k] = op, n.UID
 				oc := &task.OpContext{Task: t, UID: n.UID, MaxParallelism: d.e.maxPar[n.UID], Index: k, Blocks: blocks}
@@ -270,6 +276,23 @@ func (d *deployment) buildChains() {
 			t.Head = out
 		}
 	}
+}
+
+// chainCounter returns the counter of the chain edge from n to the
+// operator next, wrapping *out in one if it must: a source's output is
+// what it emitted, which its task counts already (nil), and a sink counts
+// what it takes itself, so that word count's chains add nothing per
+// record; other edges cost one call per record.
+func chainCounter(n *graph.Node, next task.Operator, out *any) *int64 {
+	if n.Kind == graph.KindSource {
+		return nil
+	}
+	if c, ok := next.(task.InputCounter); ok {
+		return c.InputCount()
+	}
+	c := new(int64)
+	*out = n.Out.NewCounter(*out, c)
+	return c
 }
 
 // assignFreshSplits gives the sources that restore nothing their splits,

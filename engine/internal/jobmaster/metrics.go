@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gflink/gflink/engine/checkpoint"
 	"github.com/gflink/gflink/engine/internal/graph"
 	"github.com/gflink/gflink/engine/internal/task"
 )
@@ -107,11 +108,33 @@ const (
 type meterSample struct {
 	at                                time.Time
 	in, out, emitted, idle, pressured int64
+	chain                             []int64 // task.Metrics.Chain
+	bytesIn, bytesSend                int64   // -1: not counted
 }
 
 func sampleOf(m *task.Metrics, at time.Time) meterSample {
-	return meterSample{at: at, in: m.RecordsIn.Load(), out: m.RecordsOut.Load(), emitted: m.SourceEmitted.Load(),
-		idle: m.Idle.Load(at), pressured: m.BackPressured.Load(at)}
+	s := meterSample{at: at, in: m.RecordsIn.Load(), out: m.RecordsOut.Load(), emitted: m.SourceEmitted.Load(),
+		idle: m.Idle.Load(at), pressured: m.BackPressured.Load(at),
+		bytesIn: m.SourceBytesIn.Load(), bytesSend: m.SinkBytesSend.Load()}
+	if len(m.Chain) > 0 {
+		s.chain = make([]int64, len(m.Chain))
+		for i := range m.Chain {
+			s.chain[i] = m.Chain[i].Load()
+		}
+	}
+	return s
+}
+
+// chainCount is the sample's count on chain edge i: after a source, what
+// it emitted; 0 in the task's start sample, which has none.
+func (s meterSample) chainCount(i int, source bool) int64 {
+	switch {
+	case i == 0 && source:
+		return s.emitted
+	case i < len(s.chain):
+		return s.chain[i]
+	}
+	return 0
 }
 
 // rates reads m and returns its reading and the sample to compare it
@@ -271,38 +294,99 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 		intMetric("currentInputWatermark", inWM),
 		intMetric("checkpointStartDelayNanos", t.M.CheckpointStartDelayNanos.Load()),
 	}}
+	var stats *subtaskStats // the subtask's part in the latest checkpoint
 	if latest != nil {
-		for _, s := range latest.Subtasks {
+		for i, s := range latest.Subtasks {
 			if s.VertexID == graph.OperatorID(v.Head()) && s.Subtask == t.Subtask {
+				stats = (*subtaskStats)(&latest.Subtasks[i])
 				sm.Task = append(sm.Task, intMetric("checkpointAlignmentTime", int64(s.Alignment)))
 			}
 		}
 	}
+	last := len(v.Nodes) - 1
 	for i, n := range v.Nodes {
 		om := OperatorMetrics{ID: graph.OperatorID(n), Name: graph.DisplayName(n)}
-		if i == 0 {
-			headIn, headRate := in, inRate
-			if source {
-				// FLIP-33: a source's numRecordsIn is what it read.
-				headIn, headRate = cur.emitted, per(cur.emitted-base.emitted)
-			}
-			om.Metrics = append(om.Metrics, intMetric("numRecordsIn", headIn), rateMetric("numRecordsInPerSecond", headRate))
-			if !source {
-				om.Metrics = append(om.Metrics, intMetric("currentInputWatermark", inWM))
-			} else if p := t.M.PendingRecords.Load(); p >= 0 {
-				om.Metrics = append(om.Metrics, intMetric("pendingRecords", p))
-			}
-			if source && outWM > math.MinInt64 && outWM < math.MaxInt64 {
-				// FLIP-33: how far the event time the source's chain has
-				// reached trails the wall clock.
-				om.Metrics = append(om.Metrics, intMetric("watermarkLag", now.UnixMilli()-outWM))
+		// What the operator took: the task's input at the head (a
+		// source's: what it read, as FLIP-33 counts it), else what the
+		// operator before it in the chain emitted.
+		opIn, opInRate := in, inRate
+		switch {
+		case i > 0:
+			opIn, opInRate = cur.chainCount(i-1, source), per(cur.chainCount(i-1, source)-base.chainCount(i-1, source))
+		case source:
+			opIn, opInRate = cur.emitted, per(cur.emitted-base.emitted)
+		}
+		// What it emitted: into the chain, or the task's output at the
+		// tail. A sink's numRecordsOut is what it wrote out (Flink
+		// counts its numRecordsSend there too).
+		opOut, opOutRate := out, outRate
+		switch {
+		case i < last:
+			opOut, opOutRate = cur.chainCount(i, source), per(cur.chainCount(i, source)-base.chainCount(i, source))
+		case n.Kind == graph.KindSink:
+			opOut, opOutRate = opIn, opInRate
+		}
+		om.Metrics = append(om.Metrics, intMetric("numRecordsIn", opIn), rateMetric("numRecordsInPerSecond", opInRate),
+			intMetric("numRecordsOut", opOut), rateMetric("numRecordsOutPerSecond", opOutRate))
+		if i == 0 && !source {
+			om.Metrics = append(om.Metrics, intMetric("currentInputWatermark", inWM))
+		}
+		if i == 0 && source {
+			om.Metrics = append(om.Metrics, sourceMetrics(&t.M, cur, base, per, now, outWM)...)
+		}
+		if i == last && n.Kind == graph.KindSink {
+			om.Metrics = append(om.Metrics, intMetric("numRecordsSend", opOut))
+			if cur.bytesSend >= 0 {
+				rate := per(cur.bytesSend - max(base.bytesSend, 0))
+				om.Metrics = append(om.Metrics, intMetric("numBytesOut", cur.bytesSend), rateMetric("numBytesOutPerSecond", rate),
+					intMetric("numBytesSend", cur.bytesSend))
 			}
 		}
-		if i == len(v.Nodes)-1 {
-			om.Metrics = append(om.Metrics, intMetric("numRecordsOut", out), rateMetric("numRecordsOutPerSecond", outRate),
-				intMetric("currentOutputWatermark", outWM))
+		if i == last {
+			om.Metrics = append(om.Metrics, intMetric("currentOutputWatermark", outWM))
+		}
+		if size, ok := stats.operatorStateSize(n.UID); ok {
+			// The operator's state as the latest completed checkpoint
+			// stored it (Flink shows it per checkpoint; as a metric it
+			// follows the state's size over time).
+			om.Metrics = append(om.Metrics, intMetric("lastCheckpointFullSize", size))
 		}
 		sm.Operators = append(sm.Operators, om)
 	}
 	return sm
+}
+
+// sourceMetrics are FLIP-33's metrics of a source operator that its task
+// knows: numRecordsInErrors (gflink's readers fail the job on a record
+// they cannot read, so none is ever dropped and counted here),
+// pendingRecords, numBytesIn and currentEmitEventTimeLag where the reader
+// says, and watermarkLag once the source has emitted a watermark.
+func sourceMetrics(m *task.Metrics, cur, base meterSample, per func(int64) float64, now time.Time, outWM int64) []Metric {
+	out := []Metric{intMetric("numRecordsInErrors", 0)}
+	if p := m.PendingRecords.Load(); p >= 0 {
+		out = append(out, intMetric("pendingRecords", p))
+	}
+	if cur.bytesIn >= 0 {
+		out = append(out, intMetric("numBytesIn", cur.bytesIn), rateMetric("numBytesInPerSecond", per(cur.bytesIn-max(base.bytesIn, 0))))
+	}
+	if lag := m.EmitEventTimeLag.Load(); lag != math.MinInt64 {
+		out = append(out, intMetric("currentEmitEventTimeLag", lag))
+	}
+	if outWM > math.MinInt64 && outWM < math.MaxInt64 {
+		// How far the event time the source's chain has reached trails
+		// the wall clock.
+		out = append(out, intMetric("watermarkLag", now.UnixMilli()-outWM))
+	}
+	return out
+}
+
+// subtaskStats is a subtask's report on a checkpoint, or nil before any.
+type subtaskStats checkpoint.SubtaskStats
+
+func (s *subtaskStats) operatorStateSize(uid string) (int64, bool) {
+	if s == nil {
+		return 0, false
+	}
+	n, ok := s.OperatorStateSize[uid]
+	return n, ok
 }

@@ -224,6 +224,7 @@ func (q *inputQueue[T]) process(b network.Batch[T]) error {
 	priority := &q.t.Mail.Priority
 	i := q.collect(b, priority)
 	q.t.M.RecordsIn.Add(int64(i - b.Off))
+	q.t.publishCounts()
 	if i < len(b.Recs) || b.Ev != nil && priority.Load() {
 		// Cut short, or an event that must wait for the barrier (the end
 		// of an input could complete an alignment the barrier turned

@@ -20,6 +20,10 @@ type Metrics struct {
 	// task that ends in a sink). SourceEmitted counts what a source task's
 	// reader emitted (its source operator's numRecordsIn).
 	RecordsIn, RecordsOut, SourceEmitted atomic.Int64
+	// Chain holds, for each edge inside the task's chain, the records the
+	// operator before it emitted (numRecordsOut of operator k, numRecordsIn
+	// of k+1), as published after each batch (publishChain).
+	Chain []atomic.Int64
 	// Idle times the waits for input with nothing to do, BackPressured
 	// the waits for room downstream (credits): Flink's idle and
 	// back-pressured time. The rest of the task's life is busy.
@@ -31,6 +35,14 @@ type Metrics struct {
 	// PendingRecords is a source reader's FLIP-33 pendingRecords (-1: it
 	// does not say), stored after each poll.
 	PendingRecords atomic.Int64
+	// SourceBytesIn is a source reader's numBytesIn (api.BytesInReader),
+	// SinkBytesSend a sink writer's numBytesSend (api.BytesSendWriter):
+	// -1 while they do not say.
+	SourceBytesIn, SinkBytesSend atomic.Int64
+	// EmitEventTimeLag is FLIP-33's currentEmitEventTimeLag: when a source
+	// last emitted records with timestamps, the wall clock then minus the
+	// last one's event time (math.MinInt64 before any).
+	EmitEventTimeLag atomic.Int64
 	// CheckpointStartDelayNanos is how long the latest checkpoint's first
 	// barrier (a source's trigger) took to reach the task after the
 	// checkpoint was triggered, at the trigger time's millisecond
@@ -47,9 +59,26 @@ func (m *Metrics) noteStartDelay(now time.Time, triggered int64) {
 	m.CheckpointStartDelayNanos.Store(max(0, now.UnixMilli()-triggered) * int64(time.Millisecond))
 }
 
+// publishCounts makes the chain's counts and its sink's bytes visible to
+// the metric readers: once per batch of input, per source poll, when idle
+// and at the end.
+func (t *Task) publishCounts() {
+	for i, n := range t.ChainCounts {
+		if n != nil {
+			t.M.Chain[i].Store(*n)
+		}
+	}
+	if t.sinkBytes != nil {
+		t.M.SinkBytesSend.Store(t.sinkBytes.NumBytesSend())
+	}
+}
+
 func (m *Metrics) init() {
 	m.Started = time.Now()
 	m.PendingRecords.Store(-1)
+	m.SourceBytesIn.Store(-1)
+	m.SinkBytesSend.Store(-1)
+	m.EmitEventTimeLag.Store(math.MinInt64)
 	m.InputWatermark.Store(math.MinInt64)
 	m.OutputWatermark.Store(math.MinInt64)
 }

@@ -39,6 +39,7 @@ type sinkOperator[T any] struct {
 	// input belong to the next one.
 	lastSnapshot int64
 	ctx          api.SinkContext
+	taken        int64 // records taken (numRecordsIn), read by publishCounts
 }
 
 // NewSinkOperator makes the operator that runs a sink's writers and, for a
@@ -47,7 +48,17 @@ func NewSinkOperator[T any](rt *BuildContext, sink api.Sink[T]) *sinkOperator[T]
 	return &sinkOperator[T]{name: rt.Name, sink: sink, pending: map[int64][][]byte{}}
 }
 
+// InputCounter is an operator that counts the records it takes, for its
+// metrics, so that the chain edge into it needs no counter of its own.
+type InputCounter interface {
+	InputCount() *int64
+}
+
+// InputCount implements InputCounter.
+func (o *sinkOperator[T]) InputCount() *int64 { return &o.taken }
+
 func (o *sinkOperator[T]) Collect(v T) {
+	o.taken++
 	if err := o.writer.Write(v); err != nil {
 		Fail(o.name, err)
 	}
@@ -105,6 +116,9 @@ func (o *sinkOperator[T]) open(ctx *OpContext) error {
 		return err
 	}
 	o.writer = w
+	if b, ok := w.(api.BytesSendWriter); ok {
+		t.sinkBytes = b
+	}
 	return nil
 }
 

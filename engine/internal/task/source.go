@@ -42,7 +42,10 @@ type countingCollector[T any] struct {
 	out api.Collector[T]
 	n   int64
 	ts  *int64 // the task's current timestamp
-	wm  *TimestampsAndWatermarksOperator[T]
+	// lastTS is the timestamp of the last record emitted
+	// (currentEmitEventTimeLag), api.NoTimestamp if it had none.
+	lastTS int64
+	wm     *TimestampsAndWatermarksOperator[T]
 }
 
 // ForSplit is the collector of one split's records
@@ -80,7 +83,7 @@ func (s *splitCollector[T]) CollectWithTimestamp(v T, ts int64) {
 
 func (c *countingCollector[T]) Collect(v T) {
 	c.n++
-	*c.ts = api.NoTimestamp
+	*c.ts, c.lastTS = api.NoTimestamp, api.NoTimestamp
 	c.out.Collect(v)
 }
 
@@ -89,7 +92,7 @@ func (c *countingCollector[T]) Collect(v T) {
 // its recordTimestamp (api.TimestampedCollector).
 func (c *countingCollector[T]) CollectWithTimestamp(v T, ts int64) {
 	c.n++
-	*c.ts = ts
+	*c.ts, c.lastTS = ts, ts
 	c.out.Collect(v)
 }
 
@@ -100,7 +103,7 @@ func (o *SourceOperator[T]) open(ctx *OpContext) error {
 		return err
 	}
 	o.reader = r
-	o.counted.out, o.counted.ts = o.Out, &t.ts
+	o.counted.out, o.counted.ts, o.counted.lastTS = o.Out, &t.ts, api.NoTimestamp
 	if o.Watermarks != nil {
 		o.wm = &TimestampsAndWatermarksOperator[T]{Strategy: *o.Watermarks, Out: o.Out, perSplit: true}
 		if err := o.wm.open(ctx); err != nil {
@@ -163,6 +166,25 @@ func (o *SourceOperator[T]) pendingRecords() (int64, bool) {
 	return 0, false
 }
 
+// bytesIn is the reader's FLIP-33 numBytesIn, if it counts.
+func (o *SourceOperator[T]) bytesIn() (int64, bool) {
+	if b, ok := o.reader.(api.BytesInReader); ok {
+		return b.NumBytesIn(), true
+	}
+	return 0, false
+}
+
+// lastTimestamp is the event time of the last record the source emitted,
+// as its own watermark strategy assigned it or its reader gave it; false
+// if that record had none.
+func (o *SourceOperator[T]) lastTimestamp() (int64, bool) {
+	ts := o.counted.lastTS
+	if o.wm != nil {
+		ts = o.wm.lastTS
+	}
+	return ts, ts != api.NoTimestamp
+}
+
 // nextPollTime says when to poll a reader that had nothing available.
 func (o *SourceOperator[T]) nextPollTime(now time.Time) time.Time {
 	if w, ok := o.reader.(api.AvailabilityWaiter); ok {
@@ -177,6 +199,8 @@ type SourceRunner interface {
 	poll() (api.InputStatus, int64, error)
 	nextPollTime(now time.Time) time.Time
 	pendingRecords() (int64, bool)
+	bytesIn() (int64, bool)
+	lastTimestamp() (int64, bool)
 }
 
 // The source's own watermark generation runs on the task's timers, and

@@ -183,6 +183,14 @@ type Wiring struct {
 	// InFlight is the channel state restored into this subtask's input.
 	InFlight    []restore.InFlight
 	InFlightDir string
+	// ChainCounts are the counters on the edges inside the chain:
+	// ChainCounts[k] counts the records operator k passed to operator k+1
+	// (nil after a source, whose output is SourceEmitted).
+	// Only the task's goroutine touches them (a plain increment per
+	// record); publishCounts copies them into M.Chain for the readers.
+	ChainCounts []*int64
+	// sinkBytes is the chain's sink writer if it counts its bytes.
+	sinkBytes api.BytesSendWriter
 }
 
 // life is where the task is in its life (see lifecycle) and the
@@ -249,6 +257,7 @@ type flushTimer struct {
 // Run is the task's goroutine.
 func (t *Task) Run() {
 	err := t.invoke()
+	t.publishCounts()
 	t.M.Ended.Store(true)
 	t.svc.JobMaster.TaskExited(t, err)
 }
@@ -415,10 +424,17 @@ func (t *Task) runSource() error {
 		}
 		if n > 0 {
 			t.M.SourceEmitted.Add(n)
+			t.publishCounts()
 			t.svc.JobMaster.SourceEmitted(t, n)
 		}
 		if p, ok := t.Source.pendingRecords(); ok {
 			t.M.PendingRecords.Store(p)
+		}
+		if b, ok := t.Source.bytesIn(); ok {
+			t.M.SourceBytesIn.Store(b)
+		}
+		if ts, ok := t.Source.lastTimestamp(); n > 0 && ok {
+			t.M.EmitEventTimeLag.Store(t.svc.Clock().UnixMilli() - ts)
 		}
 		if err := t.fireDueTimers(); err != nil {
 			return err
@@ -982,6 +998,7 @@ func (t *Task) awaitMail() error {
 }
 
 func (t *Task) onIdle() {
+	t.publishCounts()
 	for _, w := range t.Writers {
 		w.Flush()
 	}

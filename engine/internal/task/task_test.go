@@ -96,3 +96,5 @@ type sourceRunnerStub struct{}
 func (sourceRunnerStub) poll() (api.InputStatus, int64, error) { return api.EndOfInput, 0, nil }
 func (sourceRunnerStub) nextPollTime(now time.Time) time.Time  { return now }
 func (sourceRunnerStub) pendingRecords() (int64, bool)         { return 0, false }
+func (sourceRunnerStub) bytesIn() (int64, bool)                { return 0, false }
+func (sourceRunnerStub) lastTimestamp() (int64, bool)          { return 0, false }

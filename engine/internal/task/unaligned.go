@@ -316,9 +316,11 @@ func (t *Task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskStat
 			s.Alignment = c.alignment
 		}
 	}
-	for _, h := range handles {
+	s.OperatorStateSize = make(map[string]int64, len(handles))
+	for uid, h := range handles {
 		s.StateSize += h.Bytes
 		s.Persisted += h.ChannelStateSize()
+		s.OperatorStateSize[uid] = h.Bytes
 	}
 	return s
 }

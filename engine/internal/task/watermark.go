@@ -246,6 +246,9 @@ type TimestampsAndWatermarksOperator[T any] struct {
 	splits     map[string]*splitGen[T]
 	cur        *splitGen[T] // the split of the records being collected
 	splitAware bool         // the reader has named a split
+	// lastTS is the timestamp assigned to the last record (a source's
+	// currentEmitEventTimeLag).
+	lastTS int64
 }
 
 // splitGen is one split's generator and what it has emitted: its own
@@ -349,7 +352,7 @@ func (o *TimestampsAndWatermarksOperator[T]) combine() {
 func (o *TimestampsAndWatermarksOperator[T]) generatesWatermarks() {}
 
 func (o *TimestampsAndWatermarksOperator[T]) open(ctx *OpContext) error {
-	o.task, o.index, o.lastWM = ctx.Task, ctx.Index, math.MinInt64
+	o.task, o.index, o.lastWM, o.lastTS = ctx.Task, ctx.Index, math.MinInt64, api.NoTimestamp
 	o.assign = o.Strategy.TimestampAssigner()
 	if o.perSplit {
 		o.splits = map[string]*splitGen[T]{}
@@ -364,7 +367,7 @@ func (o *TimestampsAndWatermarksOperator[T]) open(ctx *OpContext) error {
 
 func (o *TimestampsAndWatermarksOperator[T]) Collect(v T) {
 	ts := o.assign(v, o.task.ts)
-	o.task.ts = ts
+	o.task.ts, o.lastTS = ts, ts
 	o.Out.Collect(v)
 	if !o.perSplit {
 		o.gen.OnEvent(v, ts, o)
