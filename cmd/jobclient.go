@@ -107,6 +107,13 @@ func connect(f *Factory, o *clientOptions, jobID string) (*session, error) {
 	if err := validateConfig(conf, newLogger(f.IO.ErrOut, logLevel(f))); err != nil {
 		return nil, err
 	}
+	return connectWith(f, o, jobID, conf)
+}
+
+// connectWith is connect with the configuration already loaded and
+// checked: list connects to each running job, and would otherwise warn
+// about the same configuration once per job.
+func connectWith(f *Factory, o *clientOptions, jobID string, conf *config.Configuration) (*session, error) {
 	timeout, err := timeoutFor(f, o, conf)
 	if err != nil {
 		return nil, err

@@ -169,6 +169,9 @@ func runList(f *Factory, o *ListOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := validateConfig(conf, newLogger(f.IO.ErrOut, logLevel(f))); err != nil {
+		return err
+	}
 	if _, err := timeoutFor(f, &o.clientOptions, conf); err != nil {
 		return err
 	}
@@ -224,7 +227,7 @@ func runList(f *Factory, o *ListOptions) error {
 			if stats && category(e.State) == "running" && jobIDPattern.MatchString(e.JobID) {
 				// Through the same checks as every verb: the entry's
 				// process alive, its endpoint proving it holds the token.
-				if s, err := connect(f, &o.clientOptions, e.JobID); err == nil {
+				if s, err := connectWith(f, &o.clientOptions, e.JobID, conf); err == nil {
 					addStats(s.ctx, s.client, &lj)
 					s.cancel()
 				}
