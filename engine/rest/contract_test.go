@@ -19,11 +19,11 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
 	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
+	"github.com/gflink/gflink/internal/flinkrest"
 	"github.com/gflink/gflink/internal/testutil"
 	"go.uber.org/goleak"
 )
@@ -36,54 +36,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// specPath is Flink's OpenAPI description of its REST API
-// (GFLINK_REST_SPEC overrides it).
-func specPath() string {
-	if p := os.Getenv("GFLINK_REST_SPEC"); p != "" {
-		return p
-	}
-	// A copy of Flink's file (Apache 2.0), in the repository so that the
-	// test runs on any clean clone: it used to be read from beside the
-	// repository, and a clone elsewhere skipped the test.
-	return filepath.Join("testdata", "flink-rest-v1.yml")
-}
-
-// loadSpec loads the description, with two documented adjustments where
-// the generated description and Flink's actual behaviour differ:
-//
-//   - the "operation" of AsynchronousOperationResult is a oneOf of three
-//     objects that require no property, so every body matches all three and
-//     a strict oneOf can never pass: Flink's generator meant anyOf;
-//   - CheckpointConfigInfo's "mode" is written lower case by Flink
-//     ("exactly_once", reference §2 and §9 item 8), while the description
-//     lists the enum's upper-case names; gflink sends what Flink sends;
-//   - MetricCollectionResponseBody and AggregatedMetricsResponseBody are
-//     described as objects, but Flink's serializers write bare arrays
-//     ([{"id": …, "value": …}], MetricCollectionResponseBody.Serializer),
-//     which is what its web dashboard and every client read.
+// loadSpec loads Flink's description of its REST API (flinkrest.Load).
 func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
-	path := specPath()
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile(path)
-	if err != nil {
-		t.Fatalf("load %s: %v", path, err)
-	}
-	op := doc.Components.Schemas["AsynchronousOperationResult"].Value.Properties["operation"].Value
-	op.AnyOf, op.OneOf = op.OneOf, nil
-	mode := doc.Components.Schemas["ProcessingMode"].Value
-	mode.Enum = append(mode.Enum, "at_least_once", "exactly_once")
-	metric := doc.Components.Schemas["Metric"]
-	*doc.Components.Schemas["MetricCollectionResponseBody"].Value = openapi3.Schema{
-		Type: &openapi3.Types{openapi3.TypeArray}, Items: metric}
-	num := &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeNumber}}}
-	*doc.Components.Schemas["AggregatedMetricsResponseBody"].Value = openapi3.Schema{
-		Type: &openapi3.Types{openapi3.TypeArray}, Items: &openapi3.SchemaRef{Value: &openapi3.Schema{
-			Type: &openapi3.Types{openapi3.TypeObject}, Required: []string{"id"}, AdditionalProperties: openapi3.AdditionalProperties{Has: new(bool)},
-			Properties: openapi3.Schemas{"id": &openapi3.SchemaRef{Value: &openapi3.Schema{Type: &openapi3.Types{openapi3.TypeString}}},
-				"min": num, "max": num, "avg": num, "sum": num, "skew": num}}}}
-	doc.Servers = nil
-	router, err := gorillamux.NewRouter(doc)
+	doc, router, err := flinkrest.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,23 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/gflink/gflink/internal/clitest"
+	"github.com/gflink/gflink/internal/flinkrest"
 	"github.com/gflink/gflink/internal/testutil"
 )
 
@@ -169,4 +175,105 @@ func TestDashboardInABrowser(t *testing.T) {
 	if !strings.Contains(string(out), filepath.Base(strings.TrimPrefix(path, "file:"))) {
 		t.Errorf("gflink checkpoints %s does not list the page's savepoint %s:\n%s", spDir, path, out)
 	}
+}
+
+// flinkShaped is an endpoint in front of gflink's that answers as a Flink
+// cluster's REST API would where the shapes agree: the dashboard's files
+// as they are, then only the operations of Flink's OpenAPI description,
+// each answer pruned to the fields the description has, and no token
+// asked (it sends gflink's itself: Flink's REST API has none). It counts
+// the requests the page made outside the description and the fields it
+// pruned.
+func flinkShaped(t *testing.T, endpoint, token string) (url string, outside, pruned *atomic.Int64) {
+	t.Helper()
+	doc, router, err := flinkrest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, pruned = new(atomic.Int64), new(atomic.Int64)
+	static := map[string]bool{"/": true, "/index.html": true}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route, _, err := router.FindRoute(r)
+		isStatic := static[r.URL.Path] || strings.HasPrefix(r.URL.Path, "/web/")
+		if err != nil && !isStatic {
+			t.Logf("outside Flink's REST API: %s %s", r.Method, r.URL)
+			outside.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"errors":["Not found: %s"]}`, r.URL.Path)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, endpoint+r.URL.RequestURI(), bytes.NewReader(body))
+		req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+		if !isStatic {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		for k, vs := range resp.Header {
+			if k != "Content-Length" {
+				w.Header()[k] = vs
+			}
+		}
+		if !isStatic && resp.StatusCode < 300 && len(data) > 0 {
+			var v any
+			if json.Unmarshal(data, &v) == nil {
+				if rs := route.Operation.Responses.Status(resp.StatusCode); rs != nil && rs.Value != nil {
+					if mt := rs.Value.Content.Get("application/json"); mt != nil {
+						kept, _ := json.Marshal(flinkrest.Prune(doc, mt.Schema, v))
+						if len(kept) < len(data) {
+							pruned.Add(1)
+						}
+						data = kept
+					}
+				}
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(data)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, outside, pruned
+}
+
+// TestDashboardOnAFlinkShapedEndpoint: the page needs nothing but Flink's
+// REST API. Served by an endpoint that answers only the operations and
+// fields of Flink's description and asks no token, as a Flink cluster's,
+// it shows the job, its graph with non-zero rates and its checkpoints,
+// without asking for a token and without a request outside Flink's API.
+func TestDashboardOnAFlinkShapedEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a job and a browser")
+	}
+	if testutil.RaceEnabled() {
+		t.Skip("drives a browser: the plain run covers it")
+	}
+	ctx := browser(t)
+	dir := t.TempDir()
+	id, endpoint, token := startJob(t, dir)
+	url, outside, pruned := flinkShaped(t, endpoint, token)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the job graph with both vertices", `document.querySelectorAll("#graph g.vertex").length === 2`)
+	waitFor(t, ctx, "non-zero rates", `[...document.querySelectorAll('#vertices td[data-metric="out"]')].some(td => Number(td.dataset.value) > 0)`)
+	waitFor(t, ctx, "a checkpoint in the chart", `document.querySelectorAll("#ck-chart rect.ck").length > 0`)
+	waitFor(t, ctx, "a completed checkpoint's path", `document.body.innerText.includes("/chk-")`)
+	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if !strings.Contains(body, id) {
+		t.Errorf("the page does not name the job %s:\n%s", id, body)
+	}
+	if login, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.getElementById("login").hidden`)); login {
+		t.Error("the page asks for a token from an endpoint that needs none")
+	}
+	if n := outside.Load(); n > 0 {
+		t.Errorf("the page made %d requests outside Flink's REST API", n)
+	}
+	t.Logf("answers with fields Flink's description does not have, pruned: %d", pruned.Load())
+	screenshot(t, ctx, "dashboard-flink-shaped")
 }

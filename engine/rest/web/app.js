@@ -77,7 +77,11 @@ async function refresh() {
   try {
     const overview = await api("/jobs/overview");
     if (!overview.jobs || overview.jobs.length === 0) return;
-    jobId = encodeURIComponent(overview.jobs[0].jid);
+    // A Flink cluster lists many jobs: the one named in the page's
+    // fragment (#<jobId>, never sent to the server), else a running one.
+    const jobs = overview.jobs;
+    const pick = jobs.find((j) => j.jid === location.hash.slice(1)) || jobs.find((j) => j.state === "RUNNING") || jobs[0];
+    jobId = encodeURIComponent(pick.jid);
     const [job, jobMetrics, cks] = await Promise.all([
       api(`/jobs/${jobId}`),
       api(`/jobs/${jobId}/metrics?get=uptime,numRestarts`),
