@@ -90,11 +90,34 @@ func (c *BroadcastContext[K]) CurrentWatermark() int64 {
 	return c.ctx.TimerService().CurrentWatermark()
 }
 
+// BroadcastStateContext is the context of a broadcast record, in which the
+// broadcast states may change: *BroadcastContext (keyed) or
+// *BroadcastProcessContext (not keyed).
+type BroadcastStateContext interface{ writableStates() map[string]any }
+
+// ReadOnlyBroadcastStateContext is the context of any other record or
+// timer, in which the broadcast states are read only: *ReadOnlyContext
+// (keyed) or *BroadcastProcessReadOnlyContext (not keyed).
+type ReadOnlyBroadcastStateContext interface{ readOnlyStates() map[string]any }
+
+func (c *BroadcastContext[K]) writableStates() map[string]any { return c.states }
+func (c *ReadOnlyContext[K]) readOnlyStates() map[string]any  { return c.states }
+
+// ApplyToKeyedState calls f for every key of this subtask that has an
+// entry in the keyed state called name (declared in Open), with that key
+// current, as Flink's applyToKeyedState: f reads, changes or clears the
+// key's state through the function's own state handles. A rule that
+// changes can so reset every key's state at once; every subtask applies it
+// to its own keys.
+func (c *BroadcastContext[K]) ApplyToKeyedState(name string, f func(key K) error) error {
+	return api.ApplyToKeyedState(c.ctx, name, f)
+}
+
 // GetBroadcastState returns the broadcast state d describes, to read and
 // change while processing a broadcast record. d must be one of the
 // descriptors the stream was broadcast with.
-func GetBroadcastState[K comparable, V any, KK comparable](ctx *BroadcastContext[KK], d MapStateDescriptor[K, V]) (*BroadcastState[K, V], error) {
-	return lookupBroadcastState(ctx.states, d)
+func GetBroadcastState[K comparable, V any](ctx BroadcastStateContext, d MapStateDescriptor[K, V]) (*BroadcastState[K, V], error) {
+	return lookupBroadcastState(ctx.writableStates(), d)
 }
 
 // OutputFromBroadcast emits v to the side output tag while processing a
@@ -113,8 +136,8 @@ type ReadOnlyContext[K comparable] struct {
 
 // GetReadOnlyBroadcastState returns the broadcast state d describes, to
 // read while processing a keyed record or a timer.
-func GetReadOnlyBroadcastState[K comparable, V any, KK comparable](ctx *ReadOnlyContext[KK], d MapStateDescriptor[K, V]) (ReadOnlyBroadcastState[K, V], error) {
-	return lookupBroadcastState(ctx.states, d)
+func GetReadOnlyBroadcastState[K comparable, V any](ctx ReadOnlyBroadcastStateContext, d MapStateDescriptor[K, V]) (ReadOnlyBroadcastState[K, V], error) {
+	return lookupBroadcastState(ctx.readOnlyStates(), d)
 }
 
 func lookupBroadcastState[K comparable, V any](states map[string]any, d MapStateDescriptor[K, V]) (*BroadcastState[K, V], error) {
@@ -232,6 +255,104 @@ func (f *keyedBroadcast[K, A, B, OUT]) OnTimer(ctx *Context[K], ts int64, out Co
 }
 
 func (f *keyedBroadcast[K, A, B, OUT]) Close() error {
+	if c, ok := f.fn.(Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// BroadcastProcessFunction processes a stream that is not keyed connected
+// to a broadcast stream (Flink's BroadcastProcessFunction): the stream's
+// records with the broadcast states read-only, broadcast records with them
+// writable. Like CoProcessFunction it has no timers; it may also implement
+// RichOpener (for operator state of its own) and Closer. As with the keyed
+// function, every subtask gets every broadcast record and must change its
+// broadcast state alike, from the record alone.
+type BroadcastProcessFunction[IN, B, OUT any] interface {
+	ProcessElement(ctx *BroadcastProcessReadOnlyContext, in IN, out Collector[OUT]) error
+	ProcessBroadcastElement(ctx *BroadcastProcessContext, in B, out Collector[OUT]) error
+}
+
+// BroadcastProcessContext is what a BroadcastProcessFunction's
+// ProcessBroadcastElement gets: the subtask and the writable broadcast
+// states (GetBroadcastState).
+type BroadcastProcessContext struct {
+	rc     *RuntimeContext
+	states map[string]any
+}
+
+// Subtask is the index of the subtask, from 0.
+func (c *BroadcastProcessContext) Subtask() int { return c.rc.Subtask() }
+
+// Parallelism is the operator's parallelism.
+func (c *BroadcastProcessContext) Parallelism() int { return c.rc.Parallelism() }
+
+func (c *BroadcastProcessContext) writableStates() map[string]any { return c.states }
+
+// BroadcastProcessReadOnlyContext is what a BroadcastProcessFunction's
+// ProcessElement gets: the subtask and the broadcast states, read only
+// (GetReadOnlyBroadcastState).
+type BroadcastProcessReadOnlyContext struct {
+	rc     *RuntimeContext
+	states map[string]any
+}
+
+// Subtask is the index of the subtask, from 0.
+func (c *BroadcastProcessReadOnlyContext) Subtask() int { return c.rc.Subtask() }
+
+// Parallelism is the operator's parallelism.
+func (c *BroadcastProcessReadOnlyContext) Parallelism() int { return c.rc.Parallelism() }
+
+func (c *BroadcastProcessReadOnlyContext) readOnlyStates() map[string]any { return c.states }
+
+// BroadcastProcess applies fn to a stream that is not keyed connected to
+// a broadcast stream (Flink's DataStream.connect(BroadcastStream)
+// .process(BroadcastProcessFunction)). The stream's records keep their
+// partitioning; every subtask of the operator gets every broadcast
+// record. The task aligns checkpoint barriers over both inputs, and its
+// watermark is the minimum over both.
+func BroadcastProcess[A, B, OUT any](s DataStream[A], bs BroadcastStream[B], fn BroadcastProcessFunction[A, B, OUT]) DataStream[OUT] {
+	first := Map(s, func(v A) Either[A, B] { return Either[A, B]{First: v} }).Name("Input")
+	second := Map(bs.s, func(v B) Either[A, B] { return Either[A, B]{Second: true, Other: v} }).Name("Broadcast")
+	return FlatMapFunc(Union(first, second.Broadcast()), &broadcastProcess[A, B, OUT]{fn: fn, descs: bs.descs}).Name("BroadcastProcess")
+}
+
+// broadcastProcess runs a BroadcastProcessFunction as a flat map over the
+// tagged union of its inputs; the broadcast states are its operator
+// state.
+type broadcastProcess[A, B, OUT any] struct {
+	fn    BroadcastProcessFunction[A, B, OUT]
+	descs []BroadcastStateDescriptor
+	ro    BroadcastProcessReadOnlyContext
+	bc    BroadcastProcessContext
+}
+
+func (f *broadcastProcess[A, B, OUT]) Open(rc *RuntimeContext) error {
+	f.fn = api.CloneFunction(f.fn)
+	states := make(map[string]any, len(f.descs))
+	for _, d := range f.descs {
+		s, err := d.declare(rc)
+		if err != nil {
+			return err
+		}
+		states[d.Name()] = s
+	}
+	f.ro = BroadcastProcessReadOnlyContext{rc: rc, states: states}
+	f.bc = BroadcastProcessContext{rc: rc, states: states}
+	if o, ok := f.fn.(RichOpener); ok {
+		return o.Open(rc)
+	}
+	return nil
+}
+
+func (f *broadcastProcess[A, B, OUT]) FlatMap(in Either[A, B], out Collector[OUT]) error {
+	if in.Second {
+		return f.fn.ProcessBroadcastElement(&f.bc, in.Other, out)
+	}
+	return f.fn.ProcessElement(&f.ro, in.First, out)
+}
+
+func (f *broadcastProcess[A, B, OUT]) Close() error {
 	if c, ok := f.fn.(Closer); ok {
 		return c.Close()
 	}

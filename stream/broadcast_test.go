@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +172,194 @@ func TestBroadcastStateUndeclared(t *testing.T) {
 	_, err = env.Execute(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `broadcast state "rules": the stream was not broadcast with this descriptor`) {
 		t.Fatalf("Execute = %v, want the undeclared broadcast state named", err)
+	}
+}
+
+// ruleJoiner flags each reading with the threshold of its rule (one per
+// 250 ms of event time), which comes on a broadcast input: a reading whose
+// rule has not come yet waits in operator state, and goes out when the
+// rule does. What it emits does not depend on how the two inputs
+// interleave.
+type ruleJoiner struct {
+	pending stream.ListState[reading]
+}
+
+func ruleID(r reading) int64 { return max(r.TS, 0) / 250 }
+
+func (j *ruleJoiner) Open(rc *stream.RuntimeContext) (err error) {
+	j.pending, err = stream.GetOperatorListState[reading](rc, "pending")
+	return err
+}
+
+func (j *ruleJoiner) ProcessElement(ctx *stream.BroadcastProcessReadOnlyContext, r reading, out stream.Collector[string]) error {
+	rules, err := stream.GetReadOnlyBroadcastState(ctx, rulesState)
+	if err != nil {
+		return err
+	}
+	if th, ok := rules.Get(ruleID(r)); ok {
+		out.Collect(flagLine(r, th))
+	} else {
+		j.pending.Add(r)
+	}
+	return nil
+}
+
+func (j *ruleJoiner) ProcessBroadcastElement(ctx *stream.BroadcastProcessContext, x rule, out stream.Collector[string]) error {
+	rules, err := stream.GetBroadcastState(ctx, rulesState)
+	if err != nil {
+		return err
+	}
+	rules.Put(x.TS, x.Threshold) // TS is the rule's id here
+	var keep []reading
+	for _, r := range j.pending.Get() {
+		if ruleID(r) == x.TS {
+			out.Collect(flagLine(r, x.Threshold))
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	j.pending.Update(keep)
+	return nil
+}
+
+// A stream that is not keyed connected to a broadcast stream of rules
+// (BroadcastProcess): cancelled after some checkpoints and restored at
+// another parallelism, the flags equal a batch computation's. The rules
+// that came before the checkpoint are not sent again, so they must come
+// back from the broadcast state restored on every new subtask, and the
+// readings waiting for later rules from the operator state.
+func TestBroadcastProcessRescaled(t *testing.T) {
+	in := readings(6000, 5, 0, 30, 52)
+	rnd := rand.New(rand.NewPCG(52, 1))
+	var rules []rule
+	thresholds := map[int64]int64{}
+	for id := int64(0); id <= 6000/250; id++ {
+		rules = append(rules, rule{TS: id, Threshold: rnd.Int64N(80)})
+		thresholds[id] = rules[len(rules)-1].Threshold
+	}
+	var want []string
+	for _, r := range in {
+		want = append(want, flagLine(r, thresholds[ruleID(r)]))
+	}
+	slices.Sort(want)
+	configs := []struct {
+		mode   string
+		p1, p2 int
+	}{{"aligned", 2, 3}, {"unaligned", 3, 1}}
+	if testutil.RaceEnabled() {
+		configs = configs[:1]
+	}
+	for _, cfg := range configs {
+		t.Run(fmt.Sprintf("%s/p%d->p%d", cfg.mode, cfg.p1, cfg.p2), func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			build := func(env *stream.Environment, rate float64) {
+				readingsIn := stream.FromSource[reading](env, heldElements(in, rate), "readings").UID("readings")
+				ruleStream := stream.FromSource[rule](env, heldElements(rules, rate/250), "rules").UID("rules")
+				stream.BroadcastProcess(readingsIn, stream.Broadcast(ruleStream, rulesState),
+					stream.BroadcastProcessFunction[reading, rule, string](&ruleJoiner{})).UID("join").
+					SinkTo(&connectors.FileSink[string]{Dir: out}).UID("sink")
+			}
+			got := cancelThenRestore(t, dir, "hashmap", cfg.mode, cfg.p1, cfg.p2, 3000, len(want), out, build)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d flags committed, %d computed in batch; they differ:\n got %v\nwant %v", len(got), len(want), diffSample(got, want), len(want))
+			}
+		})
+	}
+}
+
+// counterPurger counts readings per sensor in keyed state; a broadcast
+// command makes every subtask report each of its keys' counts and clear
+// them, through ApplyToKeyedState.
+type counterPurger struct {
+	count     stream.ValueState[int64]
+	processed *atomic.Int64
+}
+
+func (c *counterPurger) Open(ctx *stream.Context[string]) (err error) {
+	c.count, err = stream.GetValueState[int64](ctx, "count")
+	return err
+}
+
+func (c *counterPurger) ProcessElement(ctx *stream.ReadOnlyContext[string], r reading, out stream.Collector[string]) error {
+	n, _ := c.count.Value()
+	c.count.Update(n + 1)
+	c.processed.Add(1)
+	return nil
+}
+
+func (c *counterPurger) ProcessBroadcastElement(ctx *stream.BroadcastContext[string], cmd string, out stream.Collector[string]) error {
+	return ctx.ApplyToKeyedState("count", func(key string) error {
+		n, _ := c.count.Value()
+		out.Collect(fmt.Sprintf("%s:%s=%d", cmd, key, n))
+		c.count.Clear()
+		return nil
+	})
+}
+
+// gatedSource emits its items once open() says so.
+type gatedSource[T any] struct {
+	*connectors.Elements[T]
+	open func() bool
+}
+
+func (s gatedSource[T]) CreateReader(ctx stream.SourceContext) (stream.SourceReader[T], error) {
+	r, err := s.Elements.CreateReader(ctx)
+	return &gatedReader[T]{SourceReader: r, open: s.open}, err
+}
+
+type gatedReader[T any] struct {
+	stream.SourceReader[T]
+	open func() bool
+}
+
+func (r *gatedReader[T]) PollNext(out stream.Collector[T]) (stream.InputStatus, error) {
+	if !r.open() {
+		return stream.NothingAvailable, nil
+	}
+	return r.SourceReader.PollNext(out)
+}
+
+// ApplyToKeyedState visits every key with state on every subtask, in every
+// backend: once all readings are counted, two broadcast "report"s (from
+// two source subtasks, in either order) list each sensor's count exactly
+// once across the subtasks, as a batch count of the input says: the first
+// clears what it reports, so that the second finds no key.
+func TestApplyToKeyedState(t *testing.T) {
+	in := readings(3000, 40, 0, 1, 53)
+	want := map[string]int64{}
+	for _, r := range in {
+		want[r.Sensor]++
+	}
+	var wantLines []string
+	for k, n := range want {
+		wantLines = append(wantLines, fmt.Sprintf("report:%s=%d", k, n))
+	}
+	slices.Sort(wantLines)
+	for _, backend := range []string{"hashmap", "rocksdb", "changelog"} {
+		t.Run(backend, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			env, err := stream.NewEnvironment(stream.Options{Config: rescaleConf(dir, backend, "aligned", 2)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var processed atomic.Int64
+			readingsIn := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in}, "readings")
+			commands := stream.FromSource[string](env, gatedSource[string]{&connectors.Elements[string]{Items: []string{"report", "report"}},
+				func() bool { return processed.Load() == int64(len(in)) }}, "commands")
+			keyed := stream.KeyBy(readingsIn, func(x reading) string { return x.Sensor })
+			stream.KeyedBroadcastProcess(stream.ConnectBroadcast(keyed, stream.Broadcast(commands)),
+				stream.KeyedBroadcastProcessFunction[string, reading, string, string](&counterPurger{processed: &processed})).
+				SinkTo(&connectors.FileSink[string]{Dir: out})
+			if _, err := env.Execute(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := testutil.CommittedLines(t, out)
+			slices.Sort(got)
+			if !slices.Equal(got, wantLines) {
+				t.Fatalf("%d lines, want %d:\n got %.300v\nwant %.300v", len(got), len(wantLines), got, wantLines)
+			}
+		})
 	}
 }

@@ -1151,3 +1151,7 @@ func getChangelogTimers[K comparable](b *ChangelogBackend[K], kind Kind) (TimerQ
 	}
 	return &clTimers[K]{b: b, in: in, d: b.logDecl(name, kind)}, nil
 }
+
+// keysOf lists the inner backend's keys: every change reaches it as it is
+// made (the log only records them).
+func (b *ChangelogBackend[K]) keysOf(name string) ([]K, error) { return b.inner.keysOf(name) }

@@ -1,5 +1,7 @@
 package state
 
+import "fmt"
+
 // Backend is a keyed state backend of one operator subtask, as the task
 // runtime uses it: the hashmap backend (KeyedBackend, Go maps) and the LSM
 // backend (LSMBackend, Flink's `rocksdb`) implement it. States are declared
@@ -37,6 +39,71 @@ type Backend[K comparable] interface {
 	// declare builds a state in the backend's representation of it
 	// (declare.go).
 	declare(d declaration[K]) (any, error)
+	// keysOf lists the keys with an entry in the state called name
+	// (KeysOf).
+	keysOf(name string) ([]K, error)
+}
+
+// KeysOf returns the keys of the backend's key groups that have an entry
+// in the keyed state called name — a value, a non-empty list, a map with
+// entries — each once, in no particular order, copied so that the state
+// may change while the caller goes through them (Flink's
+// applyToKeyedState collects them the same way). Timers have no keys to
+// list.
+func KeysOf[K comparable](b Backend[K], name string) ([]K, error) { return b.keysOf(name) }
+
+// noKeyedState is KeysOf's error for a name no state has.
+func noKeyedState(name string) error {
+	return fmt.Errorf("no keyed state %q is declared: declare it in Open (GetValueState, GetListState or GetMapState) before applying a function to its keys", name)
+}
+
+// keyLister is a hashmap state whose keys KeysOf lists.
+type keyLister[K comparable] interface{ keys(f func(K)) }
+
+func (b *KeyedBackend[K]) keysOf(name string) ([]K, error) {
+	s, ok := b.states[name]
+	if !ok {
+		return nil, noKeyedState(name)
+	}
+	l, ok := s.(keyLister[K])
+	if !ok {
+		return nil, fmt.Errorf("state %q is %s state, which has no keys to list", name, s.kind())
+	}
+	var out []K
+	l.keys(func(k K) { out = append(out, k) })
+	return out, nil
+}
+
+// keys calls f with a copy of every key of every key group's layers.
+func (t *table[K, E]) keys(f func(K)) {
+	for _, v := range t.views() {
+		v.all(func(k K, _ E) bool {
+			f(t.clone(k))
+			return true
+		})
+	}
+}
+
+func (s *valueState[K, V]) keys(f func(K)) { s.t.keys(f) }
+func (s *mapState[K, UK, UV]) keys(f func(K)) {
+	for _, v := range s.t.views() {
+		v.all(func(k K, e mapEntry[UK, UV]) bool {
+			if e.len() > 0 {
+				f(s.t.clone(k))
+			}
+			return true
+		})
+	}
+}
+func (s *listState[K, V]) keys(f func(K)) {
+	for _, v := range s.t.views() {
+		v.all(func(k K, l []V) bool {
+			if len(l) > 0 {
+				f(s.t.clone(k))
+			}
+			return true
+		})
+	}
 }
 
 // SnapshotOptions say what a snapshot is for.

@@ -36,6 +36,7 @@ package state
 // (EntryCounts), and States reports the counts of the last one.
 
 import (
+	"bytes"
 	"container/heap"
 	"encoding/binary"
 	"errors"
@@ -1275,4 +1276,51 @@ func (t *lsmTimers[K]) restore(kg int, payload []byte) error {
 		}
 		return rest[w:], t.b.kv.Set(timerTS(append(kgPrefix(nil, t.sid, kg), k...), ts), nil)
 	})
+}
+
+// keysOf scans the state's range in each key group: a value's or list's
+// entry is one key; a map's entries are grouped by key (its user keys
+// follow the key).
+func (b *LSMBackend[K]) keysOf(name string) ([]K, error) {
+	s, ok := b.states[name]
+	if !ok {
+		return nil, noKeyedState(name)
+	}
+	kind := s.kind()
+	if kind != KindValue && kind != KindList && kind != KindMap {
+		return nil, fmt.Errorf("state %q is %s state, which has no keys to list", name, kind)
+	}
+	var out []K
+	var prev []byte
+	for kg := b.kgRange.Start; kg <= b.kgRange.End; kg++ {
+		lo := kgPrefix(nil, s.id(), kg)
+		it, err := b.kv.NewIter(lo, prefixEnd(lo))
+		if err != nil {
+			return nil, err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			if kind == KindList && len(it.Value()) == 0 {
+				continue
+			}
+			k, rest, err := b.keySer.Decode(it.Key()[len(lo):])
+			if err != nil {
+				it.Close()
+				return nil, fmt.Errorf("state %q: %w", name, err)
+			}
+			enc := it.Key()[len(lo) : len(it.Key())-len(rest)]
+			if kind == KindMap && bytes.Equal(enc, prev) {
+				continue
+			}
+			prev = append(prev[:0], enc...)
+			out = append(out, k)
+		}
+		err = it.Error()
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

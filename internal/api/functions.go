@@ -100,6 +100,27 @@ func (c *Context[K]) Subtask() int { return c.subtask }
 // Parallelism is the operator's parallelism.
 func (c *Context[K]) Parallelism() int { return c.parallelism }
 
+// ApplyToKeyedState calls f for every key with an entry in the keyed state
+// called name (Flink's applyToKeyedState), with that key current: the
+// function's state handles read and change that key's state, and may
+// clear it. The keys are listed first, so f may change any state. An
+// error from f stops the walk and is returned.
+func ApplyToKeyedState[K comparable](c *Context[K], name string, f func(key K) error) error {
+	keys, err := state.KeysOf(c.backend, name)
+	if err != nil {
+		return err
+	}
+	saved := c.backend.CurrentKey()
+	defer c.backend.SetCurrentKey(saved)
+	for _, k := range keys {
+		c.backend.SetCurrentKey(k)
+		if err := f(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TimerService sets and deletes timers of the current key.
 func (c *Context[K]) TimerService() TimerService { return c.timers }
 
