@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gflink/gflink/stream"
@@ -233,8 +234,10 @@ type writer[T any] struct {
 	next  int64  // exactly-once: the n of the next transaction
 	txnID string // the open transaction, or ""
 
-	mu  sync.Mutex
-	err error // the first failed produce
+	// err is the first failed produce, set from the client's goroutines
+	// and read at every Write: an atomic load there, not a lock per
+	// record.
+	err atomic.Pointer[error]
 
 	sent int64 // the bytes of the keys and values produced (numBytesSend)
 }
@@ -245,19 +248,13 @@ func (w *writer[T]) NumBytesSend() int64 { return w.sent }
 
 func (w *writer[T]) failed(_ *kgo.Record, err error) {
 	if err != nil {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = err
-		}
-		w.mu.Unlock()
+		w.err.CompareAndSwap(nil, &err)
 	}
 }
 
 func (w *writer[T]) produceErr() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return fmt.Errorf("kafka sink: produce to %s: %w", w.s.Topic, w.err)
+	if err := w.err.Load(); err != nil {
+		return fmt.Errorf("kafka sink: produce to %s: %w", w.s.Topic, *err)
 	}
 	return nil
 }
