@@ -614,13 +614,32 @@ func decodeBlock(b []byte, counts map[string]int64) {
 // baseline.
 func plainMap() {
 	g := generator()
-	counts := map[string]int64{}
+	// The keys in a Go map sized for them (growing, a map keeps its old
+	// table while it moves entries to one twice the size), each holding
+	// its count's place in a slice: counts[string(w)]++ on a
+	// map[string]int64 converts the word for every update, and that
+	// garbage let the heap grow to twice the live map before each
+	// collection. The baseline is what holding the keys takes, no more.
+	index := make(map[string]int32, *keys)
+	counts := make([]int64, 0, *keys)
 	var buf []byte
 	lines := (*words + 9) / 10
 	for i := range lines {
 		buf = g.Line(i, buf)
-		for _, w := range bytes.Fields(buf) {
-			counts[string(w)]++ // a new key is an exact-size copy
+		for rest := buf; len(rest) > 0; {
+			j := bytes.IndexByte(rest, ' ')
+			if j < 0 {
+				j = len(rest)
+			}
+			if w := rest[:j]; len(w) > 0 {
+				if at, ok := index[string(w)]; ok { // a lookup converts nothing
+					counts[at]++
+				} else {
+					index[string(w)] = int32(len(counts)) // an exact-size copy of a new key
+					counts = append(counts, 1)
+				}
+			}
+			rest = rest[min(j+1, len(rest)):]
 		}
 	}
 	if len(counts) == 0 {
