@@ -184,11 +184,11 @@ func runList(f *Factory, o *ListOptions) error {
 		}
 	}
 	if haOn {
-		if jobs, err = haJobs(f, o, stats); err != nil {
+		if jobs, err = haJobs(f, o, stats, conf); err != nil {
 			return err
 		}
 	} else if o.Global.JobManager != "" {
-		s, err := connect(f, &o.clientOptions, "")
+		s, err := connectWith(f, &o.clientOptions, "", conf)
 		if err != nil {
 			return err
 		}
@@ -375,8 +375,8 @@ func colorState(s string) string {
 
 // haJobs lists the cluster's job, asking the leader found through
 // ZooKeeper, or the job result store once the job has ended.
-func haJobs(f *Factory, o *ListOptions, stats bool) ([]listedJob, error) {
-	s, err := connect(f, &o.clientOptions, "")
+func haJobs(f *Factory, o *ListOptions, stats bool, conf *config.Configuration) ([]listedJob, error) {
+	s, err := connectWith(f, &o.clientOptions, "", conf)
 	var ended *jobEndedError
 	if errors.As(err, &ended) {
 		return []listedJob{{JobID: ended.JobID, Name: ended.Name, State: ended.State, StartTime: ended.Start, EndTime: ended.End}}, nil

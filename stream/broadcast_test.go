@@ -272,8 +272,8 @@ func TestBroadcastProcessRescaled(t *testing.T) {
 // command makes every subtask report each of its keys' counts and clear
 // them, through ApplyToKeyedState.
 type counterPurger struct {
-	count     stream.ValueState[int64]
-	processed *atomic.Int64
+	count            stream.ValueState[int64]
+	processed, early *atomic.Int64
 }
 
 func (c *counterPurger) Open(ctx *stream.Context[string]) (err error) {
@@ -289,6 +289,12 @@ func (c *counterPurger) ProcessElement(ctx *stream.ReadOnlyContext[string], r re
 }
 
 func (c *counterPurger) ProcessBroadcastElement(ctx *stream.BroadcastContext[string], cmd string, out stream.Collector[string]) error {
+	if cmd == "early" {
+		// Before any keyed record: no key is current, and there are none
+		// to visit.
+		defer c.early.Add(1)
+		return ctx.ApplyToKeyedState("count", func(key string) error { return fmt.Errorf("early: key %q has state", key) })
+	}
 	return ctx.ApplyToKeyedState("count", func(key string) error {
 		n, _ := c.count.Value()
 		out.Collect(fmt.Sprintf("%s:%s=%d", cmd, key, n))
@@ -321,10 +327,12 @@ func (r *gatedReader[T]) PollNext(out stream.Collector[T]) (stream.InputStatus, 
 }
 
 // ApplyToKeyedState visits every key with state on every subtask, in every
-// backend: once all readings are counted, two broadcast "report"s (from
-// two source subtasks, in either order) list each sensor's count exactly
-// once across the subtasks, as a batch count of the input says: the first
-// clears what it reports, so that the second finds no key.
+// backend: a broadcast command before any reading finds no key (and no
+// current key to fail on); once all readings are counted, two broadcast
+// "report"s (from two source subtasks, in either order) list each
+// sensor's count exactly once across the subtasks, as a batch count of the
+// input says: the first clears what it reports, so that the second finds
+// no key.
 func TestApplyToKeyedState(t *testing.T) {
 	in := readings(3000, 40, 0, 1, 53)
 	want := map[string]int64{}
@@ -340,17 +348,21 @@ func TestApplyToKeyedState(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
-			env, err := stream.NewEnvironment(stream.Options{Config: rescaleConf(dir, backend, "aligned", 2)})
+			conf := rescaleConf(dir, backend, "aligned", 2)
+			conf["restart-strategy.type"] = "none" // a failure is the test's
+			env, err := stream.NewEnvironment(stream.Options{Config: conf})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var processed atomic.Int64
-			readingsIn := stream.FromSource[reading](env, &connectors.Elements[reading]{Items: in}, "readings")
-			commands := stream.FromSource[string](env, gatedSource[string]{&connectors.Elements[string]{Items: []string{"report", "report"}},
-				func() bool { return processed.Load() == int64(len(in)) }}, "commands")
+			var processed, early atomic.Int64
+			readingsIn := stream.FromSource[reading](env, gatedSource[reading]{&connectors.Elements[reading]{Items: in},
+				func() bool { return early.Load() == 2 }}, "readings") // after both subtasks had "early"
+			first := stream.FromSource[string](env, &connectors.Elements[string]{Items: []string{"early"}}, "early")
+			reports := stream.FromSource[string](env, gatedSource[string]{&connectors.Elements[string]{Items: []string{"report", "report"}},
+				func() bool { return processed.Load() == int64(len(in)) }}, "reports")
 			keyed := stream.KeyBy(readingsIn, func(x reading) string { return x.Sensor })
-			stream.KeyedBroadcastProcess(stream.ConnectBroadcast(keyed, stream.Broadcast(commands)),
-				stream.KeyedBroadcastProcessFunction[string, reading, string, string](&counterPurger{processed: &processed})).
+			stream.KeyedBroadcastProcess(stream.ConnectBroadcast(keyed, stream.Broadcast(stream.Union(first, reports))),
+				stream.KeyedBroadcastProcessFunction[string, reading, string, string](&counterPurger{processed: &processed, early: &early})).
 				SinkTo(&connectors.FileSink[string]{Dir: out})
 			if _, err := env.Execute(context.Background()); err != nil {
 				t.Fatal(err)

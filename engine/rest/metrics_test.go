@@ -294,6 +294,9 @@ func TestOperatorStateSize(t *testing.T) {
 	conf := config.New()
 	conf.SetString("execution.checkpointing.interval", "50 ms", "test")
 	conf.SetString("execution.checkpointing.dir", dir, "test")
+	// Kept, so that the checkpoint a reading names is still there when
+	// the test reads its _metadata.
+	conf.SetString("execution.checkpointing.num-retained", "1000", "test")
 	j := submit(t, env, conf)
 	deadline := testutil.Deadline(30 * time.Second)
 	for {

@@ -104,14 +104,15 @@ func (c *Context[K]) Parallelism() int { return c.parallelism }
 // called name (Flink's applyToKeyedState), with that key current: the
 // function's state handles read and change that key's state, and may
 // clear it. The keys are listed first, so f may change any state. An
-// error from f stops the walk and is returned.
+// error from f stops the walk and is returned. It is called where no key
+// is current (a broadcast record): the key it leaves current does not
+// matter, as every keyed record and timer sets its own (and before the
+// first, the zero key may not even belong to this subtask's key groups).
 func ApplyToKeyedState[K comparable](c *Context[K], name string, f func(key K) error) error {
 	keys, err := state.KeysOf(c.backend, name)
 	if err != nil {
 		return err
 	}
-	saved := c.backend.CurrentKey()
-	defer c.backend.SetCurrentKey(saved)
 	for _, k := range keys {
 		c.backend.SetCurrentKey(k)
 		if err := f(k); err != nil {

@@ -22,7 +22,7 @@ type Metrics struct {
 	RecordsIn, RecordsOut, SourceEmitted atomic.Int64
 	// Chain holds, for each edge inside the task's chain, the records the
 	// operator before it emitted (numRecordsOut of operator k, numRecordsIn
-	// of k+1), as published after each batch (publishChain).
+	// of k+1), as published after each batch (publishCounts).
 	Chain []atomic.Int64
 	// Idle times the waits for input with nothing to do, BackPressured
 	// the waits for room downstream (credits): Flink's idle and

@@ -998,13 +998,13 @@ func (t *Task) awaitMail() error {
 }
 
 func (t *Task) onIdle() {
-	t.publishCounts()
 	for _, w := range t.Writers {
 		w.Flush()
 	}
 	for _, op := range t.Ops {
 		op.idle()
 	}
+	t.publishCounts() // after the sinks' idle flushes, whose bytes count
 	t.lastFlush = time.Time{}
 }
 

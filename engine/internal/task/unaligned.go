@@ -320,7 +320,7 @@ func (t *Task) subtaskStats(j asyncJob, handles map[string]savepoint.SubtaskStat
 	for uid, h := range handles {
 		s.StateSize += h.Bytes
 		s.Persisted += h.ChannelStateSize()
-		s.OperatorStateSize[uid] = h.Bytes
+		s.OperatorStateSize[uid] = h.Bytes - h.ChannelStateSize() // its state, not records in flight
 	}
 	return s
 }

@@ -79,8 +79,10 @@ async function refresh() {
     if (!overview.jobs || overview.jobs.length === 0) return;
     // A Flink cluster lists many jobs: the one named in the page's
     // fragment (#<jobId>, never sent to the server), else a running one.
+    // The job shown stays shown while it is listed.
     const jobs = overview.jobs;
-    const pick = jobs.find((j) => j.jid === location.hash.slice(1)) || jobs.find((j) => j.state === "RUNNING") || jobs[0];
+    const pick = jobs.find((j) => j.jid === location.hash.slice(1)) || jobs.find((j) => encodeURIComponent(j.jid) === jobId) ||
+      jobs.find((j) => j.state === "RUNNING") || jobs[0];
     jobId = encodeURIComponent(pick.jid);
     const [job, jobMetrics, cks] = await Promise.all([
       api(`/jobs/${jobId}`),
