@@ -273,35 +273,30 @@ type BroadcastProcessFunction[IN, B, OUT any] interface {
 	ProcessBroadcastElement(ctx *BroadcastProcessContext, in B, out Collector[OUT]) error
 }
 
-// BroadcastProcessContext is what a BroadcastProcessFunction's
-// ProcessBroadcastElement gets: the subtask and the writable broadcast
-// states (GetBroadcastState).
-type BroadcastProcessContext struct {
+// broadcastProcessContext is what both contexts of a
+// BroadcastProcessFunction have: the subtask and the broadcast states.
+type broadcastProcessContext struct {
 	rc     *RuntimeContext
 	states map[string]any
 }
 
 // Subtask is the index of the subtask, from 0.
-func (c *BroadcastProcessContext) Subtask() int { return c.rc.Subtask() }
+func (c *broadcastProcessContext) Subtask() int { return c.rc.Subtask() }
 
 // Parallelism is the operator's parallelism.
-func (c *BroadcastProcessContext) Parallelism() int { return c.rc.Parallelism() }
+func (c *broadcastProcessContext) Parallelism() int { return c.rc.Parallelism() }
+
+// BroadcastProcessContext is what a BroadcastProcessFunction's
+// ProcessBroadcastElement gets: the subtask and the writable broadcast
+// states (GetBroadcastState).
+type BroadcastProcessContext struct{ broadcastProcessContext }
 
 func (c *BroadcastProcessContext) writableStates() map[string]any { return c.states }
 
 // BroadcastProcessReadOnlyContext is what a BroadcastProcessFunction's
 // ProcessElement gets: the subtask and the broadcast states, read only
 // (GetReadOnlyBroadcastState).
-type BroadcastProcessReadOnlyContext struct {
-	rc     *RuntimeContext
-	states map[string]any
-}
-
-// Subtask is the index of the subtask, from 0.
-func (c *BroadcastProcessReadOnlyContext) Subtask() int { return c.rc.Subtask() }
-
-// Parallelism is the operator's parallelism.
-func (c *BroadcastProcessReadOnlyContext) Parallelism() int { return c.rc.Parallelism() }
+type BroadcastProcessReadOnlyContext struct{ broadcastProcessContext }
 
 func (c *BroadcastProcessReadOnlyContext) readOnlyStates() map[string]any { return c.states }
 
@@ -337,8 +332,8 @@ func (f *broadcastProcess[A, B, OUT]) Open(rc *RuntimeContext) error {
 		}
 		states[d.Name()] = s
 	}
-	f.ro = BroadcastProcessReadOnlyContext{rc: rc, states: states}
-	f.bc = BroadcastProcessContext{rc: rc, states: states}
+	f.ro = BroadcastProcessReadOnlyContext{broadcastProcessContext{rc, states}}
+	f.bc = BroadcastProcessContext{broadcastProcessContext{rc, states}}
 	if o, ok := f.fn.(RichOpener); ok {
 		return o.Open(rc)
 	}

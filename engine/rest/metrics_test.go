@@ -298,46 +298,40 @@ func TestOperatorStateSize(t *testing.T) {
 	// the test reads its _metadata.
 	conf.SetString("execution.checkpointing.num-retained", "1000", "test")
 	j := submit(t, env, conf)
-	deadline := testutil.Deadline(30 * time.Second)
-	for {
-		// One reading: its job metrics and operator metrics describe the
-		// same latest checkpoint.
-		m := j.Metrics()
+	// One reading: its job metrics and operator metrics describe the same
+	// latest checkpoint.
+	var m engine.JobMetrics
+	waitUntil(t, func() bool {
+		m = j.Metrics()
 		id, _ := engine.GetMetric(m.Job, "lastCompletedCheckpointId")
-		if id.Value >= 3 {
-			path, _ := engine.GetMetric(m.Job, "lastCheckpointExternalPath")
-			local, err := savepoint.LocalPath(path.Text)
-			if err != nil {
-				t.Fatal(err)
+		return id.Value >= 3
+	})
+	path, _ := engine.GetMetric(m.Job, "lastCheckpointExternalPath")
+	local, err := savepoint.LocalPath(path.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(local, savepoint.MetadataFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for _, op := range meta.Operators {
+		if op.UID == "counter" {
+			for _, st := range op.Subtasks {
+				want = append(want, st.Bytes)
 			}
-			meta, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(local, savepoint.MetadataFileName))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []int64
-			for _, op := range meta.Operators {
-				if op.UID == "counter" {
-					for _, st := range op.Subtasks {
-						want = append(want, st.Bytes)
-					}
-				}
-			}
-			var got []int64
-			for _, st := range m.Vertices[1].Subtasks {
-				size, ok := engine.GetMetric(st.Operators[0].Metrics, "lastCheckpointFullSize")
-				if !ok || st.Operators[0].Name != "counter" {
-					t.Fatalf("subtask %d of %s: no lastCheckpointFullSize: %+v", st.Subtask, st.Operators[0].Name, st.Operators[0].Metrics)
-				}
-				got = append(got, int64(size.Value))
-			}
-			if len(want) != 2 || !slices.Equal(got, want) || want[0] <= 0 {
-				t.Errorf("the counter's lastCheckpointFullSize by subtask: %v; %s records %v", got, local, want)
-			}
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint %v after 30 s", id.Value)
+	}
+	var got []int64
+	for _, st := range m.Vertices[1].Subtasks {
+		size, ok := engine.GetMetric(st.Operators[0].Metrics, "lastCheckpointFullSize")
+		if !ok || st.Operators[0].Name != "counter" {
+			t.Fatalf("subtask %d of %s: no lastCheckpointFullSize: %+v", st.Subtask, st.Operators[0].Name, st.Operators[0].Metrics)
 		}
-		time.Sleep(20 * time.Millisecond)
+		got = append(got, int64(size.Value))
+	}
+	if len(want) != 2 || !slices.Equal(got, want) || want[0] <= 0 {
+		t.Errorf("the counter's lastCheckpointFullSize by subtask: %v; %s records %v", got, local, want)
 	}
 }

@@ -259,6 +259,9 @@ func (d *deployment) buildChains() {
 					t.ChainCounts[k] = chainCounter(n, next, &out)
 				}
 				in, op := n.Build(rt, out)
+				if c, ok := op.(task.OutputCounter); ok && k < len(v.Nodes)-1 {
+					t.ChainCounts[k] = c.OutputCount()
+				}
 				next = op
 				out = in
 				t.Ops[k], t.UIDs[k] = op, n.UID
@@ -279,10 +282,10 @@ func (d *deployment) buildChains() {
 }
 
 // chainCounter returns the counter of the chain edge from n to the
-// operator next, wrapping *out in one if it must: a source's output is
-// what it emitted, which its task counts already (nil), and a sink counts
-// what it takes itself, so that word count's chains add nothing per
-// record; other edges cost one call per record.
+// operator next, wrapping *out in one if it must: a source counts what it
+// emits itself (task.OutputCounter, taken once it is built: nil here), and
+// a sink what it takes (task.InputCounter), so that word count's chains
+// add nothing per record; other edges cost one call per record.
 func chainCounter(n *graph.Node, next task.Operator, out *any) *int64 {
 	if n.Kind == graph.KindSource {
 		return nil

@@ -125,13 +125,10 @@ func sampleOf(m *task.Metrics, at time.Time) meterSample {
 	return s
 }
 
-// chainCount is the sample's count on chain edge i: after a source, what
-// it emitted; 0 in the task's start sample, which has none.
-func (s meterSample) chainCount(i int, source bool) int64 {
-	switch {
-	case i == 0 && source:
-		return s.emitted
-	case i < len(s.chain):
+// chainCount is the sample's count on chain edge i (0 in the task's start
+// sample, which has none).
+func (s meterSample) chainCount(i int) int64 {
+	if i < len(s.chain) {
 		return s.chain[i]
 	}
 	return 0
@@ -312,7 +309,7 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 		opIn, opInRate := in, inRate
 		switch {
 		case i > 0:
-			opIn, opInRate = cur.chainCount(i-1, source), per(cur.chainCount(i-1, source)-base.chainCount(i-1, source))
+			opIn, opInRate = cur.chainCount(i-1), per(cur.chainCount(i-1)-base.chainCount(i-1))
 		case source:
 			opIn, opInRate = cur.emitted, per(cur.emitted-base.emitted)
 		}
@@ -322,7 +319,7 @@ func (jm *jobMaster) subtaskMetrics(v *graph.Vertex, t *task.Task, attempt int, 
 		opOut, opOutRate := out, outRate
 		switch {
 		case i < last:
-			opOut, opOutRate = cur.chainCount(i, source), per(cur.chainCount(i, source)-base.chainCount(i, source))
+			opOut, opOutRate = cur.chainCount(i), per(cur.chainCount(i)-base.chainCount(i))
 		case n.Kind == graph.KindSink:
 			opOut, opOutRate = opIn, opInRate
 		}

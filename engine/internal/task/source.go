@@ -31,6 +31,10 @@ type SourceOperator[T any] struct {
 	wm         *TimestampsAndWatermarksOperator[T]
 	counted    countingCollector[T]
 	reader     api.SourceReader[T]
+	// pending and bytes are the reader, if it reports FLIP-33's
+	// pendingRecords and numBytesIn (asked after every poll).
+	pending api.PendingRecordsReader
+	bytes   api.BytesInReader
 }
 
 // countingCollector counts the records a source emits, for fault
@@ -103,6 +107,8 @@ func (o *SourceOperator[T]) open(ctx *OpContext) error {
 		return err
 	}
 	o.reader = r
+	o.pending, _ = r.(api.PendingRecordsReader)
+	o.bytes, _ = r.(api.BytesInReader)
 	o.counted.out, o.counted.ts, o.counted.lastTS = o.Out, &t.ts, api.NoTimestamp
 	if o.Watermarks != nil {
 		o.wm = &TimestampsAndWatermarksOperator[T]{Strategy: *o.Watermarks, Out: o.Out, perSplit: true}
@@ -158,18 +164,27 @@ func (o *SourceOperator[T]) poll() (api.InputStatus, int64, error) {
 	return st, o.counted.n - before, err
 }
 
+// OutputCounter is an operator that counts the records it emits, so that
+// the chain edge after it needs no counter of its own.
+type OutputCounter interface {
+	OutputCount() *int64
+}
+
+// OutputCount implements OutputCounter: what the reader emitted.
+func (o *SourceOperator[T]) OutputCount() *int64 { return &o.counted.n }
+
 // pendingRecords is the reader's FLIP-33 pendingRecords, if it knows.
 func (o *SourceOperator[T]) pendingRecords() (int64, bool) {
-	if p, ok := o.reader.(api.PendingRecordsReader); ok {
-		return p.PendingRecords()
+	if o.pending != nil {
+		return o.pending.PendingRecords()
 	}
 	return 0, false
 }
 
 // bytesIn is the reader's FLIP-33 numBytesIn, if it counts.
 func (o *SourceOperator[T]) bytesIn() (int64, bool) {
-	if b, ok := o.reader.(api.BytesInReader); ok {
-		return b.NumBytesIn(), true
+	if o.bytes != nil {
+		return o.bytes.NumBytesIn(), true
 	}
 	return 0, false
 }

@@ -148,6 +148,9 @@ type Task struct {
 	done        <-chan struct{}
 	// M are the task's metrics.
 	M Metrics
+	// sinkBytes is the chain's sink writer if it counts its bytes
+	// (publishCounts reads it).
+	sinkBytes api.BytesSendWriter
 
 	exactlyOnce bool
 	waitFinal   bool // wait for a checkpoint after the input ends
@@ -189,8 +192,6 @@ type Wiring struct {
 	// Only the task's goroutine touches them (a plain increment per
 	// record); publishCounts copies them into M.Chain for the readers.
 	ChainCounts []*int64
-	// sinkBytes is the chain's sink writer if it counts its bytes.
-	sinkBytes api.BytesSendWriter
 }
 
 // life is where the task is in its life (see lifecycle) and the
