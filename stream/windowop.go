@@ -31,6 +31,14 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	// direct: the default trigger of a tumbling or sliding assigner: the
 	// window a timer fires (or cleans up) is found from the timer's time.
 	direct bool
+	// swept: direct, in event time, without allowed lateness. No timer is
+	// set: when the watermark passes a window's end, the window is swept
+	// out of every key's entries in one pass over the state
+	// (OnWatermark). ends are the last milliseconds of the windows that
+	// may have entries, ascending; lastEnd the one noted last.
+	swept   bool
+	ends    []int64
+	lastEnd int64
 	// late counts the records dropped as late (Flink's
 	// numLateRecordsDropped).
 	late int64
@@ -96,9 +104,61 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 	case eventTimeTrigger[T], processingTimeTrigger[T]:
 		o.direct = !o.a.merging() && !o.a.global
 	}
-	o.entries, err = newWindowMap[ACC](ctx, "window-contents")
+	o.entries, err = newWindowMap[ACC](ctx, windowContents)
 	o.tc.record = o.record
-	return err
+	o.swept = o.direct && !o.a.processing && o.lateness == 0
+	o.ends, o.lastEnd = nil, math.MinInt64
+	if err != nil || !o.swept {
+		return err
+	}
+	// Restored windows: their ends are found once, here.
+	return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
+		o.entries.All(func(_ int64, e winEntry[ACC]) bool {
+			o.noteEnd(e.end - 1)
+			return true
+		})
+		return nil
+	})
+}
+
+// windowContents names the window operator's map state.
+const windowContents = "window-contents"
+
+// noteEnd notes that a window ending at t (its last millisecond) has
+// entries. Records mostly fall in the window noted last.
+func (o *windowOperator[K, T, ACC, OUT]) noteEnd(t int64) {
+	if t == o.lastEnd {
+		return
+	}
+	o.lastEnd = t
+	if i, found := slices.BinarySearch(o.ends, t); !found {
+		o.ends = slices.Insert(o.ends, i, t)
+	}
+}
+
+// OnWatermark fires, in the order of their ends, the windows of a swept
+// operator that the watermark passed: each key's entry for the window is
+// handed to the window's function and removed, as the default trigger's
+// timer and the cleanup would have done for each key.
+func (o *windowOperator[K, T, ACC, OUT]) OnWatermark(ctx *Context[K], wm int64, out Collector[OUT]) error {
+	if !o.swept || len(o.ends) == 0 || o.ends[0] > wm {
+		return nil
+	}
+	saved := ctx.Timestamp()
+	defer api.SetOutputTimestamp(ctx, saved)
+	for len(o.ends) > 0 && o.ends[0] <= wm {
+		t := o.ends[0]
+		o.ends = o.ends[1:]
+		start := t + 1 - o.a.size
+		api.SetOutputTimestamp(ctx, t)
+		err := api.SweepMapEntry(ctx, windowContents, o.entries.m, start, func(key K, e winEntry[ACC]) error {
+			return o.fire(key, TimeWindow{start, e.end}, e.acc, out)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cleanupTime is when a window's state goes: its end plus the allowed
@@ -157,6 +217,16 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 			continue
 		}
 		skipped = false
+		if o.swept {
+			e, ok := o.entries.Get(w.Start)
+			if !ok {
+				e.end, e.has = w.End, true
+				o.noteEnd(w.MaxTimestamp())
+			}
+			e.acc = o.add(e.acc, ok, in)
+			o.entries.Put(w.Start, e)
+			continue
+		}
 		e, ok := o.entries.Get(w.Start)
 		if ok && o.direct && (o.a.processing || w.MaxTimestamp() > wm) {
 			// The default trigger's timer (and the cleanup timer) were

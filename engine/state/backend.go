@@ -1268,16 +1268,29 @@ func heapMapState[UK comparable, UV any, K comparable](b *KeyedBackend[K], name 
 }
 
 func (s *mapState[K, UK, UV]) entry() mapEntry[UK, UV] {
-	e, _ := s.t.get(s.b.kgIndex, s.b.currentKey)
+	e, _ := s.current()
 	return e
 }
 
+// current is the current key's entry, looked up by the hash the keyed
+// exchange computed when there is one (as valueState.Value does).
+func (s *mapState[K, UK, UV]) current() (mapEntry[UK, UV], bool) {
+	b := s.b
+	if l := &s.t.kgs[b.kgIndex]; b.hashed && len(l.over) == 0 && l.base.s != nil {
+		return l.base.s.getHashed(asString(b.currentKey), b.currentHash)
+	}
+	return s.t.get(b.kgIndex, b.currentKey)
+}
+
 func (s *mapState[K, UK, UV]) Get(uk UK) (UV, bool) { e := s.entry(); return e.get(uk) }
-func (s *mapState[K, UK, UV]) Put(uk UK, uv UV)     { s.putAt(s.b.kgIndex, s.b.currentKey, uk, uv) }
-func (s *mapState[K, UK, UV]) Contains(uk UK) bool  { e := s.entry(); _, ok := e.get(uk); return ok }
-func (s *mapState[K, UK, UV]) Len() int             { e := s.entry(); return e.len() }
-func (s *mapState[K, UK, UV]) Remove(uk UK)         { s.removeAt(s.b.kgIndex, s.b.currentKey, uk) }
-func (s *mapState[K, UK, UV]) Clear()               { s.clearAt(s.b.kgIndex, s.b.currentKey) }
+func (s *mapState[K, UK, UV]) Put(uk UK, uv UV) {
+	e, ok := s.current()
+	s.putEntry(s.b.kgIndex, s.b.currentKey, e, ok, uk, uv)
+}
+func (s *mapState[K, UK, UV]) Contains(uk UK) bool { e := s.entry(); _, ok := e.get(uk); return ok }
+func (s *mapState[K, UK, UV]) Len() int            { e := s.entry(); return e.len() }
+func (s *mapState[K, UK, UV]) Remove(uk UK)        { s.removeAt(s.b.kgIndex, s.b.currentKey, uk) }
+func (s *mapState[K, UK, UV]) Clear()              { s.clearAt(s.b.kgIndex, s.b.currentKey) }
 
 func (s *mapState[K, UK, UV]) All(f func(UK, UV) bool) { e := s.entry(); e.all(f) }
 
@@ -1286,6 +1299,11 @@ func (s *mapState[K, UK, UV]) All(f func(UK, UV) bool) { e := s.entry(); e.all(f
 // distinct key groups (see valueState.updateAt).
 func (s *mapState[K, UK, UV]) putAt(kgi int, k K, uk UK, uv UV) {
 	e, ok := s.t.get(kgi, k)
+	s.putEntry(kgi, k, e, ok, uk, uv)
+}
+
+// putEntry is putAt with k's entry e (ok: k has one) looked up already.
+func (s *mapState[K, UK, UV]) putEntry(kgi int, k K, e mapEntry[UK, UV], ok bool, uk UK, uv UV) {
 	switch {
 	case !ok:
 		s.t.set(kgi, k, mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag}, false)

@@ -32,6 +32,15 @@ type TimerHandler[K comparable, OUT any] interface {
 	OnTimer(ctx *Context[K], timestamp int64, out Collector[OUT]) error
 }
 
+// WatermarkHandler is implemented by keyed functions told of each advance
+// of the event-time watermark: OnWatermark runs after the event-time
+// timers the watermark passed have fired, and before the watermark goes
+// downstream, so what it emits precedes it. No key is current: a function
+// that acts per key goes through its state's keys (SweepMapEntry).
+type WatermarkHandler[K comparable, OUT any] interface {
+	OnWatermark(ctx *Context[K], watermark int64, out Collector[OUT]) error
+}
+
 // Closer is implemented by functions that hold resources.
 type Closer interface {
 	Close() error
@@ -120,6 +129,14 @@ func ApplyToKeyedState[K comparable](c *Context[K], name string, f func(key K) e
 		}
 	}
 	return nil
+}
+
+// SweepMapEntry calls f with each key whose map in the map state ms
+// (declared as name) holds uk, and that entry, and removes the entry
+// (state.SweepMapEntry): f must not write ms, and no key is current
+// while it runs. An error from f stops the sweep.
+func SweepMapEntry[K comparable, UK comparable, UV any](c *Context[K], name string, ms MapState[UK, UV], uk UK, f func(key K, uv UV) error) error {
+	return state.SweepMapEntry(c.backend, name, ms, uk, f)
 }
 
 // TimerService sets and deletes timers of the current key.

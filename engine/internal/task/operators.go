@@ -514,13 +514,17 @@ func (o *keyedProcessOperator[K, IN, OUT]) advanceWatermark(wm int64) error {
 	o.watermark = wm
 	th, ok := o.fn.(api.TimerHandler[K, OUT])
 	api.SetTimeDomain(&o.ctx, api.EventTime)
-	return o.stateErr(o.etimers.FireDue(wm, func(ts int64) error {
+	err := o.stateErr(o.etimers.FireDue(wm, func(ts int64) error {
 		if !ok {
 			return nil
 		}
 		*o.ts = ts
 		return th.OnTimer(&o.ctx, ts, o.out)
 	}))
+	if wh, ok := o.fn.(api.WatermarkHandler[K, OUT]); ok && err == nil {
+		err = o.stateErr(wh.OnWatermark(&o.ctx, wm, o.out))
+	}
+	return err
 }
 
 // processWatermark fires the event-time timers the watermark passed, then
