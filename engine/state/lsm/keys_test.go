@@ -18,22 +18,7 @@ import (
 // model is a Go map of what was written. Clearing every listed key's
 // value, as applyToKeyedState does, leaves none.
 func TestKeysOf(t *testing.T) {
-	r := state.KeyGroupRange{Start: 0, End: maxPar - 1}
-	backends := []struct {
-		name string
-		open func(t *testing.T) state.Backend[string]
-	}{
-		{"hashmap", func(*testing.T) state.Backend[string] { return state.NewKeyedBackend(keySer, maxPar, r) }},
-		{"rocksdb", func(t *testing.T) state.Backend[string] {
-			b, st := openLSM(t, t.TempDir(), r)
-			t.Cleanup(func() { st.Close() })
-			return b
-		}},
-		{"changelog", func(*testing.T) state.Backend[string] {
-			return state.NewChangelogBackend[string](state.NewKeyedBackend(keySer, maxPar, r), keySer, state.ChangelogOptions{})
-		}},
-	}
-	for _, be := range backends {
+	for _, be := range everyBackend() {
 		t.Run(be.name, func(t *testing.T) {
 			h := declare(t, be.open(t))
 			b := h.b
@@ -104,5 +89,27 @@ func TestKeysOf(t *testing.T) {
 				t.Errorf("an undeclared state: %v", err)
 			}
 		})
+	}
+}
+
+// namedBackend opens one kind of backend over every key group.
+type namedBackend struct {
+	name string
+	open func(t *testing.T) state.Backend[string]
+}
+
+// everyBackend is hashmap, rocksdb and changelog over hashmap.
+func everyBackend() []namedBackend {
+	r := state.KeyGroupRange{Start: 0, End: maxPar - 1}
+	return []namedBackend{
+		{"hashmap", func(*testing.T) state.Backend[string] { return state.NewKeyedBackend(keySer, maxPar, r) }},
+		{"rocksdb", func(t *testing.T) state.Backend[string] {
+			b, st := openLSM(t, t.TempDir(), r)
+			t.Cleanup(func() { st.Close() })
+			return b
+		}},
+		{"changelog", func(*testing.T) state.Backend[string] {
+			return state.NewChangelogBackend[string](state.NewKeyedBackend(keySer, maxPar, r), keySer, state.ChangelogOptions{})
+		}},
 	}
 }

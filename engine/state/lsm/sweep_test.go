@@ -17,21 +17,7 @@ import (
 // the state from before.
 func TestSweepMapEntry(t *testing.T) {
 	r := state.KeyGroupRange{Start: 0, End: maxPar - 1}
-	backends := []struct {
-		name string
-		open func(t *testing.T) state.Backend[string]
-	}{
-		{"hashmap", func(*testing.T) state.Backend[string] { return state.NewKeyedBackend(keySer, maxPar, r) }},
-		{"rocksdb", func(t *testing.T) state.Backend[string] {
-			b, st := openLSM(t, t.TempDir(), r)
-			t.Cleanup(func() { st.Close() })
-			return b
-		}},
-		{"changelog", func(*testing.T) state.Backend[string] {
-			return state.NewChangelogBackend[string](state.NewKeyedBackend(keySer, maxPar, r), keySer, state.ChangelogOptions{})
-		}},
-	}
-	for _, be := range backends {
+	for _, be := range everyBackend() {
 		for _, pinned := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/snapshot-open=%v", be.name, pinned), func(t *testing.T) {
 				h := declare(t, be.open(t))
