@@ -1193,35 +1193,50 @@ type MapState[UK comparable, UV any] interface {
 	Clear()
 }
 
-// mapEntry is one key's map. A map of one entry — the common case: one
-// open window per key, one pending match — is kept inline (m nil, tag inlineTag),
-// so that reaching it costs the table's lookup alone and not also a Go
-// map's header and group, two cache misses per record at 100 K keys. A
-// larger map is a Go map stamped with the version it was created at: a
-// snapshot whose pin is at or above tag may read it, so it is cloned
-// before it is written while such a snapshot is open. An inline entry is a
-// plain value, which the table's layers already keep apart from snapshots.
+// mapEntry is one key's map. A map of one or two entries — the common
+// cases: one open window per key, or two while the next has opened and
+// the last not yet fired; one pending match — is kept inline (m nil, tag
+// the number of entries), so that reaching it costs the table's lookup
+// alone and not also a Go map's header and group, two cache misses per
+// access at 100 K keys, and an allocation when a key's second window
+// opens. A larger map is a Go map stamped with the version it was
+// created at: a snapshot whose pin is at or above tag may read it, so it
+// is cloned before it is written while such a snapshot is open. An
+// inline entry is a plain value, which the table's layers already keep
+// apart from snapshots.
 type mapEntry[UK comparable, UV any] struct {
-	m   map[UK]UV
-	tag uint64
-	uk  UK
-	uv  UV
+	m       map[UK]UV
+	tag     uint64
+	uk, uk2 UK
+	uv, uv2 UV
 }
 
-// inlineTag is the tag of an inline entry (m nil): one entry, uk and uv.
-// A map's tag is only read while it has a map, so no flag is needed (a
-// smaller entry: it sits in every slot of the key group's table).
-const inlineTag = 1
+// inlineTag is the tag of an inline entry (m nil) of one entry, uk and
+// uv; inlineTag2 of two, uk2 and uv2 the second. A map's tag is only read
+// while it has a map, so no flag is needed.
+const (
+	inlineTag  = 1
+	inlineTag2 = 2
+)
 
 func (e *mapEntry[UK, UV]) one() bool { return e.m == nil && e.tag == inlineTag }
+func (e *mapEntry[UK, UV]) two() bool { return e.m == nil && e.tag == inlineTag2 }
+
+// inlineOf is an inline entry of one.
+func inlineOf[UK comparable, UV any](uk UK, uv UV) mapEntry[UK, UV] {
+	return mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag}
+}
 
 func (e *mapEntry[UK, UV]) get(uk UK) (UV, bool) {
 	if e.m != nil {
 		v, ok := e.m[uk]
 		return v, ok
 	}
-	if e.one() && e.uk == uk {
+	if e.tag >= inlineTag && e.uk == uk {
 		return e.uv, true
+	}
+	if e.tag == inlineTag2 && e.uk2 == uk {
+		return e.uv2, true
 	}
 	var zero UV
 	return zero, false
@@ -1231,16 +1246,13 @@ func (e *mapEntry[UK, UV]) len() int {
 	if e.m != nil {
 		return len(e.m)
 	}
-	if e.one() {
-		return 1
-	}
-	return 0
+	return int(min(e.tag, inlineTag2))
 }
 
 func (e *mapEntry[UK, UV]) all(f func(UK, UV) bool) {
 	if e.m == nil {
-		if e.one() {
-			f(e.uk, e.uv)
+		if e.tag >= inlineTag && f(e.uk, e.uv) && e.tag == inlineTag2 {
+			f(e.uk2, e.uv2)
 		}
 		return
 	}
@@ -1249,6 +1261,14 @@ func (e *mapEntry[UK, UV]) all(f func(UK, UV) bool) {
 			return
 		}
 	}
+}
+
+// without is an inline entry of two without uk, one of its keys.
+func (e *mapEntry[UK, UV]) without(uk UK) mapEntry[UK, UV] {
+	if e.uk == uk {
+		return inlineOf(e.uk2, e.uv2)
+	}
+	return inlineOf(e.uk, e.uv)
 }
 
 type mapState[K comparable, UK comparable, UV any] struct {
@@ -1306,14 +1326,20 @@ func (s *mapState[K, UK, UV]) putAt(kgi int, k K, uk UK, uv UV) {
 func (s *mapState[K, UK, UV]) putEntry(kgi int, k K, e mapEntry[UK, UV], ok bool, uk UK, uv UV) {
 	switch {
 	case !ok:
-		s.t.set(kgi, k, mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag}, false)
+		s.t.set(kgi, k, inlineOf(uk, uv), false)
 	case e.m == nil && e.uk == uk:
 		e.uv = uv
 		s.t.set(kgi, k, e, true)
+	case e.one():
+		e.uk2, e.uv2, e.tag = uk, uv, inlineTag2
+		s.t.set(kgi, k, e, true)
+	case e.m == nil && e.uk2 == uk:
+		e.uv2 = uv
+		s.t.set(kgi, k, e, true)
 	case e.m == nil:
-		// A second entry: the map goes out of line.
-		m := make(map[UK]UV, 2)
-		m[e.uk], m[uk] = e.uv, uv
+		// A third entry: the map goes out of line.
+		m := make(map[UK]UV, 3)
+		m[e.uk], m[e.uk2], m[uk] = e.uv, e.uv2, uv
 		s.t.set(kgi, k, mapEntry[UK, UV]{m: m, tag: s.t.p.ver}, true)
 	case e.tag <= s.t.p.kgs[kgi].maxPin:
 		m := maps.Clone(e.m)
@@ -1336,13 +1362,24 @@ func (s *mapState[K, UK, UV]) removeAt(kgi int, k K, uk UK) {
 		s.t.del(kgi, k)
 		return
 	}
-	if len(e.m) == 2 {
-		// Back inline with the entry that stays.
+	if e.two() {
+		s.t.set(kgi, k, e.without(uk), true)
+		return
+	}
+	if len(e.m) == 3 {
+		// Back inline with the two entries that stay.
+		in := mapEntry[UK, UV]{}
 		for k2, v2 := range e.m {
-			if k2 != uk {
-				s.t.set(kgi, k, mapEntry[UK, UV]{uk: k2, uv: v2, tag: inlineTag}, true)
+			if k2 == uk {
+				continue
+			}
+			if in.tag == 0 {
+				in = inlineOf(k2, v2)
+			} else {
+				in.uk2, in.uv2, in.tag = k2, v2, inlineTag2
 			}
 		}
+		s.t.set(kgi, k, in, true)
 		return
 	}
 	m := e.m
@@ -1396,7 +1433,7 @@ func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
 		}
 		src = src[k:]
 		var e mapEntry[UK, UV]
-		if n != 1 {
+		if n > 2 || n == 0 {
 			e = mapEntry[UK, UV]{m: make(map[UK]UV, min(n, uint64(len(src)))), tag: ver}
 		}
 		for i := uint64(0); i < n; i++ {
@@ -1408,8 +1445,10 @@ func (s *mapState[K, UK, UV]) restore(kgi int, payload []byte) error {
 			if err != nil {
 				return mapEntry[UK, UV]{}, nil, err
 			}
-			if n == 1 {
-				e = mapEntry[UK, UV]{uk: uk, uv: uv, tag: inlineTag} // inline
+			if i == 0 && n <= 2 {
+				e = inlineOf(uk, uv)
+			} else if i == 1 && n == 2 {
+				e.uk2, e.uv2, e.tag = uk, uv, inlineTag2
 			} else {
 				e.m[uk] = uv
 			}

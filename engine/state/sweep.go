@@ -130,13 +130,18 @@ func sweepStrMap[K comparable, UK comparable, UV any](m *strMap[mapEntry[UK, UV]
 			}
 			continue
 		}
-		if !e.one() || e.uk != uk {
+		uv, ok := e.get(uk)
+		if !ok {
 			continue
 		}
-		if err := f(fromString[K](string([]byte(m.keyOf(sl)))), e.uv); err != nil {
+		if err := f(fromString[K](string([]byte(m.keyOf(sl)))), uv); err != nil {
 			return nil, err
 		}
-		m.delAt(i)
+		if e.two() {
+			*e = e.without(uk)
+		} else {
+			m.delAt(i)
+		}
 	}
 	return later, nil
 }
@@ -152,13 +157,18 @@ func sweepGoMap[K comparable, UK comparable, UV any](m map[K]mapEntry[UK, UV], u
 			}
 			continue
 		}
-		if !e.one() || e.uk != uk {
+		uv, ok := e.get(uk)
+		if !ok {
 			continue
 		}
-		if err := f(k, e.uv); err != nil {
+		if err := f(k, uv); err != nil {
 			return nil, err
 		}
-		delete(m, k)
+		if e.two() {
+			m[k] = e.without(uk)
+		} else {
+			delete(m, k)
+		}
 	}
 	return later, nil
 }
