@@ -27,7 +27,9 @@ func unalignedConf(dir string, extra ...string) map[string]string {
 // same parallelism or rescaled, gives the exact counts: the in-flight
 // records of the keyed exchange go to the subtask owning their key group.
 func TestUnalignedCheckpointRescales(t *testing.T) {
-	base := wcRun{p: 2, lines: 8000, distinct: 500, slow: 20000}
+	// The input outlasts the first checkpoint on any machine: the
+	// failure waits for one, and a source done before it fails nothing.
+	base := wcRun{p: 2, lines: 40000, distinct: 500, slow: 20000}
 	first := base
 	first.conf = unalignedConf(t.TempDir(), "restart-strategy.type", "none",
 		"execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
@@ -153,7 +155,8 @@ func TestAlignedCheckpointTimeout(t *testing.T) {
 		unaligned bool
 	}{{"light load", 0, "10 s", false}, {"backpressure", 20000, "5 ms", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := wcRun{p: 2, lines: 8000, distinct: 500, slow: tc.slow, rate: 400_000}
+			// Paced for a second: the failure waits for a checkpoint.
+			base := wcRun{p: 2, lines: 40000, distinct: 500, slow: tc.slow, rate: 400_000}
 			first := base
 			first.conf = unalignedConf(t.TempDir(), "restart-strategy.type", "none",
 				"execution.checkpointing.aligned-checkpoint-timeout", tc.timeout,
