@@ -36,7 +36,10 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	// out of every key's entries in one pass over the state
 	// (OnWatermark). ends are the last milliseconds of the windows that
 	// may have entries, ascending; lastEnd the one noted last.
+	// accs are a swept operator's windows: their accumulators alone
+	// (entries is not declared then).
 	swept   bool
+	accs    state.MapState[int64, ACC]
 	ends    []int64
 	lastEnd int64
 	// late counts the records dropped as late (Flink's
@@ -104,17 +107,44 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 	case eventTimeTrigger[T], processingTimeTrigger[T]:
 		o.direct = !o.a.merging() && !o.a.global
 	}
-	o.entries, err = newWindowMap[ACC](ctx, windowContents)
 	o.tc.record = o.record
-	o.swept = o.direct && !o.a.processing && o.lateness == 0
+	// Restored event-time timers mean the state comes from an operator
+	// that set them (one that allowed lateness, or an older gflink): its
+	// windows that fired but were kept for the lateness are told from
+	// pending ones only by their timers, so this run goes on setting
+	// timers. A swept operator sets none, and keeps no fired window.
+	timed := api.HasEventTimers(ctx)
+	o.swept = o.direct && !o.a.processing && o.lateness == 0 && !timed
 	o.ends, o.lastEnd = nil, math.MinInt64
-	if err != nil || !o.swept {
+	if !o.swept {
+		var size int64
+		if o.direct {
+			size = o.a.size
+		}
+		if o.entries, err = newWindowMap[ACC](ctx, windowContents, size); err != nil || !o.direct || o.a.processing || timed {
+			return err
+		}
+		// Windows restored without timers come from a swept operator:
+		// all of them are pending; they get the timers this one sets.
+		return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
+			o.entries.All(func(start int64, e winEntry[ACC]) bool {
+				w := TimeWindow{start, e.end}
+				ctx.TimerService().RegisterEventTimeTimer(w.MaxTimestamp())
+				o.registerCleanup(ctx.TimerService(), w)
+				return true
+			})
+			return nil
+		})
+	}
+	o.accs, err = api.GetMapStateWith[int64, ACC](ctx, windowContents, state.SerializerFor[int64](),
+		sweptSerializer[ACC]{state.SerializerFor[ACC]()})
+	if err != nil {
 		return err
 	}
 	// Restored windows: their ends are found once, here.
 	return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
-		o.entries.All(func(_ int64, e winEntry[ACC]) bool {
-			o.noteEnd(e.end - 1)
+		o.accs.All(func(start int64, _ ACC) bool {
+			o.noteEnd(start + o.a.size - 1)
 			return true
 		})
 		return nil
@@ -151,8 +181,8 @@ func (o *windowOperator[K, T, ACC, OUT]) OnWatermark(ctx *Context[K], wm int64, 
 		o.ends = o.ends[1:]
 		start := t + 1 - o.a.size
 		api.SetOutputTimestamp(ctx, t)
-		err := api.SweepMapEntry(ctx, windowContents, o.entries.m, start, func(key K, e winEntry[ACC]) error {
-			return o.fire(key, TimeWindow{start, e.end}, e.acc, out)
+		err := api.SweepMapEntry(ctx, windowContents, o.accs, start, func(key K, acc ACC) error {
+			return o.fire(key, TimeWindow{start, start + o.a.size}, acc, out)
 		})
 		if err != nil {
 			return err
@@ -218,13 +248,11 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 		}
 		skipped = false
 		if o.swept {
-			e, ok := o.entries.Get(w.Start)
+			acc, ok := o.accs.Get(w.Start)
 			if !ok {
-				e.end, e.has = w.End, true
 				o.noteEnd(w.MaxTimestamp())
 			}
-			e.acc = o.add(e.acc, ok, in)
-			o.entries.Put(w.Start, e)
+			o.accs.Put(w.Start, o.add(acc, ok, in))
 			continue
 		}
 		e, ok := o.entries.Get(w.Start)

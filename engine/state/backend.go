@@ -1304,8 +1304,46 @@ func (s *mapState[K, UK, UV]) current() (mapEntry[UK, UV], bool) {
 
 func (s *mapState[K, UK, UV]) Get(uk UK) (UV, bool) { e := s.entry(); return e.get(uk) }
 func (s *mapState[K, UK, UV]) Put(uk UK, uv UV) {
+	if s.putInline(uk, uv) {
+		return
+	}
 	e, ok := s.current()
 	s.putEntry(s.b.kgIndex, s.b.currentKey, e, ok, uk, uv)
+}
+
+// putInline is Put's common case — a read-modify-write of an inline
+// entry, or a new key — done in the current key's slot of a string table
+// no snapshot reads, found from the slot its Get found last and the
+// exchange's hash, without a second lookup. It reports whether it did
+// the put.
+func (s *mapState[K, UK, UV]) putInline(uk UK, uv UV) bool {
+	b := s.b
+	l := &s.t.kgs[b.kgIndex]
+	if !b.hashed || len(l.over) > 0 || l.base.s == nil || !s.t.baseWritable(b.kgIndex, l) {
+		return false
+	}
+	m, k := l.base.s, asString(b.currentKey)
+	i := m.last
+	found := i < len(m.slots) && m.slots[i].h == b.currentHash && m.matches(&m.slots[i], k)
+	if !found {
+		if i, found = m.find(k, b.currentHash); !found {
+			m.putHashed(k, b.currentHash, inlineOf(uk, uv))
+			return true
+		}
+	}
+	switch e := &m.slots[i].e; {
+	case e.m != nil:
+		return false
+	case e.uk == uk:
+		e.uv = uv
+	case e.tag == inlineTag2 && e.uk2 == uk:
+		e.uv2 = uv
+	case e.tag == inlineTag:
+		e.uk2, e.uv2, e.tag = uk, uv, inlineTag2
+	default:
+		return false
+	}
+	return true
 }
 func (s *mapState[K, UK, UV]) Contains(uk UK) bool { e := s.entry(); _, ok := e.get(uk); return ok }
 func (s *mapState[K, UK, UV]) Len() int            { e := s.entry(); return e.len() }

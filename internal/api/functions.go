@@ -139,6 +139,13 @@ func SweepMapEntry[K comparable, UK comparable, UV any](c *Context[K], name stri
 	return state.SweepMapEntry(c.backend, name, ms, uk, f)
 }
 
+// HasEventTimers reports whether any key has an event-time timer: in
+// Open, whether the restored state brought some.
+func HasEventTimers[K comparable](c *Context[K]) bool {
+	h, ok := c.timers.(interface{ HasEventTimers() bool })
+	return ok && h.HasEventTimers()
+}
+
 // TimerService sets and deletes timers of the current key.
 func (c *Context[K]) TimerService() TimerService { return c.timers }
 

@@ -230,6 +230,13 @@ func (c *keyedProcessOperatorCore[K]) CurrentWatermark() int64            { retu
 func (c *keyedProcessOperatorCore[K]) RegisterEventTimeTimer(ts int64)    { c.etimers.Register(ts) }
 func (c *keyedProcessOperatorCore[K]) DeleteEventTimeTimer(ts int64)      { c.etimers.Delete(ts) }
 
+// HasEventTimers reports whether any key has an event-time timer
+// (api.HasEventTimers).
+func (c *keyedProcessOperatorCore[K]) HasEventTimers() bool {
+	_, ok := c.etimers.Next()
+	return ok
+}
+
 type keyedProcessOperator[K comparable, IN, OUT any] struct {
 	keyedProcessOperatorCore[K]
 	// opStates is the function's operator state, if it is an

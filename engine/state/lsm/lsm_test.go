@@ -342,7 +342,10 @@ type machine struct {
 
 func (m *machine) setKey(k string) {
 	m.key = k
-	m.h.b.SetCurrentKey(k)
+	// The hashmap takes the key with its hash, as a keyed exchange gives
+	// it: its string tables' lookups by that hash are checked too.
+	h := keySer.Hash(k)
+	m.h.b.(*state.KeyedBackend[string]).SetCurrentKeyHashed(k, state.KeyGroupForHash(h, maxPar), uint32(h>>32))
 	m.l.b.SetCurrentKey(k)
 }
 
