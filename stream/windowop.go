@@ -31,13 +31,13 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	// direct: the default trigger of a tumbling or sliding assigner: the
 	// window a timer fires (or cleans up) is found from the timer's time.
 	direct bool
-	// swept: direct, in event time, without allowed lateness. No timer is
-	// set: when the watermark passes a window's end, the window is swept
-	// out of every key's entries in one pass over the state
-	// (OnWatermark). ends are the last milliseconds of the windows that
-	// may have entries, ascending; lastEnd the one noted last.
-	// accs are a swept operator's windows: their accumulators alone
-	// (entries is not declared then).
+	// swept: direct, in event time, without allowed lateness (see
+	// Open). No timer is set: when the watermark passes a window's end,
+	// the window is swept out of every key's entries in one pass over the
+	// state (OnWatermark). accs are its windows, their accumulators alone
+	// (entries is not declared then); ends the last milliseconds of the
+	// windows that may have entries, ascending; lastEnd the one noted
+	// last.
 	swept   bool
 	accs    state.MapState[int64, ACC]
 	ends    []int64
@@ -116,32 +116,37 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 	timed := api.HasEventTimers(ctx)
 	o.swept = o.direct && !o.a.processing && o.lateness == 0 && !timed
 	o.ends, o.lastEnd = nil, math.MinInt64
-	if !o.swept {
-		var size int64
-		if o.direct {
-			size = o.a.size
-		}
-		if o.entries, err = newWindowMap[ACC](ctx, windowContents, size); err != nil || !o.direct || o.a.processing || timed {
-			return err
-		}
-		// Windows restored without timers come from a swept operator:
-		// all of them are pending; they get the timers this one sets.
-		return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
-			o.entries.All(func(start int64, e winEntry[ACC]) bool {
-				w := TimeWindow{start, e.end}
-				ctx.TimerService().RegisterEventTimeTimer(w.MaxTimestamp())
-				o.registerCleanup(ctx.TimerService(), w)
-				return true
-			})
-			return nil
-		})
+	if o.swept {
+		return o.openSwept(ctx)
 	}
+	var size int64
+	if o.direct {
+		size = o.a.size
+	}
+	if o.entries, err = newWindowMap[ACC](ctx, windowContents, size); err != nil || !o.direct || o.a.processing || timed {
+		return err
+	}
+	// Windows restored without timers come from a swept operator: all of
+	// them are pending; they get the timers this operator sets.
+	return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
+		o.entries.All(func(start int64, e winEntry[ACC]) bool {
+			w := TimeWindow{start, e.end}
+			ctx.TimerService().RegisterEventTimeTimer(w.MaxTimestamp())
+			o.registerCleanup(ctx.TimerService(), w)
+			return true
+		})
+		return nil
+	})
+}
+
+// openSwept declares a swept operator's state and notes the ends of the
+// windows restored into it.
+func (o *windowOperator[K, T, ACC, OUT]) openSwept(ctx *Context[K]) (err error) {
 	o.accs, err = api.GetMapStateWith[int64, ACC](ctx, windowContents, state.SerializerFor[int64](),
 		sweptSerializer[ACC]{state.SerializerFor[ACC]()})
 	if err != nil {
 		return err
 	}
-	// Restored windows: their ends are found once, here.
 	return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
 		o.accs.All(func(start int64, _ ACC) bool {
 			o.noteEnd(start + o.a.size - 1)
