@@ -70,7 +70,7 @@ func (s *mapState[K, UK, UV]) sweepKeyGroup(kgi int, uk UK, f func(K, UV) error)
 	if len(l.over) == 0 && s.t.baseWritable(kgi, l) {
 		var err error
 		if l.base.s != nil {
-			later, err = sweepStrMap(l.base.s, uk, f)
+			later, err = sweepStrMap(l.base.s, s.t.clone, uk, f)
 		} else {
 			later, err = sweepGoMap(l.base.m, uk, f)
 		}
@@ -109,8 +109,10 @@ func (s *mapState[K, UK, UV]) sweepKeyGroup(kgi int, uk UK, f func(K, UV) error)
 // the keys whose maps are Go maps holding uk. It walks the slots downwards
 // from an empty one: a delete shifts back only entries of the run above
 // the hole, up to the next empty slot, all of them visited already, and
-// never moves an entry not visited yet; so each entry is seen once.
-func sweepStrMap[K comparable, UK comparable, UV any](m *strMap[mapEntry[UK, UV]], uk UK, f func(K, UV) error) ([]K, error) {
+// never moves an entry not visited yet; so each entry is seen once. Keys
+// are copied (clone: the table's key copy) out of the table's memory,
+// which a delete overwrites.
+func sweepStrMap[K comparable, UK comparable, UV any](m *strMap[mapEntry[UK, UV]], clone func(K) K, uk UK, f func(K, UV) error) ([]K, error) {
 	n := len(m.slots)
 	top := 0
 	for m.slots[top].h != 0 {
@@ -126,7 +128,7 @@ func sweepStrMap[K comparable, UK comparable, UV any](m *strMap[mapEntry[UK, UV]
 		e := &sl.e
 		if e.m != nil {
 			if _, ok := e.m[uk]; ok {
-				later = append(later, fromString[K](string([]byte(m.keyOf(sl)))))
+				later = append(later, clone(fromString[K](m.keyOf(sl))))
 			}
 			continue
 		}
@@ -134,7 +136,7 @@ func sweepStrMap[K comparable, UK comparable, UV any](m *strMap[mapEntry[UK, UV]
 		if !ok {
 			continue
 		}
-		if err := f(fromString[K](string([]byte(m.keyOf(sl)))), uv); err != nil {
+		if err := f(clone(fromString[K](m.keyOf(sl))), uv); err != nil {
 			return nil, err
 		}
 		if e.two() {
