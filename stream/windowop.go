@@ -45,8 +45,12 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	// late counts the records dropped as late (Flink's
 	// numLateRecordsDropped).
 	late int64
-	tc   triggerCtx[K, ACC]
-	buf  []TimeWindow
+	// pane is the start of the slide the last record of a swept operator
+	// fell in (paneSet: there was one).
+	pane    int64
+	paneSet bool
+	tc      triggerCtx[K, ACC]
+	buf     []TimeWindow
 }
 
 // winEntry is one window of a key: its end (for merged session windows),
@@ -142,7 +146,7 @@ func (o *windowOperator[K, T, ACC, OUT]) Open(ctx *Context[K]) (err error) {
 // openSwept declares a swept operator's state and notes the ends of the
 // windows restored into it.
 func (o *windowOperator[K, T, ACC, OUT]) openSwept(ctx *Context[K]) (err error) {
-	o.accs, err = api.GetMapStateWith[int64, ACC](ctx, windowContents, state.SerializerFor[int64](),
+	o.accs, err = api.GetSlicedMapStateWith[int64, ACC](ctx, windowContents, state.SerializerFor[int64](),
 		sweptSerializer[ACC]{state.SerializerFor[ACC]()})
 	if err != nil {
 		return err
@@ -235,6 +239,10 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 		return fmt.Errorf("a record without a timestamp reached an event-time window: assign timestamps upstream with AssignTimestampsAndWatermarks")
 	}
 	wm := timers.CurrentWatermark()
+	if o.swept {
+		o.processSwept(ctx, ts, wm, in)
+		return nil
+	}
 	o.buf = o.a.windows(ts, o.buf[:0])
 	if o.a.merging() {
 		merged, err := o.mergeSession(ctx, o.buf[0], wm)
@@ -252,14 +260,6 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 			continue
 		}
 		skipped = false
-		if o.swept {
-			acc, ok := o.accs.Get(w.Start)
-			if !ok {
-				o.noteEnd(w.MaxTimestamp())
-			}
-			o.accs.Put(w.Start, o.add(acc, ok, in))
-			continue
-		}
 		e, ok := o.entries.Get(w.Start)
 		if ok && o.direct && (o.a.processing || w.MaxTimestamp() > wm) {
 			// The default trigger's timer (and the cleanup timer) were
@@ -283,13 +283,48 @@ func (o *windowOperator[K, T, ACC, OUT]) ProcessElement(ctx *Context[K], in T, o
 		o.registerCleanup(timers, w)
 	}
 	if skipped && !o.a.processing && ctx.Timestamp()+o.lateness <= wm {
-		if o.lateTag != nil {
-			Output(ctx, *o.lateTag, in)
-		} else {
-			o.late++
-		}
+		o.dropLate(ctx, in)
 	}
 	return nil
+}
+
+// dropLate sends a record no window took to the late side output, or
+// counts it.
+func (o *windowOperator[K, T, ACC, OUT]) dropLate(ctx *Context[K], in T) {
+	if o.lateTag != nil {
+		Output(ctx, *o.lateTag, in)
+	} else {
+		o.late++
+	}
+}
+
+// processSwept is ProcessElement for a swept operator: the record is added
+// to the accumulator of each of its windows the watermark has not passed.
+// Its windows start at the start of the slide it falls in (kept from the
+// record before: records mostly fall in the same one, and a division per
+// record was 7 % of a tumbling count) and every slide before, back to
+// size; they are late from the first one whose end the watermark passed.
+func (o *windowOperator[K, T, ACC, OUT]) processSwept(ctx *Context[K], ts, wm int64, in T) {
+	a := &o.a
+	if !o.paneSet || ts < o.pane || uint64(ts-o.pane) >= uint64(a.slide) {
+		o.pane, o.paneSet = ts-mod(ts-a.offset, a.slide), true
+	}
+	skipped := true
+	for start := o.pane; start > ts-a.size; start -= a.slide {
+		end := start + a.size - 1
+		if end <= wm {
+			break
+		}
+		skipped = false
+		acc, ok := o.accs.Get(start)
+		if !ok {
+			o.noteEnd(end)
+		}
+		o.accs.Put(start, o.add(acc, ok, in))
+	}
+	if skipped && ts <= wm {
+		o.dropLate(ctx, in)
+	}
 }
 
 // emit acts on what the trigger decided for window w: the window's

@@ -89,6 +89,55 @@ func (sc *encScratch) emit(dst []byte, tie, lenPrefix bool) []byte {
 	return dst
 }
 
+// emitGrouped is emit with the length prefix for entries whose equal keys
+// are entries of one key's map (arena: key, then user key and value): each
+// key is written once, then the uvarint count of its entries and their
+// bytes, sorted — by user key, as map state writes them, since encoded
+// user keys are prefix-free and so order the user key and value bytes
+// together as they order alone.
+func (sc *encScratch) emitGrouped(dst []byte) []byte {
+	keys := sc.sorted(false)
+	run := func(i int) int {
+		k := sc.ents[keys[i].i].key(sc.arena)
+		j := i + 1
+		for j < len(keys) && bytes.Equal(sc.ents[keys[j].i].key(sc.arena), k) {
+			j++
+		}
+		return j
+	}
+	val := func(k sortKey) []byte { e := &sc.ents[k.i]; return sc.arena[e.off+e.klen : e.off+e.n] }
+	n, size := 0, 0
+	for i := 0; i < len(keys); {
+		j := run(i)
+		n++
+		size += int(sc.ents[keys[i].i].klen) + uvarintLen(uint64(j-i))
+		for _, k := range keys[i:j] {
+			size += len(val(k))
+		}
+		i = j
+	}
+	size += uvarintLen(uint64(n))
+	dst = slices.Grow(dst, size+binary.MaxVarintLen64)
+	dst = binary.AppendUvarint(dst, uint64(size))
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for i := 0; i < len(keys); {
+		j := run(i)
+		r := keys[i:j]
+		for a := 1; a < len(r); a++ { // a key has few entries
+			for b := a; b > 0 && bytes.Compare(val(r[b]), val(r[b-1])) < 0; b-- {
+				r[b], r[b-1] = r[b-1], r[b]
+			}
+		}
+		dst = append(dst, sc.ents[r[0].i].key(sc.arena)...)
+		dst = binary.AppendUvarint(dst, uint64(len(r)))
+		for _, k := range r {
+			dst = append(dst, val(k)...)
+		}
+		i = j
+	}
+	return dst
+}
+
 // sorted returns the order of the entries by encoded key (then, with tie,
 // by the varint that follows equal keys).
 func (sc *encScratch) sorted(tie bool) []sortKey {

@@ -22,7 +22,10 @@ package state
 // reads them; other backends, and key groups a snapshot reads, go key by
 // key through KeysOf.
 func SweepMapEntry[K comparable, UK comparable, UV any](b Backend[K], name string, ms MapState[UK, UV], uk UK, f func(key K, uv UV) error) error {
-	if s, ok := ms.(*mapState[K, UK, UV]); ok {
+	switch s := ms.(type) {
+	case *mapState[K, UK, UV]:
+		return s.sweep(uk, f)
+	case *slicedMapState[K, UK, UV]:
 		return s.sweep(uk, f)
 	}
 	keys, err := KeysOf(b, name)

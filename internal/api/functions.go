@@ -333,6 +333,13 @@ func GetMapStateWith[UK comparable, UV any, K comparable](ctx *Context[K], name 
 	return state.GetMapState[UK, UV](ctx.backend, name, keySer, valSer)
 }
 
+// GetSlicedMapStateWith is GetMapStateWith for a map whose user keys are
+// few, shared by many keys and swept out whole (SweepMapEntry): the
+// hashmap backend keeps a table per user key (state.GetSlicedMapState).
+func GetSlicedMapStateWith[UK comparable, UV any, K comparable](ctx *Context[K], name string, keySer Serializer[UK], valSer Serializer[UV]) (MapState[UK, UV], error) {
+	return state.GetSlicedMapState[UK, UV](ctx.backend, name, keySer, valSer)
+}
+
 // CloneFunction gives each subtask its own copy of a function object: a
 // pointer to a struct is copied (shallowly), anything else is shared.
 func CloneFunction[F any](fn F) F {
