@@ -49,8 +49,17 @@ type windowOperator[K comparable, T, ACC, OUT any] struct {
 	// fell in (paneSet: there was one).
 	pane    int64
 	paneSet bool
-	tc      triggerCtx[K, ACC]
-	buf     []TimeWindow
+	// upsert is accs when it reads and writes an entry in one lookup (the
+	// hashmap backend's); addCur adds cur, the record being processed, to
+	// an accumulator of the window ending at curEnd.
+	upsert interface {
+		Upsert(uk int64, f func(acc ACC, ok bool) ACC)
+	}
+	addCur func(acc ACC, ok bool) ACC
+	cur    T
+	curEnd int64
+	tc     triggerCtx[K, ACC]
+	buf    []TimeWindow
 }
 
 // winEntry is one window of a key: its end (for merged session windows),
@@ -150,6 +159,15 @@ func (o *windowOperator[K, T, ACC, OUT]) openSwept(ctx *Context[K]) (err error) 
 		sweptSerializer[ACC]{state.SerializerFor[ACC]()})
 	if err != nil {
 		return err
+	}
+	o.upsert, _ = o.accs.(interface {
+		Upsert(uk int64, f func(acc ACC, ok bool) ACC)
+	})
+	o.addCur = func(acc ACC, ok bool) ACC {
+		if !ok {
+			o.noteEnd(o.curEnd)
+		}
+		return o.add(acc, ok, o.cur)
 	}
 	return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
 		o.accs.All(func(start int64, _ ACC) bool {
@@ -316,12 +334,19 @@ func (o *windowOperator[K, T, ACC, OUT]) processSwept(ctx *Context[K], ts, wm in
 			break
 		}
 		skipped = false
+		if o.upsert != nil {
+			o.cur, o.curEnd = in, end
+			o.upsert.Upsert(start, o.addCur)
+			continue
+		}
 		acc, ok := o.accs.Get(start)
 		if !ok {
 			o.noteEnd(end)
 		}
 		o.accs.Put(start, o.add(acc, ok, in))
 	}
+	var zero T
+	o.cur = zero // not kept past the record
 	if skipped && ts <= wm {
 		o.dropLate(ctx, in)
 	}

@@ -79,8 +79,12 @@ func heapSlicedMapState[UK comparable, UV any, K comparable](b *KeyedBackend[K],
 // slice returns uk's table, made if create is set (else nil if none).
 func (s *slicedMapState[K, UK, UV]) slice(uk UK, create bool) *table[K, UV] {
 	if s.last != nil && s.lastUK == uk {
-		return s.last
+		return s.last // small enough to inline: most accesses stop here
 	}
+	return s.find(uk, create)
+}
+
+func (s *slicedMapState[K, UK, UV]) find(uk UK, create bool) *table[K, UV] {
 	t := s.slices[uk]
 	if t == nil {
 		if !create {
@@ -140,6 +144,29 @@ func (s *slicedMapState[K, UK, UV]) Put(uk UK, uv UV) {
 	}
 	_, ok := t.get(kgi, b.currentKey)
 	t.set(kgi, b.currentKey, uv, ok)
+}
+
+// Upsert sets the current key's entry for uk to f of its value (and
+// whether it has one): Get and Put in one lookup, for a window operator's
+// read-modify-write of an accumulator. f must not touch the state.
+func (s *slicedMapState[K, UK, UV]) Upsert(uk UK, f func(uv UV, ok bool) UV) {
+	t := s.slice(uk, true)
+	s.touch(t)
+	b := s.b
+	kgi := b.kgIndex
+	if l := &t.kgs[kgi]; b.hashed && l.base.s != nil && t.baseWritable(kgi, l) {
+		m, k := l.base.s, asString(b.currentKey)
+		if i, ok := m.find(k, b.currentHash); ok {
+			e := &m.slots[i].e
+			*e = f(*e, true)
+			return
+		}
+		var zero UV
+		m.putHashed(k, b.currentHash, f(zero, false))
+		return
+	}
+	uv, ok := t.get(kgi, b.currentKey)
+	t.set(kgi, b.currentKey, f(uv, ok), ok)
 }
 
 func (s *slicedMapState[K, UK, UV]) Contains(uk UK) bool { _, ok := s.Get(uk); return ok }
@@ -208,6 +235,10 @@ func (s *slicedMapState[K, UK, UV]) sweep(uk UK, f func(K, UV) error) error {
 // windows for a sliding one (its misses then overlap, not one after the
 // other).
 func (s *slicedMapState[K, UK, UV]) prefetchSlot(kgi int, h uint32) {
+	if s.fan <= 1 && len(s.mru) > 0 {
+		s.mru[0].prefetchSlot(kgi, h) // tumbling windows
+		return
+	}
 	for _, t := range s.mru[:min(s.fan, len(s.mru))] {
 		t.prefetchSlot(kgi, h)
 	}
