@@ -18,9 +18,10 @@ package state
 // copy of the key. f must not write ms; the key it runs with is not the
 // backend's current key (f may not read keyed state). name is ms's name.
 //
-// The hashmap backend sweeps its tables in place wherever no snapshot
-// reads them; other backends, and key groups a snapshot reads, go key by
-// key through KeysOf.
+// A sliced map state (GetSlicedMapState) on the hashmap backend scans
+// uk's own table and drops it. A map state on the hashmap backend is
+// swept in place wherever no snapshot reads its tables; other backends,
+// and key groups a snapshot reads, go key by key through KeysOf.
 func SweepMapEntry[K comparable, UK comparable, UV any](b Backend[K], name string, ms MapState[UK, UV], uk UK, f func(key K, uv UV) error) error {
 	switch s := ms.(type) {
 	case *mapState[K, UK, UV]:
