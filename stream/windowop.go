@@ -169,6 +169,11 @@ func (o *windowOperator[K, T, ACC, OUT]) openSwept(ctx *Context[K]) (err error) 
 		}
 		return o.add(acc, ok, o.cur)
 	}
+	if u, ok := o.accs.(interface{ UserKeys(func(int64)) }); ok {
+		// A table per window: its windows are its user keys.
+		u.UserKeys(func(start int64) { o.noteEnd(start + o.a.size - 1) })
+		return nil
+	}
 	return api.ApplyToKeyedState(ctx, windowContents, func(K) error {
 		o.accs.All(func(start int64, _ ACC) bool {
 			o.noteEnd(start + o.a.size - 1)
@@ -330,6 +335,9 @@ func (o *windowOperator[K, T, ACC, OUT]) processSwept(ctx *Context[K], ts, wm in
 	skipped := true
 	for start := o.pane; start > ts-a.size; start -= a.slide {
 		end := start + a.size - 1
+		if end < start {
+			continue // past the end of time (as windows skips it)
+		}
 		if end <= wm {
 			break
 		}

@@ -202,21 +202,34 @@ func (s *slicedMapState[K, UK, UV]) Clear() {
 }
 
 // sweep hands f every entry of uk's table and drops the table. Nothing is
-// written while f runs, so f sees the table as it was; an error from f
-// stops the sweep and leaves the table whole (the task then fails, and
-// its state is restored from a checkpoint).
+// written while f runs, so f sees the table as it was. An error from f
+// stops the sweep; the entries f was handed before are removed, as map
+// state's sweep removes them, and the rest stay.
 func (s *slicedMapState[K, UK, UV]) sweep(uk UK, f func(K, UV) error) error {
 	t := s.slices[uk]
 	if t == nil {
 		return nil
 	}
 	var err error
-	for _, v := range t.views() {
+	for kgi, v := range t.views() {
+		done := 0
 		v.all(func(k K, uv UV) bool {
-			err = f(t.clone(k), uv)
+			if err = f(t.clone(k), uv); err == nil {
+				done++
+			}
 			return err == nil
 		})
 		if err != nil {
+			// The entries handed over, in the same order again (nothing
+			// was written since), then removed.
+			var ks []K
+			v.all(func(k K, _ UV) bool {
+				ks = append(ks, t.clone(k))
+				return len(ks) < done
+			})
+			for _, k := range ks[:done] {
+				t.del(kgi, k)
+			}
 			return err
 		}
 	}
@@ -267,6 +280,14 @@ func (s *slicedMapState[K, UK, UV]) touch(t *table[K, UV]) {
 
 // maxPrefetchedSlices bounds the tables prefetched for a key.
 const maxPrefetchedSlices = 16
+
+// UserKeys calls f with every user key that has a table (a window
+// operator finds its windows after a restore without reading every key).
+func (s *slicedMapState[K, UK, UV]) UserKeys(f func(UK)) {
+	for uk := range s.slices {
+		f(uk)
+	}
+}
 
 func (s *slicedMapState[K, UK, UV]) kind() Kind       { return KindMap }
 func (s *slicedMapState[K, UK, UV]) typeName() string { return s.typ }

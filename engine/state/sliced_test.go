@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -119,7 +120,7 @@ func checkSliced[K comparable](t *rapid.T, keyOf func(int) K) {
 		setKey(plainB, k, hashed)
 		setKey(slicedB, k, hashed)
 		uk := rapid.Int64Range(0, 4).Draw(t, "uk")
-		switch rapid.IntRange(0, 7).Draw(t, "op") {
+		switch rapid.IntRange(0, 8).Draw(t, "op") {
 		case 0, 1:
 			uv := rapid.Int64().Draw(t, "uv")
 			if rapid.Bool().Draw(t, "read first") { // a window's read-modify-write
@@ -131,6 +132,23 @@ func checkSliced[K comparable](t *rapid.T, keyOf func(int) K) {
 				cur[k] = map[int64]int64{}
 			}
 			cur[k][uk] = uv
+		case 8:
+			// The window operator's read-modify-write, in one lookup.
+			add := rapid.Int64Range(1, 9).Draw(t, "add")
+			pv, _ := plain.Get(uk)
+			plain.Put(uk, pv+add)
+			sliced.(interface {
+				Upsert(int64, func(int64, bool) int64)
+			}).Upsert(uk, func(v int64, ok bool) int64 {
+				if want, wok := cur[k][uk]; ok != wok || ok && v != want {
+					t.Fatalf("key %v Upsert(%d) handed %d %v; the model holds %v", k, uk, v, ok, cur[k])
+				}
+				return v + add
+			})
+			if cur[k] == nil {
+				cur[k] = map[int64]int64{}
+			}
+			cur[k][uk] = pv + add
 		case 2:
 			pv, pok := plain.Get(uk)
 			sv, sok := sliced.Get(uk)
@@ -189,6 +207,48 @@ func checkSliced[K comparable](t *rapid.T, keyOf func(int) K) {
 	}
 	for _, tk := range pending {
 		check(tk)
+	}
+}
+
+// TestSlicedSweepStoppedByAnError: when the function a sweep hands the
+// entries to fails, the entries it was handed are gone and the others
+// stay, under an open snapshot too.
+func TestSlicedSweepStoppedByAnError(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		b := backendFor(1)
+		m, _ := GetSlicedMapState[int64, int64](b, "w", SerializerFor[int64](), SerializerFor[int64]())
+		for i := range 100 {
+			b.SetCurrentKey(fmt.Sprint(i))
+			m.Put(7, int64(i))
+		}
+		if pinned {
+			defer b.Snapshot().Release()
+		}
+		handed := map[string]bool{}
+		stop := errors.New("stop")
+		err := SweepMapEntry(b, "w", m, 7, func(k string, _ int64) error {
+			if len(handed) == 40 {
+				return stop
+			}
+			handed[k] = true
+			return nil
+		})
+		if !errors.Is(err, stop) {
+			t.Fatalf("sweep returned %v; want the function's error", err)
+		}
+		left := 0
+		for i := range 100 {
+			k := fmt.Sprint(i)
+			b.SetCurrentKey(k)
+			if _, ok := m.Get(7); ok == handed[k] {
+				t.Fatalf("pinned %v: key %s handed %v, still there %v", pinned, k, handed[k], ok)
+			} else if ok {
+				left++
+			}
+		}
+		if left != 60 {
+			t.Fatalf("%d entries left; want 60", left)
+		}
 	}
 }
 
