@@ -149,7 +149,9 @@ func runInspect(f *Factory, o *InspectOptions) error {
 		if c := m.Changelog(); c != nil {
 			fmt.Fprintf(w, "Changelog:        %s (%s), then a log of %s in %d files; added %s\n",
 				materializations(c), humanSize(c.MaterializedBytes), humanSize(c.LogBytes), c.LogFiles, humanSize(m.CheckpointedSize()))
-		} else if n := len(m.SharedFiles()); n > 0 {
+		} else if n := len(m.SharedFiles()); n > 0 && m.Full {
+			fmt.Fprintf(w, "Added:            %s (full: all of it; its %d SST files are in the job's shared/ directory, for the checkpoints after it)\n", humanSize(m.CheckpointedSize()), n)
+		} else if n > 0 {
 			fmt.Fprintf(w, "Added:            %s (incremental: refers to %d files in the job's shared/ directory)\n", humanSize(m.CheckpointedSize()), n)
 		}
 		if verr != nil {

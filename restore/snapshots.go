@@ -37,12 +37,13 @@ type Snapshot struct {
 }
 
 // TypeOf is "changelog" for a checkpoint of the changelog state backend,
-// "incremental" for a snapshot that refers to shared files, else "full".
+// "incremental" for a snapshot that refers to shared files (unless taken
+// as a full checkpoint, whose shared files are its own), else "full".
 func TypeOf(m *savepoint.Metadata) string {
 	if m.Changelog() != nil {
 		return "changelog"
 	}
-	if len(m.SharedFiles()) > 0 {
+	if len(m.SharedFiles()) > 0 && !m.Full {
 		return "incremental"
 	}
 	return "full"

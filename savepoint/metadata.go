@@ -64,7 +64,12 @@ type Metadata struct {
 	JobName      string `json:"jobName,omitempty"`
 	CheckpointID int64  `json:"checkpointId"`
 	Kind         Kind   `json:"kind"`
-	Format       Format `json:"format"`
+	// Full marks a checkpoint triggered as a full one (checkpoint --full):
+	// it refers to no file of an earlier checkpoint, though with an
+	// incremental backend its SST files are in the job's shared/ directory
+	// for the checkpoints after it to refer to.
+	Full   bool   `json:"full,omitempty"`
+	Format Format `json:"format"`
 	// Backend is the state backend that wrote the state ("hashmap"). A
 	// NATIVE snapshot can only be restored into the same backend.
 	Backend string `json:"stateBackend"`

@@ -115,9 +115,14 @@ type SnapshotOptions struct {
 	Native    bool
 	LocalDir  string
 	RemoveDir func(string) error
-	// Incremental: a native snapshot may refer to the files the backend's
-	// last completed checkpoint uploaded.
+	// Incremental: a native snapshot's SST files are shared with the
+	// checkpoints after it, and it may refer to the files the backend's
+	// last completed checkpoint uploaded — unless Full: then it refers to
+	// none and uploads every file anew (Flink's FORWARD sharing, a full
+	// checkpoint of an incremental backend), so that the next incremental
+	// checkpoint refers to its files rather than uploading everything.
 	Incremental bool
+	Full        bool
 	// Changelog: a checkpoint a changelog backend may take as the log's
 	// tail (not a savepoint, nor a full checkpoint).
 	Changelog bool

@@ -508,7 +508,7 @@ func (b *LSMBackend[K]) DropUnregistered() []string {
 // either way the synchronous part is O(1).
 func (b *LSMBackend[K]) TakeSnapshot(o SnapshotOptions) (Snapshot, error) {
 	if o.Native && o.LocalDir != "" {
-		n, err := b.TakeNativeSnapshot(o.ID, o.LocalDir, o.Incremental, o.RemoveDir)
+		n, err := b.TakeNativeSnapshot(o.ID, o.LocalDir, o.Incremental, o.Incremental && !o.Full, o.RemoveDir)
 		if err != nil {
 			return nil, err
 		}

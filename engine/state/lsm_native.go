@@ -163,8 +163,10 @@ type NativeSnapshot struct {
 	// instance that wrote them.
 	Dir       string
 	BackendID string
-	// Incremental: SST files the backend's last completed checkpoint
-	// uploaded may be referenced rather than uploaded again (Shared).
+	// Incremental: the SST files are shared with later checkpoints, and
+	// those the backend's last completed checkpoint uploaded may be
+	// referenced rather than uploaded again (Shared: none for a full
+	// checkpoint).
 	Incremental bool
 	shared      map[string]savepoint.NativeFile // file name -> where it is shared, and its checksum
 	res         <-chan error
@@ -219,9 +221,11 @@ func (n *NativeSnapshot) Release() {
 
 // TakeNativeSnapshot starts a native snapshot for checkpoint id into dir
 // (a local directory that must not exist). The task does not wait for the
-// files (see lsm.Store.Checkpoint). With incremental, the snapshot may
-// refer to the SST files of the last completed checkpoint.
-func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental bool, removeDir func(string) error) (*NativeSnapshot, error) {
+// files (see lsm.Store.Checkpoint). With incremental, its SST files are
+// shared with the checkpoints after it; with refer too, it may refer to
+// the SST files of the last completed checkpoint (a full checkpoint of an
+// incremental backend refers to none).
+func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental, refer bool, removeDir func(string) error) (*NativeSnapshot, error) {
 	nkv, ok := b.kv.(NativeKV)
 	if !ok {
 		return nil, errors.New("state backend: the store cannot write native snapshots")
@@ -242,7 +246,7 @@ func (b *LSMBackend[K]) TakeNativeSnapshot(id int64, dir string, incremental boo
 		b.released()
 	}
 	n.uploaded = func(shared map[string]savepoint.NativeFile) { b.Uploaded(id, shared) }
-	if incremental {
+	if incremental && refer {
 		b.mu.Lock()
 		n.shared = maps.Clone(b.confirmed)
 		b.mu.Unlock()

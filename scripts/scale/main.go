@@ -706,7 +706,7 @@ func incrementalRatio(scratch string) {
 		var snaps []*state.NativeSnapshot
 		snap := func(id int64) (map[string]int64, time.Duration) {
 			start := time.Now()
-			n, err := b.TakeNativeSnapshot(id, filepath.Join(dir, fmt.Sprint("chk-", id)), true, os.RemoveAll)
+			n, err := b.TakeNativeSnapshot(id, filepath.Join(dir, fmt.Sprint("chk-", id)), true, true, os.RemoveAll)
 			snaps = append(snaps, n)
 			check(err)
 			check(n.Wait())

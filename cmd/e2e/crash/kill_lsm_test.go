@@ -124,12 +124,13 @@ func TestSharedFilesFollowRetention(t *testing.T) {
 }
 
 // TestIncrementalAfterFullCheckpoint drives `checkpoint --full` between
-// incremental checkpoints through the CLI: the full one subsumes the one
-// before it, whose shared files go, so the next incremental checkpoint must
-// refer to none of them, and every retained checkpoint keeps all its files.
-// Compactions often replace those files before the next checkpoint, so a
-// regression shows here only sometimes; TestUploadNative (engine/checkpoint)
-// checks the contract itself every time.
+// incremental checkpoints through the CLI: the full one uploads all its
+// files anew and subsumes the one before it, whose other shared files go;
+// the next incremental checkpoint refers only to the full one's, and every
+// retained checkpoint keeps all its files. Compactions often replace those
+// files before the next checkpoint, so a regression shows here only
+// sometimes; TestNativeIncremental (engine/state/lsm) and
+// TestIncrementalCheckpointAfterAFullOne (engine) check the contract.
 func TestIncrementalAfterFullCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")

@@ -483,7 +483,7 @@ func (jm *jobMaster) refreshRetained() {
 		h := cp.Handle
 		r := RetainedSnapshot{ID: cp.ID, Kind: cp.Type.Kind, Format: cp.Type.Format, Owned: cp.Owned,
 			CompletionTimestamp: h.Meta.CompletionTimestamp, Size: h.Meta.StateSize(),
-			Added: h.Meta.CheckpointedSize(), Incremental: len(h.Meta.SharedFiles()) > 0, Changelog: h.Meta.Changelog()}
+			Added: h.Meta.CheckpointedSize(), Incremental: len(h.Meta.SharedFiles()) > 0 && !h.Meta.Full, Changelog: h.Meta.Changelog()}
 		if h.Loc.Dir != "" {
 			r.Path = savepoint.URI(h.Loc.Dir)
 		}
@@ -821,7 +821,7 @@ func (jm *jobMaster) finalize(p *checkpoint.Pending) {
 	}
 	loc := p.Location
 	md := &savepoint.Metadata{JobID: jm.jobID, JobName: jm.graph.Name,
-		CheckpointID: p.ID, Kind: p.Type.Kind, Format: p.Type.Format, Backend: string(jm.backends.Name()),
+		CheckpointID: p.ID, Kind: p.Type.Kind, Full: p.Type.Full, Format: p.Type.Format, Backend: string(jm.backends.Name()),
 		TriggerTimestamp: p.Triggered.UnixMilli()}
 	var acks []checkpoint.Ack
 	var finals []bool

@@ -461,8 +461,10 @@ func (o *keyedProcessOperator[K, IN, OUT]) takeSnapshot(req snapshotRequest) (*o
 	if sb := o.backends; req.files && req.typ.Format == savepoint.FormatNative && sb != nil && sb.dir != nil {
 		opts.Native, opts.RemoveDir = true, os.RemoveAll
 		opts.LocalDir = sb.dir.SnapshotDir(o.uid, o.subtask, o.attempt, req.id)
-		// checkpoint --full (REST FULL) refers to nothing earlier.
-		opts.Incremental = sb.incremental && req.typ.Kind == savepoint.KindCheckpoint && !req.typ.Full
+		// checkpoint --full (REST FULL) refers to nothing earlier; the
+		// checkpoints after it refer to its files.
+		opts.Incremental = sb.incremental && req.typ.Kind == savepoint.KindCheckpoint
+		opts.Full = req.typ.Full
 	}
 	snap, err := o.backend.TakeSnapshot(opts)
 	if err != nil {

@@ -585,7 +585,37 @@ func incrementalRun(t *testing.T, base string) bool {
 	sh, _ = checkShared("snapshot 7, after 5 completed", s7, up5)
 	full = full && sh > 0
 	s7.Release()
+
+	// A full checkpoint of the incremental backend refers to nothing, and
+	// uploads its files for the checkpoints after it: once it completes,
+	// the next refers to them.
+	s8 := takeFull(t, lb, 8, filepath.Join(base, "chk-8"))
+	waitNative(t, s8)
+	checkShared("snapshot 8, full", s8, nil)
+	up8 := upload(s8, "f-")
+	s8.Release()
+	lb.CheckpointComplete(8)
+	s9 := take(9, true)
+	sh, _ = checkShared("snapshot 9, after the full 8 completed", s9, up8)
+	full = full && sh > 0
+	s9.Release()
 	return full
+}
+
+// takeFull takes the native snapshot of a full checkpoint of an
+// incremental backend (checkpoint --full).
+func takeFull(t *testing.T, b state.Backend[string], id int64, dir string) *state.NativeSnapshot {
+	t.Helper()
+	s, err := b.TakeSnapshot(state.SnapshotOptions{ID: id, Native: true, LocalDir: dir, RemoveDir: os.RemoveAll, Incremental: true, Full: true})
+	if err != nil {
+		t.Fatalf("native TakeSnapshot %d: %v", id, err)
+	}
+	n := s.(*state.NativeSnapshot)
+	t.Cleanup(n.Release)
+	if !n.Incremental {
+		t.Fatalf("a full checkpoint's snapshot of an incremental backend does not share its files")
+	}
+	return n
 }
 
 func TestNativeDisposeWhileOpen(t *testing.T) {
