@@ -48,7 +48,10 @@
 #   RINC_5M that checkpoint's duration ÷ a full one's          (target ≤ 0.1)
 #   RSS_20M_ROCKSDB_MB / _HASHMAP_MB  peak RSS of word count over 20 M
 #           distinct words, checkpoints every 1 s       (rocksdb < 1024 MB)
-#   RCL_P50, RCL_P99  checkpoint duration with the changelog ÷ without,
+#   RCL_P50, RCL_P99  checkpoint duration with the changelog ÷ without, over
+#           every checkpoint of the run, the last ones too (RCL_P99_STEADY:
+#           without those triggered in the run's last second, as the input
+#           ends and a finished task writes its state whole),
 #           word count over 1 M distinct words on hashmap, checkpoints every
 #           1 s, materialized every 6 s                 (target p99 ≤ 0.2)
 #   RCL_THROUGHPUT  throughput with the changelog ÷ without (target ≥ 0.85)
@@ -295,7 +298,7 @@ for k in RCL_P50 RCL_P99 RCL_THROUGHPUT RCL_RECOVERY RCL_DISK; do
   printf '%s=%.3f\n' "$k" "$(echo "$sc" | field "$k")"
   printf '%s_100K=%.3f\n' "$k" "$(echo "$scp" | field "$k")"
 done
-echo "$sc" | grep '^RCL_REPLAY_MS_PER_M=\|^RCL_INTERVAL_FOR_1S='
+echo "$sc" | grep '^RCL_REPLAY_MS_PER_M=\|^RCL_INTERVAL_FOR_1S=\|^RCL_P99_STEADY='
 printf '%s' "$scr" | awk -F'[= ]' 'NF >= 2 { printf "%s=%.3f\n", $1, $2 }'
 rcl99=$(echo "$sc" | field RCL_P99)
 rclthr=$(echo "$sc" | field RCL_THROUGHPUT)

@@ -798,7 +798,7 @@ func incrementalRatio(scratch string) {
 // the bytes on disk (checkpoint directory plus log) when that checkpoint
 // completed.
 func changelogRatios(scratch string) {
-	durs := map[bool][]float64{}
+	durs, tails, steadies := map[bool][]float64{}, map[bool][]float64{}, map[bool][]float64{}
 	var thr, rec, disk, replay, budget []float64
 	for r := range *rounds {
 		el := map[bool]float64{}
@@ -809,6 +809,8 @@ func changelogRatios(scratch string) {
 			cpu := processCPU() - cpu0
 			el[on] = x.elapsed.Seconds()
 			durs[on] = append(durs[on], ds...)
+			tails[on] = append(tails[on], tail...)
+			steadies[on] = append(steadies[on], steady...)
 			fmt.Printf("# round %d changelog=%v: %.2fs (CPU %.2fs), %d checkpoints, median %.0f ms, max %.0f ms\n",
 				r+1, on, x.elapsed.Seconds(), cpu.Seconds(), len(ds), median(ds), slices.Max(ds))
 		}
@@ -877,8 +879,12 @@ func changelogRatios(scratch string) {
 	}
 	fmt.Printf("# checkpoint duration without the changelog: p50 %.0f ms, p99 %.0f ms (%d checkpoints); with: p50 %.0f ms, p99 %.0f ms (%d)\n",
 		p(durs[false], 0.5), p(durs[false], 0.99), len(durs[false]), p(durs[true], 0.5), p(durs[true], 0.99), len(durs[true]))
+	fmt.Printf("# of which in a run's last second (the input ending): without %v ms, with %v ms\n", tails[false], tails[true])
 	fmt.Printf("RCL_P50=%.3f\n", p(durs[true], 0.5)/max(1, p(durs[false], 0.5)))
 	fmt.Printf("RCL_P99=%.3f\n", p(durs[true], 0.99)/max(1, p(durs[false], 0.99)))
+	if len(steadies[true]) > 0 && len(steadies[false]) > 0 {
+		fmt.Printf("RCL_P99_STEADY=%.3f\n", p(steadies[true], 0.99)/max(1, p(steadies[false], 0.99)))
+	}
 	report("RCL_THROUGHPUT", thr)
 	report("RCL_RECOVERY", rec)
 	report("RCL_DISK", disk)
@@ -954,15 +960,18 @@ func runCollecting(scratch string) (run, []float64) {
 	if res.Status != engine.StatusFinished {
 		check(fmt.Errorf("job ended %s: %v", res.Status, res.Err))
 	}
-	// Checkpoints around the end of the input (the last second) are
-	// written whole in both variants — a task whose input ended keeps its
-	// state as a full snapshot for later checkpoints — and are not what a
-	// running job's checkpoints cost.
-	end := time.Since(start).Milliseconds() - 1000
+	// Every checkpoint counts, those around the end of the input too: a
+	// task whose input ended writes its state whole for later checkpoints,
+	// which is what the run's last checkpoints cost (tailOf says which).
 	ds := make([]float64, 0, len(seen))
+	tail, steady = tail[:0], steady[:0]
+	end := time.Since(start).Milliseconds() - 1000
 	for id, d := range seen {
-		if at[id] < end {
-			ds = append(ds, d)
+		ds = append(ds, d)
+		if at[id] >= end {
+			tail = append(tail, d)
+		} else {
+			steady = append(steady, d)
 		}
 	}
 	if len(ds) == 0 {
@@ -970,6 +979,10 @@ func runCollecting(scratch string) (run, []float64) {
 	}
 	return run{start: start, elapsed: time.Since(start), info: j.Info(), sink: sink}, ds
 }
+
+// tail holds the durations of the last run's checkpoints triggered in its
+// last second (around the end of its input), steady the others'.
+var tail, steady []float64
 
 // checkpointAfter runs word count over unbounded text until checkpoint n
 // has completed, measures what the job keeps on disk (checkpoints, shared
