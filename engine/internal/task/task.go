@@ -336,6 +336,7 @@ func (t *Task) invoke() (err error) {
 
 func (t *Task) keepFinalState() error {
 	caps := make([]namedCapture, 0, len(t.Ops))
+	inMemory := true
 	for i, op := range t.Ops {
 		c, err := op.snapshot(canonicalRequest)
 		if err != nil {
@@ -343,16 +344,66 @@ func (t *Task) keepFinalState() error {
 		}
 		if c != nil {
 			caps = append(caps, namedCapture{uid: t.UIDs[i], c: c})
+			if _, ok := c.keyed.(*state.KeyedSnapshot); c.keyed != nil && !ok {
+				inMemory = false
+			}
 		}
 	}
-	snaps, err := encodeCaptures(t.Subtask, caps)
-	if err != nil {
-		return fmt.Errorf("final snapshot: %w", err)
+	var snaps []checkpoint.OperatorSnapshot
+	if inMemory {
+		// hashmap state stays readable after the task has ended: it is
+		// encoded only if a savepoint asks for it (a job without
+		// checkpoints mostly ends without one), not here.
+		snaps = streamCaptures(t.Subtask, caps)
+		for i := range snaps {
+			if snaps[i].Encoder != nil {
+				snaps[i].Encoder = &finalEncoder{snap: caps[i].c.keyed, start: snaps[i].Start, end: snaps[i].End}
+			}
+		}
+	} else {
+		// A store's snapshot (rocksdb's) is closed with the task.
+		var err error
+		if snaps, err = encodeCaptures(t.Subtask, caps); err != nil {
+			return fmt.Errorf("final snapshot: %w", err)
+		}
 	}
 	t.FinalMu.Lock()
 	t.Final = snaps
 	t.FinalMu.Unlock()
 	return nil
+}
+
+// finalEncoder is a finished task's keyed state snapshot, encoded whole
+// the first time a snapshot of the job asks for one of its key groups and
+// kept for every later one (a state snapshot encodes each key group once).
+type finalEncoder struct {
+	once       sync.Once
+	snap       state.Snapshot
+	start, end int
+	blocks     map[int][]byte
+	err        error
+}
+
+func (f *finalEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
+	f.once.Do(func() {
+		defer func() { f.snap.Release(); f.snap = nil }() // the blocks are what is kept
+		f.blocks = map[int][]byte{}
+		for k := f.start; k <= f.end; k++ {
+			b, err := f.snap.EncodeKeyGroup(nil, k)
+			if err != nil {
+				f.err = err
+				return
+			}
+			f.blocks[k] = b
+		}
+	})
+	if f.err != nil {
+		return dst, f.err
+	}
+	if b, ok := f.blocks[kg]; ok {
+		return append(dst, b...), nil
+	}
+	return append(dst, 0), nil // outside the range: no state
 }
 
 // protect runs f, turning a panic (from user code, or a userError raised
