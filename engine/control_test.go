@@ -84,6 +84,31 @@ func waitResult(t *testing.T, ch <-chan engine.SnapshotResult) engine.SnapshotRe
 	}
 }
 
+// snapshotMetadata returns a function that waits for a triggered
+// checkpoint or savepoint (what Trigger… returned) and reads its
+// directory's _metadata, failing the test on any error.
+func snapshotMetadata(t *testing.T) func(<-chan engine.SnapshotResult, error) (string, *savepoint.Metadata) {
+	return func(ch <-chan engine.SnapshotResult, err error) (string, *savepoint.Metadata) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := waitResult(t, ch)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		p, err := savepoint.LocalPath(res.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, md
+	}
+}
+
 func waitCheckpoint(t *testing.T, j *engine.Job) {
 	t.Helper()
 	waitFor(t, func() bool { return j.Info().Checkpoints.Completed > 0 || j.Status().IsGloballyTerminal() })
@@ -288,21 +313,7 @@ func TestMaterializationStartsAfterACheckpoint(t *testing.T) {
 	deadline := testutil.Deadline(30 * time.Second)
 	for n := 1; ; n++ {
 		ch, err := j.TriggerCheckpoint(false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := waitResult(t, ch)
-		if res.Err != nil {
-			t.Fatal(res.Err)
-		}
-		p, err := savepoint.LocalPath(res.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, md := snapshotMetadata(t)(ch, err)
 		if cl := md.Changelog(); cl != nil && cl.MaxMaterialization >= 1 {
 			return // a materialization started after an earlier checkpoint
 		}
@@ -333,22 +344,7 @@ func TestIncrementalCheckpointAfterAFullOne(t *testing.T) {
 	waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
 	checkpoint := func(full bool) *savepoint.Metadata {
 		t.Helper()
-		ch, err := j.TriggerCheckpoint(full)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := waitResult(t, ch)
-		if res.Err != nil {
-			t.Fatal(res.Err)
-		}
-		p, err := savepoint.LocalPath(res.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, md := snapshotMetadata(t)(j.TriggerCheckpoint(full))
 		if err := restore.VerifyStateFiles(vfs.Default, p, md); err != nil {
 			t.Fatalf("checkpoint %d: %v", md.CheckpointID, err)
 		}
@@ -454,22 +450,7 @@ func TestFinishedTaskStateInSavepoints(t *testing.T) {
 	})
 	var sizes []int64
 	for range 2 {
-		ch, err := j.TriggerSavepoint(t.TempDir(), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := waitResult(t, ch)
-		if res.Err != nil {
-			t.Fatal(res.Err)
-		}
-		p, err := savepoint.LocalPath(res.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		md, err := savepoint.ReadMetadata(vfs.Default, filepath.Join(p, "_metadata"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, md := snapshotMetadata(t)(j.TriggerSavepoint(t.TempDir(), ""))
 		entries := int64(-1)
 		for _, op := range md.Operators {
 			if op.UID == "bounded-counter" {

@@ -24,7 +24,16 @@ import (
 // takeNative starts a native snapshot of b into dir (which must not exist).
 func takeNative(t *testing.T, b state.Backend[string], id int64, dir string, incremental bool) *state.NativeSnapshot {
 	t.Helper()
-	s, err := b.TakeSnapshot(state.SnapshotOptions{ID: id, Native: true, LocalDir: dir, RemoveDir: os.RemoveAll, Incremental: incremental})
+	return takeNativeWith(t, b, state.SnapshotOptions{ID: id, LocalDir: dir, Incremental: incremental})
+}
+
+// takeNativeWith is takeNative with the options o (ID, LocalDir and the
+// sharing ones).
+func takeNativeWith(t *testing.T, b state.Backend[string], o state.SnapshotOptions) *state.NativeSnapshot {
+	t.Helper()
+	id := o.ID
+	o.Native, o.RemoveDir = true, os.RemoveAll
+	s, err := b.TakeSnapshot(o)
 	if err != nil {
 		t.Fatalf("native TakeSnapshot %d: %v", id, err)
 	}
@@ -606,12 +615,7 @@ func incrementalRun(t *testing.T, base string) bool {
 // incremental backend (checkpoint --full).
 func takeFull(t *testing.T, b state.Backend[string], id int64, dir string) *state.NativeSnapshot {
 	t.Helper()
-	s, err := b.TakeSnapshot(state.SnapshotOptions{ID: id, Native: true, LocalDir: dir, RemoveDir: os.RemoveAll, Incremental: true, Full: true})
-	if err != nil {
-		t.Fatalf("native TakeSnapshot %d: %v", id, err)
-	}
-	n := s.(*state.NativeSnapshot)
-	t.Cleanup(n.Release)
+	n := takeNativeWith(t, b, state.SnapshotOptions{ID: id, LocalDir: dir, Incremental: true, Full: true})
 	if !n.Incremental {
 		t.Fatalf("a full checkpoint's snapshot of an incremental backend does not share its files")
 	}
