@@ -375,28 +375,33 @@ func TestPendingRecordsIsTheLag(t *testing.T) {
 	if n, ok := pr.PendingRecords(); !ok || n != 0 {
 		t.Errorf("after reading the second batch: %d, %v; want 0, known", n, ok)
 	}
-	// A fresh reader takes at most 256 records a poll: while it works
-	// through the 400 it lags, by no more than it has not read.
+	// A fresh reader takes at most maxPoll records a poll: while it works
+	// through them it lags, by no more than it has not read. Each
+	// partition holds more than maxPoll, so that the lag shows however
+	// the client groups its fetches (one partition per fetch, whole,
+	// would otherwise be read in one poll).
+	total := 2 * (maxPoll + 100)
+	produce(t, brokers, "in", "c", total-400)
 	r2 := readers(t, src, 1, items)[0]
 	c2 := &collector{}
 	lagged := false
 	deadline := testutil.Deadline(10 * time.Second)
-	for len(c2.out) < 400 {
+	for len(c2.out) < total {
 		if _, err := r2.PollNext(c2); err != nil {
 			t.Fatal(err)
 		}
 		if n, ok := r2.(api.PendingRecordsReader).PendingRecords(); ok {
-			if n+int64(len(c2.out)) > 400 {
-				t.Fatalf("%d read and %d pending of 400", len(c2.out), n)
+			if n+int64(len(c2.out)) > int64(total) {
+				t.Fatalf("%d read and %d pending of %d", len(c2.out), n, total)
 			}
 			lagged = lagged || n > 0
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a fresh reader read %d of 400 in 10 s", len(c2.out))
+			t.Fatalf("a fresh reader read %d of %d in 10 s", len(c2.out), total)
 		}
 	}
 	if !lagged {
-		t.Error("a fresh reader of 400 records never reported any pending")
+		t.Errorf("a fresh reader of %d records never reported any pending", total)
 	}
 	if n, ok := r2.(api.PendingRecordsReader).PendingRecords(); !ok || n != 0 {
 		t.Errorf("the fresh reader at the end: %d, %v; want 0", n, ok)

@@ -503,8 +503,20 @@ func (w *RecordWriter[T]) emit(i int, b []T, kb []uint64, ev *Event) {
 	w.pending[i] = append(w.pending[i], PendingBatch[T]{recs: b, kgs: kb, ev: ev, credit: credit})
 	w.NumPending++
 	for w.NumPending > MaxOverdraft && !w.mail.Priority.Load() {
-		if !w.DrainPending() {
+		// Wait only while still past the overdraft after draining: a
+		// drain that sent the one batch too many must not wait for a
+		// wake-up, which comes only for a channel whose take failed.
+		if !w.DrainPending() || w.NumPending <= MaxOverdraft {
 			return
+		}
+		if i := w.queueBlocked(); i >= 0 {
+			// Its head has its credit and waits only for room in the
+			// receiver's queue, which no recycle signals.
+			p := w.pending[i][0]
+			if w.sendBlocking(i, p.recs, p.kgs, p.ev) {
+				w.popPending(i)
+			}
+			continue
 		}
 		start := w.bp.Start()
 		select {
@@ -590,27 +602,38 @@ func (w *RecordWriter[T]) DrainPending() bool {
 			if !w.trySend(i, p.recs, p.kgs, p.ev) {
 				break
 			}
-			*p = PendingBatch[T]{}
-			q = q[1:]
-			w.NumPending--
+			w.popPending(i)
+			q = w.pending[i]
 		}
-		if len(q) == 0 {
-			q = w.pending[i][:0]
-		}
-		w.pending[i] = q
 	}
 	return w.NumPending > 0
 }
 
-// PendingOnQueue is OutputWriter's.
-func (w *RecordWriter[T]) PendingOnQueue() bool {
-	for _, q := range w.pending {
+// popPending removes channel i's first held-back batch, once sent.
+func (w *RecordWriter[T]) popPending(i int) {
+	q := w.pending[i]
+	q[0] = PendingBatch[T]{}
+	q = q[1:]
+	if len(q) == 0 {
+		q = w.pending[i][:0]
+	}
+	w.pending[i] = q
+	w.NumPending--
+}
+
+// queueBlocked returns a channel whose first held-back batch has its
+// credit (it waits only for room in the receiver's queue), or -1.
+func (w *RecordWriter[T]) queueBlocked() int {
+	for i, q := range w.pending {
 		if len(q) > 0 && q[0].credit {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
+
+// PendingOnQueue is OutputWriter's.
+func (w *RecordWriter[T]) PendingOnQueue() bool { return w.queueBlocked() >= 0 }
 
 // Flush sends the partly filled batches (the buffer timeout, an idle
 // task); a batch without a credit is held back like a full one.

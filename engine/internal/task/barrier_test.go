@@ -274,6 +274,38 @@ func TestSenderWaitsForCredit(t *testing.T) {
 	}
 }
 
+// A sender past maxOverdraft whose drain sends enough to be back within
+// it goes on without waiting: the credit it used came back before it
+// looked (the wake-up for it was consumed already), and no other wake-up
+// is coming, since its takes did not fail.
+func TestSenderPastOverdraftDoesNotWaitAfterADrainThatSent(t *testing.T) {
+	g := network.NewInputGate[int](1, 1, network.NewMailbox())
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	tk := &Task{done: done, Mail: network.NewMailbox(), wake: make(chan struct{}, 1)}
+	w := network.NewRecordWriter(channels([]any{g.AddChannel()}), nil, tk.WriterOptions(network.ShipForward, 128, 1, 0, false))
+	w.Collect(1) // sent: the only credit is gone
+	w.Collect(2) // held back; its take failed
+	g.Recycle(<-g.In)
+	<-tk.wake // the wake-up for that credit, taken as a waiting sender would
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		defer func() { _ = recover() }() // canceled at cleanup if it waits
+		for i := range network.MaxOverdraft {
+			w.Collect(3 + i) // the last one drains 2 with the credit
+		}
+	}()
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the sender waits with %d held back, %d credits, %d queued", w.NumPending, g.Channels[0].Credits, len(g.In))
+	}
+	if got := <-g.In; len(got.Recs) != 1 || got.Recs[0] != 2 {
+		t.Fatalf("sent %v; want the first held back", got.Recs)
+	}
+}
+
 type countingEncoder struct{ calls []int }
 
 func (e *countingEncoder) EncodeKeyGroup(dst []byte, kg int) ([]byte, error) {
