@@ -701,3 +701,66 @@ func (s *StringMap[E]) All(yield func(key []byte, e E) bool) {
 		}
 	}
 }
+
+// Ref returns a pointer to the entry under key (with key's HashKey h), or
+// nil; the pointer is valid until the table is next written. A later Put
+// of the same key finds the slot without hashing again.
+func (s *StringMap[E]) Ref(key []byte, h uint32) *E {
+	m := s.m
+	i, ok := m.find(bytesAsString(key), h)
+	if !ok {
+		return nil
+	}
+	m.last = i
+	return &m.slots[i].e
+}
+
+// PutHashed is Put with key's HashKey known.
+func (s *StringMap[E]) PutHashed(key []byte, h uint32, e E) {
+	s.m.putHashed(bytesAsString(key), h, e)
+}
+
+// Delete removes the entry under key, if any.
+func (s *StringMap[E]) Delete(key []byte) { s.m.del(bytesAsString(key)) }
+
+// Range calls f with every entry, which f may change in place (but not
+// add or delete entries), until f returns false.
+func (s *StringMap[E]) Range(f func(key []byte, e *E) bool) {
+	m := s.m
+	for i := range m.slots {
+		sl := &m.slots[i]
+		if sl.h == 0 {
+			continue
+		}
+		k := m.keyOf(sl)
+		if !f(unsafe.Slice(unsafe.StringData(k), len(k)), &sl.e) {
+			return
+		}
+	}
+}
+
+// Sweep visits entries from slot hand downwards, wrapping around, and
+// deletes those drop says to (drop may change the entries it keeps), until
+// done says to stop or every slot was visited once; it returns where the
+// next sweep resumes. A deletion shifts entries back into the slot just
+// emptied, which this sweep then passes over: they were visited already,
+// unless the run wrapped around the end.
+func (s *StringMap[E]) Sweep(hand int, drop func(key []byte, e *E) bool, done func() bool) int {
+	m := s.m
+	n := len(m.slots)
+	i := hand % n
+	for visited := 0; visited < n && m.n > 0 && !done(); visited++ {
+		if i < 0 {
+			i = n - 1
+		}
+		sl := &m.slots[i]
+		if sl.h != 0 {
+			k := m.keyOf(sl)
+			if drop(unsafe.Slice(unsafe.StringData(k), len(k)), &sl.e) {
+				m.delAt(i)
+			}
+		}
+		i--
+	}
+	return max(i, 0)
+}

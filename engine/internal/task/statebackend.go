@@ -75,6 +75,17 @@ var (
 	RocksDBWriteBufferSize = config.Memory("state.backend.rocksdb.writebuffer.size").WithDefault(config.MemorySize(64 << 20)).
 				WithCheck(positiveMemory).
 				WithDescription("The size of one memtable of each rocksdb subtask's LSM (at most two exist at once, plus a write buffer of the same size in front of them), when state.backend.rocksdb.memory.managed is false.")
+	RocksDBRowCacheSize = config.Memory("state.backend.rocksdb.row-cache.size").WithDefault(config.MemorySize(64 << 20)).
+				WithCheck(positiveMemory).
+				WithDescription("gflink: the row cache of each rocksdb subtask's LSM, when state.backend.rocksdb.memory.managed is false: the values of recently used keys, read and written without Pebble (beyond the written ones the write buffer holds).")
+	RocksDBRowCacheRatio = config.Float("state.backend.rocksdb.memory.row-cache-ratio").WithDefault(0.75).
+				WithCheck(func(f float64) error {
+			if f < 0 || f >= 1 {
+				return fmt.Errorf("must be at least 0 and less than 1")
+			}
+			return nil
+		}).WithAccepted("a number at least 0 and less than 1").
+		WithDescription("gflink: the share of what the write buffers leave of the managed memory that the row caches take (split among the subtasks); the block cache has the rest.")
 	RocksDBManagedMemory = config.Bool("state.backend.rocksdb.memory.managed").WithDefault(true).
 				WithDescription("The rocksdb backend's subtasks share one memory budget, taskmanager.memory.managed.size, as Flink's managed memory: a block cache shared by all of the job's LSMs, and write buffers split among them (state.backend.rocksdb.memory.write-buffer-ratio). false: each subtask gets state.backend.rocksdb.block.cache-size and state.backend.rocksdb.writebuffer.size.")
 	ManagedMemorySize = config.Memory("taskmanager.memory.managed.size").WithDefault(config.MemorySize(256 << 20)).
@@ -111,6 +122,7 @@ type StateBackends struct {
 	claim       bool
 	cacheSize   int64
 	writeBuffer int64
+	rowCache    int64 // per subtask
 	// cache is the block cache all the job's LSMs share (managed memory),
 	// nil when each has its own.
 	cache       *lsm.Cache
@@ -169,17 +181,21 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 	if err != nil {
 		return nil, err
 	}
-	b.cacheSize, b.writeBuffer = int64(cache), int64(wb)
+	rc, err := RocksDBRowCacheSize.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	b.cacheSize, b.writeBuffer, b.rowCache = int64(cache), int64(wb), int64(rc)
 	managed, err := RocksDBManagedMemory.Get(c)
 	if err != nil {
 		return nil, err
 	}
 	if managed {
-		// One budget for the job, as Flink's managed memory: the block cache
-		// is shared, and each subtask's write buffers (two memtables, the
-		// store's own write buffer and the last one applied, kept as a read
-		// cache: four of this size) take their part of the write-buffer
-		// share.
+		// One budget for the job, as Flink's managed memory: each
+		// subtask's write buffers (two memtables and the store's dirty
+		// rows: three of this size) take their part of the write-buffer
+		// share; of the rest, the row caches take theirs, and the block
+		// cache, shared, what is left.
 		size, err := ManagedMemorySize.Get(c)
 		if err != nil {
 			return nil, err
@@ -188,10 +204,19 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 		if err != nil {
 			return nil, err
 		}
+		rowRatio, err := RocksDBRowCacheRatio.Get(c)
+		if err != nil {
+			return nil, err
+		}
+		n := int64(max(1, subtasks))
 		wbShare := int64(float64(size) * ratio)
-		b.cacheBudget = int64(size) - wbShare
+		rowShare := int64(float64(int64(size)-wbShare) * rowRatio)
+		b.cacheBudget = int64(size) - wbShare - rowShare
 		b.cache = lsm.NewCache(b.cacheBudget)
-		b.writeBuffer = max(1<<20, wbShare/int64(4*max(1, subtasks))&^(1<<20-1))
+		b.writeBuffer = max(1<<20, wbShare/(3*n)&^(1<<20-1))
+		if b.rowCache = rowShare / n; b.rowCache == 0 {
+			b.rowCache = -1 // none, rather than the store's default
+		}
 	}
 	if b.incremental, err = Incremental.Get(c); err != nil {
 		return nil, err
@@ -208,9 +233,9 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 		return nil, err
 	}
 	b.dir = dir
-	mem := fmt.Sprintf("block cache %s per subtask, write buffers %s", config.MemorySize(b.cacheSize), config.MemorySize(b.writeBuffer))
+	mem := fmt.Sprintf("block cache %s, row cache %s and write buffers %s per subtask", config.MemorySize(b.cacheSize), config.MemorySize(max(0, b.rowCache)), config.MemorySize(b.writeBuffer))
 	if b.cache != nil {
-		mem = fmt.Sprintf("managed memory: a block cache of %s shared by all subtasks, write buffers %s per subtask", config.MemorySize(b.cacheBudget), config.MemorySize(b.writeBuffer))
+		mem = fmt.Sprintf("managed memory: a block cache of %s shared by all subtasks, a row cache of %s and write buffers %s per subtask", config.MemorySize(b.cacheBudget), config.MemorySize(max(0, b.rowCache)), config.MemorySize(b.writeBuffer))
 	}
 	log.Info("Using the embedded LSM state backend (Pebble) for state.backend.type=rocksdb", "dir", dir.Path(), "memory", mem)
 	switch {
@@ -310,7 +335,7 @@ func newKeyedBackend[K comparable](b *StateBackends, keySer state.KeySerializer[
 	// restored names the files of a restored snapshot where they came
 	// from, for errors about a corrupt one.
 	open := func(dir string, restored map[string]string) (*lsm.Store, error) {
-		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer, Restored: restored})
+		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer, RowCacheSize: b.rowCache, Restored: restored})
 		if err != nil {
 			return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
 		}

@@ -44,9 +44,10 @@ type tb interface {
 
 func openLSM(t tb, dir string, r state.KeyGroupRange) (*state.LSMBackend[string], *lsm.Store) {
 	t.Helper()
-	// A small write buffer: the store flushes it to Pebble every few dozen
-	// writes, so that reads through a flush in flight are tested too.
-	st, err := lsm.Open(lsm.Options{Dir: dir, BlockCacheSize: 1 << 20, WriteBufferSize: 4 << 10})
+	// A small write buffer and row cache: the store flushes to Pebble
+	// every few dozen writes and evicts rows as often, so that reads
+	// through a flush in flight and from Pebble are tested too.
+	st, err := lsm.Open(lsm.Options{Dir: dir, BlockCacheSize: 1 << 20, WriteBufferSize: 4 << 10, RowCacheSize: 4 << 10})
 	if err != nil {
 		t.Fatalf("lsm.Open(%s): %v", dir, err)
 	}

@@ -47,6 +47,10 @@ type Options struct {
 	// WriteBufferSize is state.backend.rocksdb.writebuffer.size: the size
 	// of one memtable (Pebble keeps at most two, one being flushed).
 	WriteBufferSize int64
+	// RowCacheSize bounds the clean rows the store keeps beyond the write
+	// buffer (see the row cache); 0 means DefaultRowCacheSize, a negative
+	// size none.
+	RowCacheSize int64
 	// Restored names, by file name in Dir, where the files of a restored
 	// snapshot came from, so that an error about a corrupt file names the
 	// snapshot's file rather than the working copy.
@@ -55,46 +59,104 @@ type Options struct {
 
 // Defaults as Flink's RocksDB backend: an 8 MB block cache and 64 MB write
 // buffers.
+// The row cache has no counterpart in Flink's options; 64 MB holds about
+// half a million rows.
 const (
 	DefaultBlockCacheSize  = 8 << 20
 	DefaultWriteBufferSize = 64 << 20
+	DefaultRowCacheSize    = 64 << 20
 )
 
-// # The write buffer
+// # The row cache
 //
 // Every Pebble write lands in a skiplist (the memtable), and every read
-// searches one or more: about 4 µs per update of a hot key in word count,
-// each update a new version of the key. The store therefore keeps the
-// task's writes in a hash table first (the hashmap backend's string
-// table, state.StringMap: a lookup reads one slot) — the last write per key, a set, a
-// delete or a pending list append — and reads look there before Pebble.
-// Hot keys are then updated at the speed of a map, and Pebble sees one
-// version per key per flush instead of one per record.
+// searches memtables and, for a key not written lately, the levels below:
+// index blocks, a bloom filter, a data block to decompress, ~2 µs at 1 M
+// keys, where a Go map takes ~0.1 µs. The store therefore keeps rows, a
+// bounded, write-back cache of keys in a hash table (the hashmap backend's
+// string table, state.StringMap: a lookup reads one slot): the latest
+// value of every key written since the last flush (dirty), and the values
+// of keys read or flushed before (clean: exactly what Pebble holds, or
+// that it holds nothing). A read or a write of a cached key is one lookup
+// and no Pebble at all; Pebble sees one version per key per flush.
 //
-// The buffer is handed to Pebble (flushed) when it outgrows its bound
-// (the write buffer size: memory stays bounded) and at every snapshot.
-// A flush swaps the map for an empty one and applies the old one on a
-// goroutine of its own, which then takes the Pebble snapshot, so that the
-// task does not wait for the memtable inserts: reads look through the
-// buffer, then the map being applied, then Pebble. At most one flush is in
-// flight; the next waits for it, which keeps the order of writes.
-// Iterators and range deletions (rare: map state's All, Len and Clear,
-// timers after a restore) first wait for everything to be in Pebble.
+// Dirty rows are handed to Pebble (flushed) when they outgrow the write
+// buffer and at every snapshot: a flush copies them into a batch (they
+// turn clean), and applies the batch on a goroutine of its own, which then
+// takes the Pebble snapshot, so that the task does not wait for the
+// memtable inserts. At most one flush is in flight; the next waits for it,
+// which keeps the order of writes. Iterators and range deletions (rare:
+// map state's All, Len and Clear, timers after a restore) first wait for
+// everything to be in Pebble.
 //
-// Once applied, a map is kept as a read cache (prev) until the next one is
-// applied: it holds exactly what Pebble holds for its keys, so a read that
-// finds a set or a delete there need not search Pebble. Without it, every
-// checkpoint (a flush) sent the next read of every hot key to Pebble's
-// memtables: at 100 K keys and a checkpoint a second, 100 K searches of a
-// skiplist a second. A range deletion, which writes Pebble directly, drops
-// the cache. It costs at most one more write buffer of memory.
+// When rows outgrow their budget (the row cache plus the write buffer),
+// clean rows are evicted, the least recently used first as far as a CLOCK
+// sweep tells: a row read since the hand last passed it stays. A row the
+// flush in flight wrote is not evicted until that flush is in Pebble, so
+// that a key not in rows is always current in Pebble. A merge (a list
+// append) whose base is not cached stays a row too: after its flush it
+// reads Pebble once and caches the result.
 
-// op is a buffered write.
-type op struct {
-	kind  opKind
-	value []byte // set: the value; merge: the operands, concatenated
+// row is a cached key's state.
+type row struct {
+	kind opKind
+	// dirty: written since the last flush; otherwise Pebble holds it (a
+	// clean merge: Pebble holds its operands, the value is not cached).
+	dirty bool
+	// ref is set by a read and cleared by the eviction hand.
+	ref bool
+	// gen is the flush that last wrote the row to Pebble: until it is
+	// applied, Pebble must not be read for the key, nor the row evicted.
+	gen uint8
+	// n is the length of a value kept in inl, or bigValue.
+	n   uint8
+	inl [inlineValue]byte
+	// big holds a value longer than inlineValue.
+	big []byte
 }
 
+// inlineValue is how many value bytes a row keeps without allocating
+// (counts, sums and timestamps are varints of up to 10 bytes).
+const inlineValue = 11
+
+const bigValue = 0xff
+
+func (r *row) value() []byte {
+	if r.n == bigValue {
+		return r.big
+	}
+	return r.inl[:r.n]
+}
+
+// setValue replaces the row's value; it returns the change of the bytes
+// the row holds beyond its slot.
+func (r *row) setValue(v []byte) int {
+	before := cap(r.big)
+	if len(v) <= inlineValue && r.n != bigValue {
+		r.n = uint8(copy(r.inl[:], v))
+		return 0
+	}
+	r.big = append(r.big[:0], v...)
+	r.n = bigValue
+	return cap(r.big) - before
+}
+
+// appendValue appends an operand to the row's value.
+func (r *row) appendValue(v []byte) int {
+	if r.n != bigValue && int(r.n)+len(v) <= inlineValue {
+		r.n += uint8(copy(r.inl[r.n:], v))
+		return 0
+	}
+	before := cap(r.big)
+	if r.n != bigValue {
+		r.big = append(r.big[:0], r.inl[:r.n]...)
+		r.n = bigValue
+	}
+	r.big = append(r.big, v...)
+	return cap(r.big) - before
+}
+
+// op kinds of a row.
 type opKind uint8
 
 const (
@@ -103,9 +165,17 @@ const (
 	opMerge // append value to whatever lies below
 )
 
-// entryOverhead approximates a buffered entry's memory beyond its bytes
-// (map slot, string and slice headers).
-const entryOverhead = 64
+// rowOverhead approximates a row's memory beyond its key and a long
+// value: its slot (56 bytes) at the table's average load.
+const rowOverhead = 96
+
+// rowBytes is what a row with this key costs beyond a long value.
+func rowBytes(key []byte) int {
+	if len(key) > 11 { // state.inlineKey: longer keys live in an arena
+		return rowOverhead + len(key)
+	}
+	return rowOverhead
+}
 
 // Store is one subtask's LSM. It is used from the task's goroutine only,
 // except for the snapshots it hands out, which any goroutine may read.
@@ -115,22 +185,43 @@ type Store struct {
 	dir   string
 	id    string // names this instance's files in shared storage
 
-	// buf holds the ops in its slots. A state's read-modify-write (Value,
-	// then Update) finds its slot again without a second lookup (the
-	// table remembers the slot it found last).
-	buf      *state.StringMap[op]
-	bufBytes int
-	limit    int
-	// inflight is the buffer being applied, nil when none; done is closed
-	// once it is in Pebble (and its snapshot, if asked for, taken).
-	inflight *state.StringMap[op]
+	// rows is the row cache. A state's read-modify-write (Value, then
+	// Update) finds its slot again without a second lookup (the table
+	// remembers the slot it found last).
+	rows *state.StringMap[row]
+	// dirtyBytes is the memory of the dirty rows, flushed at limit;
+	// rowBytes that of all rows, evicted down from rowLimit.
+	dirtyBytes, limit  int
+	rowBytes, rowLimit int
+	hand               int  // the eviction sweep's position
+	stuck              bool // no row could be evicted since the last flush
+	// gen numbers flushes (mod 256); the flush in flight, if any, is gen.
+	gen uint8
+	// done is closed once the flush in flight is in Pebble (and its
+	// snapshot, if asked for, taken); nil when none is.
 	done     chan struct{}
 	applyErr error // of the last flush, read after done
-	// prev is the last map applied to Pebble, kept for reads; nil after a
-	// range deletion or a failed flush.
-	prev *state.StringMap[op]
+	// misses counts reads that went to Pebble.
+	misses int64
+	// gone holds the keys evicted from rows, while the store can tell
+	// which keys Pebble may hold (nil once it cannot): a store opened
+	// empty puts every key in rows before Pebble, so a key not in rows
+	// and never evicted is in neither — a new key is then looked up
+	// without Pebble, whose memtables have no bloom filters.
+	gone *keyFilter
 	// h is what Pebble reported without returning it as an error.
 	h *health
+}
+
+// RowCacheStats says what the row cache holds and how often a read missed it.
+type RowCacheStats struct {
+	Rows, Bytes, Limit int
+	Misses             int64
+}
+
+// RowCache reports the row cache's state.
+func (s *Store) RowCache() RowCacheStats {
+	return RowCacheStats{Rows: s.rows.Len(), Bytes: s.rowBytes, Limit: s.rowLimit, Misses: s.misses}
 }
 
 var (
@@ -147,11 +238,22 @@ func Open(o Options) (*Store, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lsm: create working directory: %w", err)
 	}
+	// Files there are a restored snapshot's: keys the rows never saw.
+	entries, err := os.ReadDir(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("lsm: read working directory: %w", err)
+	}
 	if o.BlockCacheSize <= 0 {
 		o.BlockCacheSize = DefaultBlockCacheSize
 	}
 	if o.WriteBufferSize <= 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
+	}
+	switch {
+	case o.RowCacheSize == 0:
+		o.RowCacheSize = DefaultRowCacheSize
+	case o.RowCacheSize < 0:
+		o.RowCacheSize = 0
 	}
 	// Pebble takes a reference of its own on the cache; the store keeps
 	// the creator's reference of a cache it made (dropped by Close).
@@ -195,11 +297,18 @@ func Open(o Options) (*Store, error) {
 		os.RemoveAll(o.Dir)
 		return nil, err
 	}
-	// The write buffer takes what a memtable would: the bound of the
-	// store's memory stays about what the options say.
+	// The dirty rows take what a memtable would: the bound of the store's
+	// memory stays about what the options say.
 	var id [8]byte
 	rand.Read(id[:])
-	return &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), buf: state.NewStringMap[op](0), limit: int(o.WriteBufferSize), h: h}, nil
+	st := &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), rows: state.NewStringMap[row](0),
+		limit: int(o.WriteBufferSize), rowLimit: int(o.WriteBufferSize + o.RowCacheSize), h: h}
+	if len(entries) == 0 {
+		// Room for eight times the keys the rows hold at most; past that
+		// the filter would be as costly as Pebble's own.
+		st.gone = newKeyFilter(max(1<<16, 8*st.rowLimit/rowOverhead))
+	}
+	return st, nil
 }
 
 // openDB opens Pebble on dir; a panic or a fatal condition while it reads
@@ -236,73 +345,143 @@ func (s *Store) ID() string { return s.id }
 // Dir is the working directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Prefetch starts loading the write buffer's slots (and the flushed maps')
-// where key would be, so that a Get of it a few records later does not wait
-// for memory: at 100 K keys the buffer is ~12 MB, and its lookups were half
-// of a word count's time on this backend.
-func (s *Store) Prefetch(key []byte) {
-	h := state.HashKey(key)
-	s.buf.Prefetch(h)
-	if s.inflight != nil {
-		s.inflight.Prefetch(h)
-	}
-	if s.prev != nil {
-		s.prev.Prefetch(h)
-	}
-}
+// Prefetch starts loading the row cache's slot where key would be, so
+// that a Get of it a few records later does not wait for memory.
+func (s *Store) Prefetch(key []byte) { s.rows.Prefetch(state.HashKey(key)) }
 
 // Get appends the value of key to dst.
 func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	if s.h.failed.Load() {
 		return dst, false, s.h.get() // the store's state is damaged: no read may look successful
 	}
-	// Merge operands found on the way down, newest first.
-	var pending [][]byte
-	h := state.HashKey(key) // once for every map
-	for i, m := range [2]*state.StringMap[op]{s.buf, s.inflight} {
-		if m == nil {
-			continue
-		}
-		o, ok := m.GetHashed(key, h)
-		if !ok {
-			continue
-		}
-		if i == 1 && o.kind == opMerge {
-			// Operands are not idempotent: read them from Pebble once the
-			// flush has put them there, not from the map as well.
-			if err := s.wait(); err != nil {
-				return dst, false, err
-			}
-			break
-		}
-		if out, found, ok := settled(dst, o, pending); ok {
-			return out, found, nil
-		}
-		pending = append(pending, o.value) // a merge: look further down
+	h := state.HashKey(key)
+	r := s.rows.Ref(key, h)
+	if r == nil {
+		return s.readThrough(key, h, dst)
 	}
-	if s.prev != nil {
-		// Older than the map in flight, if any, but still what Pebble
-		// holds for a key that map does not have. A merge's operands are
-		// in Pebble with what lay below them: read there.
-		if o, ok := s.prev.GetHashed(key, h); ok {
-			if out, found, ok := settled(dst, o, pending); ok {
-				return out, found, nil
-			}
+	r.ref = true
+	switch {
+	case r.kind == opSet:
+		return append(dst, r.value()...), true, nil
+	case r.kind == opDelete:
+		return dst, false, nil
+	}
+	// A merge: its operands on what Pebble holds, once Pebble has what
+	// the flush in flight wrote of the key.
+	if err := s.waitFor(r.gen); err != nil {
+		return dst, false, err
+	}
+	if r = s.rows.Ref(key, h); r == nil {
+		// The wait made room, and a clean merge row went: Pebble is
+		// current for the key.
+		return s.readThrough(key, h, dst)
+	}
+	base, found, err := s.dbRead(key, nil)
+	if err != nil {
+		return dst, false, err
+	}
+	if r.dirty {
+		// The operands join the base into one value, still dirty: the
+		// flush writes it as a set, which Pebble's operands lie under.
+		ops := append([]byte(nil), r.value()...)
+		s.account(r, key, r.setValue(append(base, ops...)))
+	} else {
+		if !found {
+			r.kind = opDelete
+			return dst, false, nil
+		}
+		s.account(r, key, r.setValue(base))
+	}
+	r.kind = opSet
+	return append(dst, r.value()...), true, nil
+}
+
+// readThrough reads a key that is not cached from Pebble and caches what
+// it found (or that it found nothing).
+func (s *Store) readThrough(key []byte, h uint32, dst []byte) ([]byte, bool, error) {
+	n := len(dst)
+	found := false
+	if s.gone == nil || s.gone.mayContain(key) {
+		s.misses++
+		var err error
+		if dst, found, err = s.dbRead(key, dst); err != nil {
+			return dst[:n], false, err
 		}
 	}
+	r := row{kind: opDelete, ref: true}
+	delta := rowBytes(key)
+	if found {
+		r.kind = opSet
+		delta += r.setValue(dst[n:])
+	}
+	s.rows.PutHashed(key, h, r)
+	s.rowBytes += delta
+	if s.rowBytes > s.rowLimit {
+		s.evict()
+	}
+	return dst, found, nil
+}
+
+// dbRead appends the value Pebble holds for key to dst.
+func (s *Store) dbRead(key, dst []byte) ([]byte, bool, error) {
 	v, closer, err := s.dbGet(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		out, found, _ := settled(dst, op{kind: opDelete}, pending)
-		return out, found, nil
+		return dst, false, nil
 	}
 	if err != nil {
 		return dst, false, err
 	}
-	dst = appendOperands(append(dst, v...), pending)
+	dst = append(dst, v...)
 	if err := closer.Close(); err != nil {
 		return dst, false, s.h.wrap(err)
 	}
 	return dst, true, nil
+}
+
+// account adds a change of a row's long value to the byte counts.
+func (s *Store) account(r *row, key []byte, delta int) {
+	s.rowBytes += delta
+	if r.dirty {
+		s.dirtyBytes += delta
+	}
+}
+
+// evict drops clean rows, the hand passing over those read since it last
+// came by, until rows are within nine tenths of their budget. Rows of the
+// flush in flight stay, and so do dirty ones: when nothing else is left,
+// rows stay over budget, and eviction waits, until the next flush or the
+// end of the one in flight.
+func (s *Store) evict() {
+	if s.stuck {
+		return
+	}
+	target := s.rowLimit - s.rowLimit/10
+	inflight := s.done != nil
+	for pass := range 2 {
+		s.hand = s.rows.Sweep(s.hand, func(key []byte, r *row) bool {
+			if r.dirty || inflight && r.gen == s.gen {
+				return false
+			}
+			if r.ref && pass == 0 {
+				r.ref = false
+				return false
+			}
+			s.rowBytes -= rowBytes(key) + cap(r.big)
+			s.forget(key)
+			return true
+		}, func() bool { return s.rowBytes <= target })
+		if s.rowBytes <= target {
+			return
+		}
+	}
+	s.stuck = true
+}
+
+// forget notes that key left rows: Pebble may hold it.
+func (s *Store) forget(key []byte) {
+	if s.gone != nil && !s.gone.add(key) {
+		s.gone = nil // full: every key not in rows is looked up in Pebble
+	}
 }
 
 // dbGet reads key from Pebble; what Pebble reports on the way (a corrupt
@@ -326,52 +505,51 @@ func (s *Store) dbGet(key []byte) (v []byte, closer io.Closer, err error) {
 	return v, closer, err
 }
 
-// settled answers a read that met a set or a delete of the key, with the
-// newer merge operands pending (newest first); ok is false for a merge.
-func settled(dst []byte, o op, pending [][]byte) (out []byte, found, ok bool) {
-	switch o.kind {
-	case opSet:
-		return appendOperands(append(dst, o.value...), pending), true, true
-	case opDelete:
-		if pending == nil {
-			return dst, false, true
-		}
-		return appendOperands(dst, pending), true, true
-	}
-	return dst, false, false
-}
-
-// appendOperands appends merge operands, given newest first, oldest first.
-func appendOperands(dst []byte, newestFirst [][]byte) []byte {
-	for i := len(newestFirst) - 1; i >= 0; i-- {
-		dst = append(dst, newestFirst[i]...)
-	}
-	return dst
-}
-
 func (s *Store) put(key []byte, kind opKind, value []byte) error {
 	if s.h.failed.Load() {
 		return s.h.get() // the store's state is damaged: no write may look successful
 	}
-	o, ok := s.buf.Get(key)
-	if !ok {
-		s.bufBytes += len(key) + entryOverhead
+	h := state.HashKey(key)
+	r := s.rows.Ref(key, h)
+	if r == nil {
+		// A new row, of the key's state in Pebble, current: a merge's
+		// base is read there once flushed.
+		nr := row{kind: kind, dirty: true}
+		delta := rowBytes(key) + nr.setValue(value)
+		s.rows.PutHashed(key, h, nr)
+		s.rowBytes += delta
+		s.dirtyBytes += delta
+		return s.afterWrite()
 	}
-	s.bufBytes -= cap(o.value)
+	if !r.dirty {
+		r.dirty = true
+		b := rowBytes(key) + cap(r.big)
+		s.dirtyBytes += b
+	}
 	switch {
-	case kind == opMerge && o.kind == opSet, kind == opMerge && o.kind == opMerge:
-		o.value = append(o.value, value...) // the operand joins what is buffered
-	case kind == opMerge && o.kind == opDelete:
-		o.kind, o.value = opSet, append(o.value[:0], value...)
+	case kind == opMerge && r.kind == opSet, kind == opMerge && r.kind == opMerge && r.dirty:
+		s.account(r, key, r.appendValue(value)) // the operand joins the value
+	case kind == opMerge && r.kind == opDelete:
+		r.kind = opSet
+		s.account(r, key, r.setValue(value))
 	default:
-		o.kind, o.value = kind, append(o.value[:0], value...)
+		// A set, a delete, or a merge onto a flushed merge (its operands
+		// are in Pebble, under the new ones).
+		r.kind = kind
+		s.account(r, key, r.setValue(value))
 	}
-	s.buf.Put(key, o)
-	s.bufBytes += cap(o.value)
-	if s.bufBytes < s.limit {
-		return nil
+	return s.afterWrite()
+}
+
+// afterWrite flushes the dirty rows once they fill the write buffer.
+func (s *Store) afterWrite() error {
+	if s.dirtyBytes >= s.limit {
+		return s.flush(false)
 	}
-	return s.flush(false)
+	if s.rowBytes > s.rowLimit {
+		s.evict()
+	}
+	return nil
 }
 
 // Set stores value under key.
@@ -388,7 +566,22 @@ func (s *Store) DeleteRange(start, end []byte) error {
 	if err := s.sync(); err != nil {
 		return err
 	}
-	s.prev = nil // it may hold keys of the range
+	// Every row is clean now, so the range's cached rows are among the
+	// keys Pebble holds in it: those leave the cache.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return s.h.wrap(err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if r := s.rows.Ref(it.Key(), state.HashKey(it.Key())); r != nil {
+			// Deleted, so absent from Pebble too: no need to forget it.
+			s.rowBytes -= rowBytes(it.Key()) + cap(r.big)
+			s.rows.Delete(it.Key())
+		}
+	}
+	if err := it.Close(); err != nil {
+		return s.h.wrap(err)
+	}
 	if err := s.db.DeleteRange(start, end, pebble.NoSync); err != nil {
 		return s.h.wrap(err)
 	}
@@ -402,26 +595,33 @@ func (s *Store) wait() error {
 	}
 	<-s.done
 	err := s.applyErr
-	s.prev = s.inflight
-	if err != nil {
-		s.prev = nil
-	}
-	s.done, s.inflight = nil, nil
+	s.done, s.stuck = nil, false
 	s.applyErr = nil
+	if err == nil && s.rowBytes > s.rowLimit {
+		s.evict() // the rows of that flush may go now
+	}
 	return err
 }
 
-// flush hands the buffer to Pebble on a goroutine of its own (after the
+// waitFor waits for the flush in flight if it is gen.
+func (s *Store) waitFor(gen uint8) error {
+	if s.done != nil && gen == s.gen {
+		return s.wait()
+	}
+	return nil
+}
+
+// flush hands the dirty rows to Pebble on a goroutine of its own (after the
 // previous flush is done); with snap, that goroutine takes a Pebble
-// snapshot once the buffer is in, and flush returns it.
+// snapshot once they are in, and flush returns it.
 func (s *Store) flush(snap bool) error {
 	_, err := s.flushWith(snap, nil)
 	return err
 }
 
-// flushWith hands the buffer over; after, if set, runs on the flush's
-// goroutine once the buffer is in Pebble (or at once, with nothing to
-// hand over, on a goroutine of its own all the same).
+// flushWith hands the dirty rows over; after, if set, runs on the flush's
+// goroutine once they are in Pebble (or at once, with nothing to hand
+// over, on a goroutine of its own all the same).
 func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot, error) {
 	if err := s.wait(); err != nil {
 		return nil, err
@@ -430,29 +630,46 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 	if snap {
 		snapCh = make(chan *pebble.Snapshot, 1)
 	}
-	if s.buf.Len() == 0 && after == nil {
+	if s.dirtyBytes == 0 && after == nil {
 		if snap {
 			snapCh <- s.db.NewSnapshot()
 		}
 		return snapCh, nil
 	}
+	gen := s.gen + 1
 	b := s.db.NewBatch()
-	for k, o := range s.buf.All { // the batch copies k
-		var err error
-		switch o.kind {
+	var err error
+	s.rows.Range(func(k []byte, r *row) bool {
+		if !r.dirty {
+			return true
+		}
+		switch r.kind { // the batch copies k and the value
 		case opSet:
-			err = b.Set(k, o.value, nil)
+			err = b.Set(k, r.value(), nil)
 		case opDelete:
 			err = b.Delete(k, nil)
 		case opMerge:
-			err = b.Merge(k, o.value, nil)
+			err = b.Merge(k, r.value(), nil)
 		}
-		if err != nil {
-			b.Close()
-			return nil, fmt.Errorf("lsm: %w", err)
+		r.dirty, r.gen = false, gen
+		if r.kind == opMerge && r.n == bigValue {
+			// A flushed merge's operands are not kept: its next read
+			// takes the value from Pebble.
+			s.rowBytes -= cap(r.big)
+			r.big, r.n = nil, 0
+		} else if r.kind == opMerge {
+			r.n = 0
 		}
+		return err == nil
+	})
+	if err != nil {
+		// The rows are half marked clean: the store cannot go on.
+		b.Close()
+		err = fmt.Errorf("lsm: %w", err)
+		s.h.fail(err)
+		return nil, err
 	}
-	s.inflight, s.buf, s.bufBytes = s.buf, state.NewStringMap[op](s.buf.Len()), 0
+	s.gen, s.dirtyBytes, s.stuck = gen, 0, false
 	done := make(chan struct{})
 	s.done = done
 	go func() {
@@ -460,8 +677,11 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		err := s.h.protect(func() error { return s.db.Apply(b, pebble.NoSync) })
 		b.Close()
 		if err != nil {
+			// Rows the flush marked clean are not in Pebble: the
+			// store's state is lost, and says so to every later call.
 			err = fmt.Errorf("lsm: apply writes: %w", err)
 			s.applyErr = err
+			s.h.fail(err)
 		}
 		if after != nil {
 			after(err)
