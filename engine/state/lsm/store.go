@@ -8,13 +8,17 @@
 package lsm
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -201,6 +205,10 @@ type Store struct {
 	// snapshot, if asked for, taken); nil when none is.
 	done     chan struct{}
 	applyErr error // of the last flush, read after done
+	// handOver and handData hold the dirty rows a flush hands to its
+	// goroutine; reused once it is done.
+	handOver []handOverEntry
+	handData []byte
 	// misses counts reads that went to Pebble.
 	misses int64
 	// gone holds the keys evicted from rows, while the store can tell
@@ -637,20 +645,24 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		return snapCh, nil
 	}
 	gen := s.gen + 1
-	b := s.db.NewBatch()
-	var err error
+	// The dirty rows are copied out here, in the table's order, and
+	// sorted on the flush's goroutine before they go into a batch: Pebble
+	// sorts a batch as large as this one (a flushable batch) by comparing
+	// keys in place, a cache miss each, which took a fifth of a word
+	// count's CPU at 1 M keys; given them in order, its sort checks the
+	// order and is done.
+	h := s.handOver[:0]
+	data := s.handData[:0]
 	s.rows.Range(func(k []byte, r *row) bool {
 		if !r.dirty {
 			return true
 		}
-		switch r.kind { // the batch copies k and the value
-		case opSet:
-			err = b.Set(k, r.value(), nil)
-		case opDelete:
-			err = b.Delete(k, nil)
-		case opMerge:
-			err = b.Merge(k, r.value(), nil)
+		v := r.value()
+		if r.kind == opDelete {
+			v = nil
 		}
+		h = append(h, handOverEntry{prefix: keyPrefix(k), off: uint32(len(data)), klen: uint32(len(k)), vlen: uint32(len(v)), kind: r.kind})
+		data = append(append(data, k...), v...)
 		r.dirty, r.gen = false, gen
 		if r.kind == opMerge && r.n == bigValue {
 			// A flushed merge's operands are not kept: its next read
@@ -660,22 +672,22 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		} else if r.kind == opMerge {
 			r.n = 0
 		}
-		return err == nil
+		return true
 	})
-	if err != nil {
-		// The rows are half marked clean: the store cannot go on.
-		b.Close()
-		err = fmt.Errorf("lsm: %w", err)
-		s.h.fail(err)
-		return nil, err
-	}
+	s.handOver, s.handData = h, data
 	s.gen, s.dirtyBytes, s.stuck = gen, 0, false
 	done := make(chan struct{})
 	s.done = done
 	go func() {
 		defer close(done)
-		err := s.h.protect(func() error { return s.db.Apply(b, pebble.NoSync) })
-		b.Close()
+		err := s.h.protect(func() error {
+			b, err := sortedBatch(s.db, h, data)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			return s.db.Apply(b, pebble.NoSync)
+		})
 		if err != nil {
 			// Rows the flush marked clean are not in Pebble: the
 			// store's state is lost, and says so to every later call.
@@ -697,6 +709,57 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		}
 	}()
 	return snapCh, nil
+}
+
+// handOverEntry is a dirty row handed to a flush: its key and value at
+// off in the flush's data.
+type handOverEntry struct {
+	prefix          uint64 // the key's first 8 bytes, big-endian
+	off, klen, vlen uint32
+	kind            opKind
+}
+
+// keyPrefix is k's first 8 bytes as a big-endian number (zero-padded):
+// keys compare as their prefixes do unless those are equal.
+func keyPrefix(k []byte) uint64 {
+	var p [8]byte
+	copy(p[:], k)
+	return binary.BigEndian.Uint64(p[:])
+}
+
+// sortedBatch sorts the handed-over rows by key and writes them into a
+// batch in that order.
+func sortedBatch(db *pebble.DB, h []handOverEntry, data []byte) (*pebble.Batch, error) {
+	key := func(e *handOverEntry) []byte { return data[e.off : e.off+e.klen] }
+	slices.SortFunc(h, func(a, b handOverEntry) int {
+		if c := cmp.Compare(a.prefix, b.prefix); c != 0 || a.klen <= 8 && b.klen <= 8 {
+			if c == 0 {
+				return cmp.Compare(a.klen, b.klen)
+			}
+			return c
+		}
+		return bytes.Compare(key(&a), key(&b))
+	})
+	b := db.NewBatch()
+	for i := range h {
+		e := &h[i]
+		k := key(e)
+		v := data[e.off+e.klen : e.off+e.klen+e.vlen]
+		var err error
+		switch e.kind { // the batch copies k and v
+		case opSet:
+			err = b.Set(k, v, nil)
+		case opDelete:
+			err = b.Delete(k, nil)
+		case opMerge:
+			err = b.Merge(k, v, nil)
+		}
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("lsm: %w", err)
+		}
+	}
+	return b, nil
 }
 
 // Checkpoint writes the store as it is now into dir, a directory that must
