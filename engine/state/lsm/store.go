@@ -727,19 +727,63 @@ func keyPrefix(k []byte) uint64 {
 	return binary.BigEndian.Uint64(p[:])
 }
 
+// sortByPrefix sorts entries by prefix: a least-significant-digit radix
+// sort, 16 bits a pass, that skips the passes whose digit all entries
+// share (the state and key-group bytes, mostly). It returns the sorted
+// entries, in h or in a new slice.
+func sortByPrefix(h []handOverEntry) []handOverEntry {
+	if len(h) < 256 {
+		slices.SortFunc(h, func(a, b handOverEntry) int { return cmp.Compare(a.prefix, b.prefix) })
+		return h
+	}
+	tmp := make([]handOverEntry, len(h))
+	var counts [1 << 16]int
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(counts[:])
+		for i := range h {
+			counts[uint16(h[i].prefix>>shift)]++
+		}
+		if counts[uint16(h[0].prefix>>shift)] == len(h) {
+			continue // one digit for all: already in order by it
+		}
+		sum := 0
+		for d, c := range counts {
+			counts[d] = sum
+			sum += c
+		}
+		for i := range h {
+			d := uint16(h[i].prefix >> shift)
+			tmp[counts[d]] = h[i]
+			counts[d]++
+		}
+		h, tmp = tmp, h
+	}
+	return h
+}
+
+// sortHandOver sorts handed-over entries by their keys in data.
+func sortHandOver(h []handOverEntry, data []byte) []handOverEntry {
+	key := func(e *handOverEntry) []byte { return data[e.off : e.off+e.klen] }
+	h = sortByPrefix(h)
+	// Entries with equal prefixes sort by the rest of their keys.
+	for i := 0; i < len(h); {
+		j := i + 1
+		for j < len(h) && h[j].prefix == h[i].prefix {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(h[i:j], func(a, b handOverEntry) int { return bytes.Compare(key(&a), key(&b)) })
+		}
+		i = j
+	}
+	return h
+}
+
 // sortedBatch sorts the handed-over rows by key and writes them into a
 // batch in that order.
 func sortedBatch(db *pebble.DB, h []handOverEntry, data []byte) (*pebble.Batch, error) {
+	h = sortHandOver(h, data)
 	key := func(e *handOverEntry) []byte { return data[e.off : e.off+e.klen] }
-	slices.SortFunc(h, func(a, b handOverEntry) int {
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 || a.klen <= 8 && b.klen <= 8 {
-			if c == 0 {
-				return cmp.Compare(a.klen, b.klen)
-			}
-			return c
-		}
-		return bytes.Compare(key(&a), key(&b))
-	})
 	b := db.NewBatch()
 	for i := range h {
 		e := &h[i]
