@@ -71,6 +71,7 @@ var (
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	incr     = flag.Bool("incremental", false, "execution.checkpointing.incremental (rocksdb)")
 	cacheMB  = flag.Int("cache-mb", 0, "state.backend.rocksdb.block.cache-size in MB (0: the default)")
+	dynamic  dynamicFlags // -D key=value, repeatable: any configuration key of every run
 	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 	matEvery = flag.Duration("materialize", 10*time.Second, "-mode changelog: state.changelog.periodic-materialize.interval")
@@ -84,6 +85,7 @@ var (
 )
 
 func main() {
+	flag.Var(&dynamic, "D", "key=value: a configuration key of every run (repeatable)")
 	flag.Parse()
 	if *words == 0 {
 		*words = 8 * int64(*keys)
@@ -332,10 +334,26 @@ func conf(ckDir string, checkpointing bool, extra ...string) *config.Configurati
 		c.SetString("state.changelog.dstl.dfs.base-path", filepath.Join(filepath.Dir(ckDir), "dstl"), "scale")
 		c.SetString("state.changelog.periodic-materialize.interval", fmt.Sprintf("%d ms", matEvery.Milliseconds()), "scale")
 	}
+	for _, kv := range dynamic {
+		k, v, _ := strings.Cut(kv, "=")
+		c.SetString(k, v, "scale -D")
+	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		c.SetString(extra[i], extra[i+1], "scale")
 	}
 	return c
+}
+
+// dynamicFlags collects -D key=value.
+type dynamicFlags []string
+
+func (d *dynamicFlags) String() string { return strings.Join(*d, ",") }
+func (d *dynamicFlags) Set(kv string) error {
+	if !strings.Contains(kv, "=") {
+		return fmt.Errorf("-D %q: want key=value", kv)
+	}
+	*d = append(*d, kv)
+	return nil
 }
 
 // runWordCount runs word count over the generated text to its end.
