@@ -150,7 +150,7 @@ func TestRowCacheIsBoundedAndKeepsWhatIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	const n = 20000
+	const n = 50000
 	key := func(i int) []byte { return fmt.Appendf(nil, "key-%06d", i) }
 	for i := range n {
 		if err := st.Set(key(i), []byte("v")); err != nil {
@@ -175,7 +175,7 @@ func TestRowCacheIsBoundedAndKeepsWhatIsRead(t *testing.T) {
 		}
 	}
 	rc := st.RowCache()
-	if rc.Rows > rc.Limit/96+1 {
+	if rc.Rows > rc.Limit/64+1 { // rowOverhead
 		t.Errorf("%d rows cached within %d bytes", rc.Rows, rc.Limit)
 	}
 	// Each of the n keys misses once at most; the hot ones, once evicted,

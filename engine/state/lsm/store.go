@@ -115,49 +115,96 @@ type row struct {
 	// n is the length of a value kept in inl, or bigValue.
 	n   uint8
 	inl [inlineValue]byte
-	// big holds a value longer than inlineValue.
-	big []byte
+	// big indexes a value longer than inlineValue in the store's
+	// bigValues: the table's slots hold no pointers, so that the garbage
+	// collector does not scan them, and a row takes 20 bytes.
+	big uint32
 }
 
-// inlineValue is how many value bytes a row keeps without allocating
-// (counts, sums and timestamps are varints of up to 10 bytes).
+// inlineValue is how many value bytes a row keeps in its slot (counts,
+// sums and timestamps are varints of up to 10 bytes).
 const inlineValue = 11
 
 const bigValue = 0xff
 
-func (r *row) value() []byte {
+// bigValues holds the rows' long values; index 0 is none.
+type bigValues struct {
+	vals [][]byte
+	free []uint32
+}
+
+func (s *Store) value(r *row) []byte {
 	if r.n == bigValue {
-		return r.big
+		return s.bigs.vals[r.big]
 	}
 	return r.inl[:r.n]
 }
 
-// setValue replaces the row's value; it returns the change of the bytes
-// the row holds beyond its slot.
-func (r *row) setValue(v []byte) int {
-	before := cap(r.big)
-	if len(v) <= inlineValue && r.n != bigValue {
-		r.n = uint8(copy(r.inl[:], v))
+// bigCap is the memory of the row's long value.
+func (s *Store) bigCap(r *row) int {
+	if r.n == bigValue {
+		return cap(s.bigs.vals[r.big])
+	}
+	return 0
+}
+
+// dropValue empties the row, releasing a long value; it returns the
+// change of the bytes the row holds beyond its slot.
+func (s *Store) dropValue(r *row) int {
+	if r.n != bigValue {
+		r.n = 0
 		return 0
 	}
-	r.big = append(r.big[:0], v...)
-	r.n = bigValue
-	return cap(r.big) - before
+	c := cap(s.bigs.vals[r.big])
+	s.bigs.vals[r.big] = nil
+	s.bigs.free = append(s.bigs.free, r.big)
+	r.n, r.big = 0, 0
+	return -c
+}
+
+// setValue replaces the row's value; it returns the change of the bytes
+// the row holds beyond its slot.
+func (s *Store) setValue(r *row, v []byte) int {
+	if len(v) <= inlineValue {
+		d := s.dropValue(r)
+		r.n = uint8(copy(r.inl[:], v))
+		return d
+	}
+	if r.n != bigValue {
+		r.big, r.n = s.newBig(), bigValue
+	}
+	before := cap(s.bigs.vals[r.big])
+	s.bigs.vals[r.big] = append(s.bigs.vals[r.big][:0], v...)
+	return cap(s.bigs.vals[r.big]) - before
 }
 
 // appendValue appends an operand to the row's value.
-func (r *row) appendValue(v []byte) int {
+func (s *Store) appendValue(r *row, v []byte) int {
 	if r.n != bigValue && int(r.n)+len(v) <= inlineValue {
 		r.n += uint8(copy(r.inl[r.n:], v))
 		return 0
 	}
-	before := cap(r.big)
 	if r.n != bigValue {
-		r.big = append(r.big[:0], r.inl[:r.n]...)
-		r.n = bigValue
+		i := s.newBig()
+		s.bigs.vals[i] = append(s.bigs.vals[i][:0], r.inl[:r.n]...)
+		r.big, r.n = i, bigValue
 	}
-	r.big = append(r.big, v...)
-	return cap(r.big) - before
+	before := cap(s.bigs.vals[r.big])
+	s.bigs.vals[r.big] = append(s.bigs.vals[r.big], v...)
+	return cap(s.bigs.vals[r.big]) - before
+}
+
+func (s *Store) newBig() uint32 {
+	if n := len(s.bigs.free); n > 0 {
+		i := s.bigs.free[n-1]
+		s.bigs.free = s.bigs.free[:n-1]
+		return i
+	}
+	if len(s.bigs.vals) == 0 {
+		s.bigs.vals = append(s.bigs.vals, nil) // index 0: none
+	}
+	s.bigs.vals = append(s.bigs.vals, nil)
+	return uint32(len(s.bigs.vals) - 1)
 }
 
 // op kinds of a row.
@@ -170,8 +217,8 @@ const (
 )
 
 // rowOverhead approximates a row's memory beyond its key and a long
-// value: its slot (56 bytes) at the table's average load.
-const rowOverhead = 96
+// value: its slot (36 bytes) at the table's average load.
+const rowOverhead = 64
 
 // rowBytes is what a row with this key costs beyond a long value.
 func rowBytes(key []byte) int {
@@ -193,6 +240,7 @@ type Store struct {
 	// Update) finds its slot again without a second lookup (the table
 	// remembers the slot it found last).
 	rows *state.StringMap[row]
+	bigs bigValues
 	// dirtyBytes is the memory of the dirty rows, flushed at limit;
 	// rowBytes that of all rows, evicted down from rowLimit.
 	dirtyBytes, limit  int
@@ -370,7 +418,7 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	r.ref = true
 	switch {
 	case r.kind == opSet:
-		return append(dst, r.value()...), true, nil
+		return append(dst, s.value(r)...), true, nil
 	case r.kind == opDelete:
 		return dst, false, nil
 	}
@@ -391,17 +439,17 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	if r.dirty {
 		// The operands join the base into one value, still dirty: the
 		// flush writes it as a set, which Pebble's operands lie under.
-		ops := append([]byte(nil), r.value()...)
-		s.account(r, key, r.setValue(append(base, ops...)))
+		ops := append([]byte(nil), s.value(r)...)
+		s.account(r, key, s.setValue(r, append(base, ops...)))
 	} else {
 		if !found {
 			r.kind = opDelete
 			return dst, false, nil
 		}
-		s.account(r, key, r.setValue(base))
+		s.account(r, key, s.setValue(r, base))
 	}
 	r.kind = opSet
-	return append(dst, r.value()...), true, nil
+	return append(dst, s.value(r)...), true, nil
 }
 
 // readThrough reads a key that is not cached from Pebble and caches what
@@ -420,7 +468,7 @@ func (s *Store) readThrough(key []byte, h uint32, dst []byte) ([]byte, bool, err
 	delta := rowBytes(key)
 	if found {
 		r.kind = opSet
-		delta += r.setValue(dst[n:])
+		delta += s.setValue(&r, dst[n:])
 	}
 	s.rows.PutHashed(key, h, r)
 	s.rowBytes += delta
@@ -474,7 +522,8 @@ func (s *Store) evict() {
 				r.ref = false
 				return false
 			}
-			s.rowBytes -= rowBytes(key) + cap(r.big)
+			s.rowBytes -= rowBytes(key) + s.bigCap(r)
+			s.dropValue(r)
 			s.forget(key)
 			return true
 		}, func() bool { return s.rowBytes <= target })
@@ -523,7 +572,7 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 		// A new row, of the key's state in Pebble, current: a merge's
 		// base is read there once flushed.
 		nr := row{kind: kind, dirty: true}
-		delta := rowBytes(key) + nr.setValue(value)
+		delta := rowBytes(key) + s.setValue(&nr, value)
 		s.rows.PutHashed(key, h, nr)
 		s.rowBytes += delta
 		s.dirtyBytes += delta
@@ -531,20 +580,20 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 	}
 	if !r.dirty {
 		r.dirty = true
-		b := rowBytes(key) + cap(r.big)
+		b := rowBytes(key) + s.bigCap(r)
 		s.dirtyBytes += b
 	}
 	switch {
 	case kind == opMerge && r.kind == opSet, kind == opMerge && r.kind == opMerge && r.dirty:
-		s.account(r, key, r.appendValue(value)) // the operand joins the value
+		s.account(r, key, s.appendValue(r, value)) // the operand joins the value
 	case kind == opMerge && r.kind == opDelete:
 		r.kind = opSet
-		s.account(r, key, r.setValue(value))
+		s.account(r, key, s.setValue(r, value))
 	default:
 		// A set, a delete, or a merge onto a flushed merge (its operands
 		// are in Pebble, under the new ones).
 		r.kind = kind
-		s.account(r, key, r.setValue(value))
+		s.account(r, key, s.setValue(r, value))
 	}
 	return s.afterWrite()
 }
@@ -583,7 +632,8 @@ func (s *Store) DeleteRange(start, end []byte) error {
 	for ok := it.First(); ok; ok = it.Next() {
 		if r := s.rows.Ref(it.Key(), state.HashKey(it.Key())); r != nil {
 			// Deleted, so absent from Pebble too: no need to forget it.
-			s.rowBytes -= rowBytes(it.Key()) + cap(r.big)
+			s.rowBytes -= rowBytes(it.Key()) + s.bigCap(r)
+			s.dropValue(r)
 			s.rows.Delete(it.Key())
 		}
 	}
@@ -657,20 +707,17 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		if !r.dirty {
 			return true
 		}
-		v := r.value()
+		v := s.value(r)
 		if r.kind == opDelete {
 			v = nil
 		}
 		h = append(h, handOverEntry{prefix: keyPrefix(k), off: uint32(len(data)), klen: uint32(len(k)), vlen: uint32(len(v)), kind: r.kind})
 		data = append(append(data, k...), v...)
 		r.dirty, r.gen = false, gen
-		if r.kind == opMerge && r.n == bigValue {
+		if r.kind == opMerge {
 			// A flushed merge's operands are not kept: its next read
-			// takes the value from Pebble.
-			s.rowBytes -= cap(r.big)
-			r.big, r.n = nil, 0
-		} else if r.kind == opMerge {
-			r.n = 0
+			// takes the value from Pebble. (The hand-over copied them.)
+			s.rowBytes += s.dropValue(r)
 		}
 		return true
 	})
