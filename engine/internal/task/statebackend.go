@@ -85,7 +85,7 @@ var (
 			}
 			return nil
 		}).WithAccepted("a number at least 0 and less than 1").
-		WithDescription("gflink: the share of what the write buffers leave of the managed memory that the row caches take (split among the subtasks); the block cache has the rest.")
+		WithDescription("gflink: the most of what the write buffers leave of the managed memory that the row caches may take (split among the subtasks), reserved in the block cache, which has the rest; a row cache gives its room back while more than half of its reads go to the LSM, and takes it again below a quarter.")
 	RocksDBManagedMemory = config.Bool("state.backend.rocksdb.memory.managed").WithDefault(true).
 				WithDescription("The rocksdb backend's subtasks share one memory budget, taskmanager.memory.managed.size, as Flink's managed memory: a block cache shared by all of the job's LSMs, and write buffers split among them (state.backend.rocksdb.memory.write-buffer-ratio). false: each subtask gets state.backend.rocksdb.block.cache-size and state.backend.rocksdb.writebuffer.size.")
 	ManagedMemorySize = config.Memory("taskmanager.memory.managed.size").WithDefault(config.MemorySize(256 << 20)).
@@ -194,8 +194,8 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 		// One budget for the job, as Flink's managed memory: each
 		// subtask's write buffers (two memtables and the store's dirty
 		// rows: three of this size) take their part of the write-buffer
-		// share; of the rest, the row caches take theirs, and the block
-		// cache, shared, what is left.
+		// share; the rest is the block cache, shared, of which the row
+		// caches may take up to their share.
 		size, err := ManagedMemorySize.Get(c)
 		if err != nil {
 			return nil, err
@@ -210,8 +210,11 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 		}
 		n := int64(max(1, subtasks))
 		wbShare := int64(float64(size) * ratio)
+		// The row caches reserve their room in the block cache, and give
+		// it back when the block cache serves reads better (lsm.Store's
+		// adapt).
 		rowShare := int64(float64(int64(size)-wbShare) * rowRatio)
-		b.cacheBudget = int64(size) - wbShare - rowShare
+		b.cacheBudget = int64(size) - wbShare
 		b.cache = lsm.NewCache(b.cacheBudget)
 		b.writeBuffer = max(1<<20, wbShare/(3*n)&^(1<<20-1))
 		if b.rowCache = rowShare / n; b.rowCache == 0 {
@@ -235,7 +238,7 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 	b.dir = dir
 	mem := fmt.Sprintf("block cache %s, row cache %s and write buffers %s per subtask", config.MemorySize(b.cacheSize), config.MemorySize(max(0, b.rowCache)), config.MemorySize(b.writeBuffer))
 	if b.cache != nil {
-		mem = fmt.Sprintf("managed memory: a block cache of %s shared by all subtasks, a row cache of %s and write buffers %s per subtask", config.MemorySize(b.cacheBudget), config.MemorySize(max(0, b.rowCache)), config.MemorySize(b.writeBuffer))
+		mem = fmt.Sprintf("managed memory: a block cache of %s shared by all subtasks, of which a row cache may take up to %s per subtask, and write buffers %s per subtask", config.MemorySize(b.cacheBudget), config.MemorySize(max(0, b.rowCache)), config.MemorySize(b.writeBuffer))
 	}
 	log.Info("Using the embedded LSM state backend (Pebble) for state.backend.type=rocksdb", "dir", dir.Path(), "memory", mem)
 	switch {

@@ -53,7 +53,8 @@ type Options struct {
 	WriteBufferSize int64
 	// RowCacheSize bounds the clean rows the store keeps beyond the write
 	// buffer (see the row cache); 0 means DefaultRowCacheSize, a negative
-	// size none.
+	// size none. With a shared Cache, the rows' room is reserved in that
+	// block cache, and it adapts (see adapt).
 	RowCacheSize int64
 	// Restored names, by file name in Dir, where the files of a restored
 	// snapshot came from, so that an error about a corrupt file names the
@@ -257,8 +258,15 @@ type Store struct {
 	// goroutine; reused once it is done.
 	handOver []handOverEntry
 	handData []byte
-	// misses counts reads that went to Pebble.
-	misses int64
+	// misses counts reads that went to Pebble, reads all reads.
+	misses, reads int64
+	// With a shared block cache, the room the clean rows may take
+	// (room, at most maxRoom) is reserved in it, chunk by chunk; the
+	// window's counts decide whether it grows or shrinks.
+	shared           *pebble.Cache
+	room, maxRoom    int
+	reservations     []func()
+	winReads, winMis int64
 	// gone holds the keys evicted from rows, while the store can tell
 	// which keys Pebble may hold (nil once it cannot): a store opened
 	// empty puts every key in rows before Pebble, so a key not in rows
@@ -359,6 +367,10 @@ func Open(o Options) (*Store, error) {
 	rand.Read(id[:])
 	st := &Store{db: db, cache: own, dir: o.Dir, id: hex.EncodeToString(id[:]), rows: state.NewStringMap[row](0),
 		limit: int(o.WriteBufferSize), rowLimit: int(o.WriteBufferSize + o.RowCacheSize), h: h}
+	if o.Cache != nil && o.RowCacheSize > 0 {
+		st.shared, st.maxRoom = o.Cache.c, int(o.RowCacheSize)
+		st.resize(st.maxRoom)
+	}
 	if len(entries) == 0 {
 		// Room for eight times the keys the rows hold at most; past that
 		// the filter would be as costly as Pebble's own.
@@ -411,6 +423,7 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 		return dst, false, s.h.get() // the store's state is damaged: no read may look successful
 	}
 	h := state.HashKey(key)
+	s.reads++
 	r := s.rows.Ref(key, h)
 	if r == nil {
 		return s.readThrough(key, h, dst)
@@ -511,6 +524,9 @@ func (s *Store) evict() {
 	if s.stuck {
 		return
 	}
+	if s.shared != nil {
+		s.adapt()
+	}
 	target := s.rowLimit - s.rowLimit/10
 	inflight := s.done != nil
 	for pass := range 2 {
@@ -532,6 +548,47 @@ func (s *Store) evict() {
 		}
 	}
 	s.stuck = true
+}
+
+// reserveChunk is the unit of the rows' reservations in a shared cache.
+const reserveChunk = 4 << 20
+
+// adapt grows or shrinks the clean rows' room in a shared block cache by
+// how often reads since the last call went to Pebble. A row takes about
+// three times what a key takes in a compressed block, so rows that hold
+// most of the keys read beat the block cache they displace, and rows that
+// hold a fraction lose to it: measured on word count with 256 MB, rows
+// serving 70 % of reads (3 M keys) took half the time of none, and rows
+// serving 20 % (10 M keys) a third more. Past half the reads missing, the
+// room shrinks by a quarter (to no clean rows at all), below a quarter it
+// grows back.
+func (s *Store) adapt() {
+	reads, misses := s.reads-s.winReads, s.misses-s.winMis
+	if reads < 1<<16 {
+		return
+	}
+	s.winReads, s.winMis = s.reads, s.misses
+	switch {
+	case misses*2 > reads:
+		s.resize(s.room - max(s.room/4, reserveChunk))
+	case misses*4 < reads:
+		s.resize(s.room + max(s.room/4, reserveChunk))
+	}
+}
+
+// resize sets the clean rows' room, reserving it in the shared cache.
+func (s *Store) resize(room int) {
+	room = min(max(room, 0), s.maxRoom) / reserveChunk * reserveChunk
+	for len(s.reservations)*reserveChunk < room {
+		s.reservations = append(s.reservations, s.shared.Reserve(reserveChunk))
+	}
+	for len(s.reservations)*reserveChunk > room {
+		n := len(s.reservations) - 1
+		s.reservations[n]()
+		s.reservations = s.reservations[:n]
+	}
+	s.room = room
+	s.rowLimit = s.limit + room
 }
 
 // forget notes that key left rows: Pebble may hold it.
@@ -960,6 +1017,10 @@ func (s *Store) Close() error {
 	if err := s.wait(); err != nil && !errors.Is(err, s.h.get()) {
 		errs = append(errs, err)
 	}
+	for _, release := range s.reservations {
+		release()
+	}
+	s.reservations = nil
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 		s.db = nil
