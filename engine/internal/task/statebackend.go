@@ -85,7 +85,7 @@ var (
 			}
 			return nil
 		}).WithAccepted("a number at least 0 and less than 1").
-		WithDescription("gflink: the most of what the write buffers leave of the managed memory that the row caches may take (split among the subtasks), reserved in the block cache, which has the rest; a row cache gives its room back while more than half of its reads go to the LSM, and takes it again below a quarter.")
+		WithDescription("gflink: the most of what the write buffers leave of the managed memory that the row caches may take (split among the subtasks), reserved in the block cache, which has the rest; a row cache gives its room back while more than half of its reads go to the LSM, and takes it again below a third.")
 	RocksDBManagedMemory = config.Bool("state.backend.rocksdb.memory.managed").WithDefault(true).
 				WithDescription("The rocksdb backend's subtasks share one memory budget, taskmanager.memory.managed.size, as Flink's managed memory: a block cache shared by all of the job's LSMs, and write buffers split among them (state.backend.rocksdb.memory.write-buffer-ratio). false: each subtask gets state.backend.rocksdb.block.cache-size and state.backend.rocksdb.writebuffer.size.")
 	ManagedMemorySize = config.Memory("taskmanager.memory.managed.size").WithDefault(config.MemorySize(256 << 20)).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -182,5 +183,50 @@ func TestRowCacheIsBoundedAndKeepsWhatIsRead(t *testing.T) {
 	// come back rarely: at most one miss per pass of the hand over them.
 	if misses := rc.Misses - start; misses > n+n/10 {
 		t.Errorf("%d of %d reads missed; want about %d (the hot keys cached)", misses, 2*n, n)
+	}
+}
+
+// TestRowCacheGivesItsRoomBack: with a shared block cache, rows that serve
+// few reads (keys read uniformly from many more than they hold) shrink to
+// the write buffer alone, and a hot set that fits grows them again.
+func TestRowCacheGivesItsRoomBack(t *testing.T) {
+	cache := lsm.NewCache(64 << 20)
+	defer cache.Unref()
+	st, err := lsm.Open(lsm.Options{Dir: filepath.Join(t.TempDir(), "db"), Cache: cache, WriteBufferSize: 1 << 20, RowCacheSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	full := st.RowCache().Limit
+	const n = 200_000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key-%07d", i) }
+	for i := range n {
+		if err := st.Set(key(i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it, err := st.NewIter(nil, nil) // as a checkpoint does: every row clean
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Close()
+	read := func(i int) {
+		if v, ok, err := st.Get(key(i), nil); err != nil || !ok || string(v) != "v" {
+			t.Fatalf("Get(%s) = %q, %v, %v", key(i), v, ok, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2 * n {
+		read(rng.IntN(n))
+	}
+	shrunk := st.RowCache().Limit
+	if shrunk >= full {
+		t.Fatalf("rows serving two fifths of the reads keep their room: limit %d of %d", shrunk, full)
+	}
+	for range 2 * n {
+		read(rng.IntN(n / 10)) // 20 K keys: more than the write buffer's rows, fewer than the room's
+	}
+	if grown := st.RowCache().Limit; grown <= shrunk {
+		t.Errorf("rows serving most reads do not take room back: limit %d after %d (full %d)", grown, shrunk, full)
 	}
 }
