@@ -258,15 +258,16 @@ type Store struct {
 	// goroutine; reused once it is done.
 	handOver []handOverEntry
 	handData []byte
-	// misses counts reads that went to Pebble, reads all reads.
-	misses, reads int64
+	// misses counts reads that went to Pebble, fresh those of keys new
+	// to the store (the filter's), reads all reads.
+	misses, fresh, reads int64
 	// With a shared block cache, the room the clean rows may take
 	// (room, at most maxRoom) is reserved in it, chunk by chunk; the
 	// window's counts decide whether it grows or shrinks.
-	shared           *pebble.Cache
-	room, maxRoom    int
-	reservations     []func()
-	winReads, winMis int64
+	shared                    *pebble.Cache
+	room, maxRoom             int
+	reservations              []func()
+	winReads, winMis, winNews int64
 	// gone holds the keys evicted from rows, while the store can tell
 	// which keys Pebble may hold (nil once it cannot): a store opened
 	// empty puts every key in rows before Pebble, so a key not in rows
@@ -470,7 +471,9 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 func (s *Store) readThrough(key []byte, h uint32, dst []byte) ([]byte, bool, error) {
 	n := len(dst)
 	found := false
-	if s.gone == nil || s.gone.mayContain(key) {
+	if s.gone != nil && !s.gone.mayContain(key) {
+		s.fresh++
+	} else {
 		s.misses++
 		var err error
 		if dst, found, err = s.dbRead(key, dst); err != nil {
@@ -555,7 +558,8 @@ func (s *Store) evict() {
 const reserveChunk = 4 << 20
 
 // adapt grows or shrinks the clean rows' room in a shared block cache by
-// how often reads since the last call went to Pebble. A row takes about
+// how often reads of keys it has seen before, since the last call, went to
+// Pebble. A row takes about
 // three times what a key takes in a compressed block, so rows that hold
 // most of the keys read beat the block cache they displace, and rows that
 // hold a fraction lose to it: measured on word count with 256 MB, rows
@@ -565,11 +569,12 @@ const reserveChunk = 4 << 20
 // grows back (reads it gives room to evict rows, so it only grows when
 // rows are short of room).
 func (s *Store) adapt() {
-	reads, misses := s.reads-s.winReads, s.misses-s.winMis
+	// Reads of new keys are nobody's to serve: they do not count.
+	reads, misses := s.reads-s.winReads-(s.fresh-s.winNews), s.misses-s.winMis
 	if reads < 1<<16 {
 		return
 	}
-	s.winReads, s.winMis = s.reads, s.misses
+	s.winReads, s.winMis, s.winNews = s.reads, s.misses, s.fresh
 	switch {
 	case misses*2 > reads:
 		s.resize(s.room - max(s.room/4, reserveChunk))
