@@ -36,7 +36,7 @@ func TestSortedHandOverIsInKeyOrder(t *testing.T) {
 			h = append(h, handOverEntry{prefix: keyPrefix(k), off: uint32(len(data)), klen: uint32(len(k)), kind: opSet})
 			data = append(data, k...)
 		}
-		h = sortHandOver(h, data)
+		h = sortHandOver(h, nil, data)
 		if len(h) != n {
 			t.Fatalf("n=%d: %d entries after sorting", n, len(h))
 		}

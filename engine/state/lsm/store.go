@@ -256,8 +256,8 @@ type Store struct {
 	applyErr error // of the last flush, read after done
 	// handOver and handData hold the dirty rows a flush hands to its
 	// goroutine; reused once it is done.
-	handOver []handOverEntry
-	handData []byte
+	handOver, handScratch []handOverEntry
+	handData              []byte
 	// misses counts reads that went to Pebble, fresh those of keys new
 	// to the store (the filter's), reads all reads.
 	misses, fresh, reads int64
@@ -803,13 +803,18 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 		return true
 	})
 	s.handOver, s.handData = h, data
+	tmp := s.handScratch
+	if cap(tmp) < len(h) {
+		tmp = make([]handOverEntry, 0, cap(h))
+		s.handScratch = tmp
+	}
 	s.gen, s.dirtyBytes, s.stuck = gen, 0, false
 	done := make(chan struct{})
 	s.done = done
 	go func() {
 		defer close(done)
 		err := s.h.protect(func() error {
-			b, err := sortedBatch(s.db, h, data)
+			b, err := sortedBatch(s.db, h, tmp, data)
 			if err != nil {
 				return err
 			}
@@ -858,13 +863,13 @@ func keyPrefix(k []byte) uint64 {
 // sortByPrefix sorts entries by prefix: a least-significant-digit radix
 // sort, 16 bits a pass, that skips the passes whose digit all entries
 // share (the state and key-group bytes, mostly). It returns the sorted
-// entries, in h or in a new slice.
-func sortByPrefix(h []handOverEntry) []handOverEntry {
+// entries, in h or in tmp (scratch of any length, grown as needed).
+func sortByPrefix(h, tmp []handOverEntry) []handOverEntry {
 	if len(h) < 256 {
 		slices.SortFunc(h, func(a, b handOverEntry) int { return cmp.Compare(a.prefix, b.prefix) })
 		return h
 	}
-	tmp := make([]handOverEntry, len(h))
+	tmp = slices.Grow(tmp[:0], len(h))[:len(h)]
 	var counts [1 << 16]int
 	for shift := uint(0); shift < 64; shift += 16 {
 		clear(counts[:])
@@ -889,10 +894,11 @@ func sortByPrefix(h []handOverEntry) []handOverEntry {
 	return h
 }
 
-// sortHandOver sorts handed-over entries by their keys in data.
-func sortHandOver(h []handOverEntry, data []byte) []handOverEntry {
+// sortHandOver sorts handed-over entries by their keys in data, using
+// tmp as scratch.
+func sortHandOver(h, tmp []handOverEntry, data []byte) []handOverEntry {
 	key := func(e *handOverEntry) []byte { return data[e.off : e.off+e.klen] }
-	h = sortByPrefix(h)
+	h = sortByPrefix(h, tmp)
 	// Entries with equal prefixes sort by the rest of their keys.
 	for i := 0; i < len(h); {
 		j := i + 1
@@ -909,8 +915,8 @@ func sortHandOver(h []handOverEntry, data []byte) []handOverEntry {
 
 // sortedBatch sorts the handed-over rows by key and writes them into a
 // batch in that order.
-func sortedBatch(db *pebble.DB, h []handOverEntry, data []byte) (*pebble.Batch, error) {
-	h = sortHandOver(h, data)
+func sortedBatch(db *pebble.DB, h, tmp []handOverEntry, data []byte) (*pebble.Batch, error) {
+	h = sortHandOver(h, tmp, data)
 	key := func(e *handOverEntry) []byte { return data[e.off : e.off+e.klen] }
 	b := db.NewBatch()
 	for i := range h {
