@@ -258,6 +258,10 @@ type Store struct {
 	// goroutine; reused once it is done.
 	handOver, handScratch []handOverEntry
 	handData              []byte
+	// dirtyKeys lists, end to end (dirtyEnds), the keys whose rows turned
+	// dirty since the last flush.
+	dirtyKeys []byte
+	dirtyEnds []uint32
 	// misses counts reads that went to Pebble, fresh those of keys new
 	// to the store (the filter's), reads all reads.
 	misses, fresh, reads int64
@@ -638,6 +642,7 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 		nr := row{kind: kind, dirty: true}
 		delta := rowBytes(key) + s.setValue(&nr, value)
 		s.rows.PutHashed(key, h, nr)
+		s.noteDirty(key)
 		s.rowBytes += delta
 		s.dirtyBytes += delta
 		return s.afterWrite()
@@ -646,6 +651,7 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 		r.dirty = true
 		b := rowBytes(key) + s.bigCap(r)
 		s.dirtyBytes += b
+		s.noteDirty(key)
 	}
 	switch {
 	case kind == opMerge && r.kind == opSet, kind == opMerge && r.kind == opMerge && r.dirty:
@@ -660,6 +666,12 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 		s.account(r, key, s.setValue(r, value))
 	}
 	return s.afterWrite()
+}
+
+// noteDirty lists a key whose row turned dirty, for a flush of few rows.
+func (s *Store) noteDirty(key []byte) {
+	s.dirtyKeys = append(s.dirtyKeys, key...)
+	s.dirtyEnds = append(s.dirtyEnds, uint32(len(s.dirtyKeys)))
 }
 
 // afterWrite flushes the dirty rows once they fill the write buffer.
@@ -784,7 +796,7 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 	// order and is done.
 	h := s.handOver[:0]
 	data := s.handData[:0]
-	s.rows.Range(func(k []byte, r *row) bool {
+	handOver := func(k []byte, r *row) bool {
 		if !r.dirty {
 			return true
 		}
@@ -801,7 +813,22 @@ func (s *Store) flushWith(snap bool, after func(error)) (<-chan *pebble.Snapshot
 			s.rowBytes += s.dropValue(r)
 		}
 		return true
-	})
+	}
+	if n := len(s.dirtyEnds); n < s.rows.Len()/8 {
+		// Few dirty rows (an iterator or a range deletion flushes after
+		// every few writes): look them up rather than scan the table.
+		start := uint32(0)
+		for _, end := range s.dirtyEnds {
+			k := s.dirtyKeys[start:end]
+			start = end
+			if r := s.rows.Ref(k, state.HashKey(k)); r != nil {
+				handOver(k, r)
+			}
+		}
+	} else {
+		s.rows.Range(handOver)
+	}
+	s.dirtyKeys, s.dirtyEnds = s.dirtyKeys[:0], s.dirtyEnds[:0]
 	s.handOver, s.handData = h, data
 	tmp := s.handScratch
 	if cap(tmp) < len(h) {
