@@ -563,6 +563,18 @@ func (o *keyedProcessOperator[K, IN, OUT]) close() error {
 	return errors.Join(err, o.backend.Dispose())
 }
 
+// stateInMemory: the keyed state lives in the Go heap (hashmap, with or
+// without the changelog), so a snapshot of it stays readable after the
+// task has closed and is encoded only if asked for.
+func (o *keyedProcessOperator[K, IN, OUT]) stateInMemory() bool {
+	b := o.backend
+	if o.changelog != nil {
+		b = o.changelog.Inner()
+	}
+	_, heap := b.(*state.KeyedBackend[K])
+	return heap
+}
+
 func (o *keyedProcessOperator[K, IN, OUT]) prepareSnapshot(int64) error { return nil }
 func (o *keyedProcessOperator[K, IN, OUT]) notifyComplete(id int64) error {
 	o.backend.CheckpointComplete(id)

@@ -34,7 +34,8 @@ type asyncJob struct {
 	// writer waits until it is complete.
 	channels *channelCapture
 	// keep: the task's input has ended, so this snapshot is its final
-	// state; keep it encoded for checkpoints taken after the task finishes.
+	// state; keep it encoded for checkpoints taken after the task finishes
+	// (state outside the heap only: see Task.checkpoint).
 	keep bool
 }
 
@@ -323,15 +324,27 @@ func (t *Task) invoke() (err error) {
 	} else {
 		err = protect(t.runIn)
 	}
-	if err == nil && t.state == lifeEndedInput && t.snapshotAfterEOI == 0 {
+	if err == nil && (t.state == lifeEndedInput && t.snapshotAfterEOI == 0 || t.state == lifeFinished && t.stateInMemory()) {
 		// Finished without a checkpoint after its input ended (checkpointing
-		// is off): keep the final state in memory, so that savepoints and
-		// checkpoints taken while the rest of the job runs hold it — a
-		// finished source's splits stay finished, a finished operator's state
-		// is not lost.
+		// is off), or with its state in memory: keep the final state, so
+		// that savepoints and checkpoints taken while the rest of the job
+		// runs hold it — a finished source's splits stay finished, a
+		// finished operator's state is not lost. (A final checkpoint of
+		// other state kept its snapshot already.)
 		err = protect(t.keepFinalState)
 	}
 	return err
+}
+
+// stateInMemory: no operator of the task keeps its state outside the Go
+// heap, so a snapshot of it outlives the task (see keepFinalState).
+func (t *Task) stateInMemory() bool {
+	for _, op := range t.Ops {
+		if s, ok := op.(interface{ stateInMemory() bool }); ok && !s.stateInMemory() {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *Task) keepFinalState() error {
@@ -719,7 +732,14 @@ func (t *Task) checkpoint(b network.Barrier, unaligned bool) error {
 			}
 		}
 	}
-	req := snapshotRequest{id: b.ID, typ: b.Type, files: t.inputOpen() && b.Location != nil && b.Location.Dir != ""}
+	// A snapshot taken after the input ended is the task's final state,
+	// which checkpoints taken after the task has finished hold too. State
+	// in memory is kept as it is when the task exits (keepFinalState) and
+	// encoded only if one asks for it, so this checkpoint is written like
+	// any other — the changelog's tail, say. Other state (rocksdb's store
+	// closes with the task) is encoded whole here and kept.
+	keep := !t.inputOpen() && !t.stateInMemory()
+	req := snapshotRequest{id: b.ID, typ: b.Type, files: !keep && b.Location != nil && b.Location.Dir != ""}
 	for i, op := range t.Ops {
 		c, err := op.snapshot(req)
 		if err != nil {
@@ -742,7 +762,7 @@ func (t *Task) checkpoint(b network.Barrier, unaligned bool) error {
 		}
 	}
 	select {
-	case t.async <- asyncJob{b: b, unaligned: unaligned, caps: caps, keep: !t.inputOpen(), channels: channels,
+	case t.async <- asyncJob{b: b, unaligned: unaligned, caps: caps, keep: keep, channels: channels,
 		alignment: alignment, sync: t.svc.Clock().Sub(start)}:
 		return nil
 	case <-t.done:
