@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/gflink/gflink/engine/internal/gcpace"
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
@@ -106,7 +107,12 @@ func Submit(ctx context.Context, g *graph.JobGraph, o JobOptions) (*Job, error) 
 	if o.OnAccepted != nil {
 		o.OnAccepted(j)
 	}
-	go jm.run()
+	// The collector's headroom follows the state while the job runs.
+	release := gcpace.Acquire()
+	go func() {
+		defer release()
+		jm.run()
+	}()
 	return j, nil
 }
 
