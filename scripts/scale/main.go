@@ -139,6 +139,7 @@ func main() {
 		cpu0 := processCPU()
 		x, ds := runCollecting(scratch)
 		fmt.Printf("# %s: %.2fs (CPU %.2fs), %d checkpoints, median %.0f ms\n", *mode, x.elapsed.Seconds(), (processCPU() - cpu0).Seconds(), len(ds), median(ds))
+		fmt.Printf("RSS_KB=%d\n", peakRSS())
 	case "trace":
 		// One run with checkpoints, traced, to see what a stall is made of:
 		// go tool trace <file>.

@@ -42,5 +42,8 @@ func (f *keyFilter) add(key []byte) bool {
 
 // mayContain says whether key may have been added.
 func (f *keyFilter) mayContain(key []byte) bool {
+	if f.n == 0 {
+		return false // nothing evicted yet: every key not in rows is new
+	}
 	return f.probes(key, func(b uint64) bool { return f.bits[b/64]&(1<<(b%64)) != 0 })
 }

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TestSortedHandOverIsInKeyOrder: the hand-over's radix sort by prefix and
@@ -50,5 +54,39 @@ func TestSortedHandOverIsInKeyOrder(t *testing.T) {
 				t.Fatalf("n=%d: entry %d is %q; want %q", n, i, got[i], keys[i])
 			}
 		}
+	}
+}
+
+// The batch a flush applies is allocated at its final length: grown by
+// doubling, a million-row batch was copied over and over.
+func TestBatchSizeIsTheBatchsLength(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var h []handOverEntry
+	var data []byte
+	for _, kv := range []struct {
+		k, v string
+		op   opKind
+	}{
+		{"a", "1", opSet}, {"b", "", opDelete}, {"c", "xyz", opMerge},
+		{strings.Repeat("k", 200), strings.Repeat("v", 20000), opSet}, // two-byte and three-byte lengths
+		{"", "", opSet}, {"d", strings.Repeat("w", 127), opMerge}, {"e", strings.Repeat("w", 128), opSet},
+	} {
+		h = append(h, handOverEntry{prefix: keyPrefix([]byte(kv.k)), off: uint32(len(data)), klen: uint32(len(kv.k)), vlen: uint32(len(kv.v)), kind: kv.op})
+		data = append(append(data, kv.k...), kv.v...)
+	}
+	b, err := sortedBatch(db, h, nil, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got, want := len(b.Repr()), batchSize(h); got != want {
+		t.Errorf("the batch holds %d bytes; batchSize said %d", got, want)
+	}
+	if b.Count() != uint32(len(h)) {
+		t.Errorf("the batch holds %d records, want %d", b.Count(), len(h))
 	}
 }
