@@ -52,6 +52,27 @@ func (s FSStorage) Create(name string) (Sink, string, error) {
 	return f, p, nil
 }
 
+// ReadBacker is a Storage that reads back the start of a file it created
+// (while the file is still open for writing): a writer then keeps only
+// what it wrote since the last fsync for a retry, not the whole file.
+type ReadBacker interface {
+	ReadBack(path string, n int64) ([]byte, error)
+}
+
+// ReadBack reads the first n bytes of the file at path.
+func (s FSStorage) ReadBack(path string, n int64) ([]byte, error) {
+	f, err := s.FS.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // MemoryStorage keeps log files in memory, for tests, as Flink's in-memory
 // changelog does. It belongs to one job (the job's state backends make
 // it): its checkpoints restore within that job — after a failure — but not

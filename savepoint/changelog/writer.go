@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -45,6 +46,9 @@ type WriterOptions struct {
 	// Now, when set, is the clock Done reads (every 256 records) to hand
 	// records over once they have waited the persist delay, as Tick does.
 	Now func() time.Time
+	// SyncEvery: a file being written is fsynced after this many bytes
+	// (0: 2 MB).
+	SyncEvery int
 }
 
 type batch struct {
@@ -68,6 +72,10 @@ type Writer struct {
 	lastHand time.Time
 	records  uint32 // records since the clock was last read (Done)
 	bufSize  int    // every record buffer's capacity (bufferSize)
+	// syncEvery is o.SyncEvery or its default; readBack the storage if
+	// it reads its files back.
+	syncEvery int
+	readBack  ReadBacker
 	// room: SetStringVarint's record may go in without Done's checks
 	// while len(Buf)+len(key) <= room (and Buf has bufSize's capacity);
 	// -1 while a file is not begun (declarations first) and once closed.
@@ -95,6 +103,8 @@ func NewWriter(o WriterOptions, first int64, now time.Time) *Writer {
 	}
 	w := &Writer{o: o, fresh: true, room: -1, seq: first, lastHand: now, rolled: first - 1, bufSize: size,
 		ch: make(chan batch, depth), free: make(chan []byte, freeBuffers), files: map[int64]File{}, failed: map[int64]error{}, done: make(chan struct{})}
+	w.syncEvery = cmp.Or(o.SyncEvery, syncEvery)
+	w.readBack, _ = o.Storage.(ReadBacker)
 	w.cond = sync.NewCond(&w.mu)
 	w.Buf = make([]byte, 0, size)
 	go w.persist()
@@ -248,10 +258,11 @@ const (
 	// growing the buffer, which is then not reused).
 	bufferSlack = 256
 	// freeBuffers bounds the written buffers kept for reuse (to 128 MB).
-	// A file keeps its buffers until its roll (for a retry), so the pool
-	// refills at each roll with up to a checkpoint interval's worth of
-	// buffers — about 120 at full speed — and holds at most what the file
-	// held.
+	// A file keeps its buffers for a retry until they are fsynced (on a
+	// storage that reads back) or until its roll (on others), so the pool
+	// refills every few buffers, or at each roll with up to a checkpoint
+	// interval's worth — about 120 at full speed — and holds at most what
+	// the file held.
 	freeBuffers = 128
 	// maxDepth bounds the batches handed over but not yet written, with
 	// max-in-flight: 100 buffers of 1 MB by default.
@@ -259,14 +270,25 @@ const (
 )
 
 // logFile is the file being written: its batches are kept until the roll
-// has it on disk, so that a failed write can be retried whole.
+// has it on disk, so that a failed write can be retried whole — or, on a
+// storage that reads its files back (ReadBacker), only the batches since
+// the last fsync: what was fsynced is read back for a retry. At full
+// speed a file holds a checkpoint interval of changes (tens of MB a
+// second per subtask), which kept whole until the roll made the
+// changelog's memory 1.7 times the state's.
 type logFile struct {
 	seq     int64
 	sink    Sink
 	path    string
 	size    int64
 	batches [][]byte
-	err     error // the first write error; the file is rewritten at the roll
+	// synced is how many of the file's bytes were fsynced with their
+	// batches let go, syncedCRC their checksum; prefix holds them once
+	// read back for a retry.
+	synced    int64
+	syncedCRC uint32
+	prefix    []byte
+	err       error // the first write error; the file is rewritten at the roll
 	// unsynced counts the bytes written since the last fsync.
 	unsynced int64
 	// crc is the CRC-32C of what was written to sink so far.
@@ -285,6 +307,12 @@ func (w *Writer) persist() {
 			cur.batches = append(cur.batches, b.data)
 			if cur.err == nil {
 				cur.err = w.write(cur, b.data)
+				if cur.err == nil && cur.unsynced == 0 && w.readBack != nil {
+					// On disk: a retry reads these bytes back.
+					cur.synced, cur.syncedCRC = cur.size, cur.crc
+					w.recycle(cur.batches)
+					cur.batches = cur.batches[:0]
+				}
 			}
 		}
 		if !b.roll {
@@ -294,15 +322,7 @@ func (w *Writer) persist() {
 		var err error
 		if cur != nil {
 			f, err = w.finish(cur)
-			for _, d := range cur.batches {
-				if cap(d) != w.bufSize {
-					continue // grown for a large record
-				}
-				select {
-				case w.free <- d:
-				default:
-				}
-			}
+			w.recycle(cur.batches)
 			cur = nil
 		}
 		w.mu.Lock()
@@ -326,18 +346,37 @@ func (w *Writer) persist() {
 	}
 }
 
+// recycle puts written buffers back in the pool.
+func (w *Writer) recycle(batches [][]byte) {
+	for _, d := range batches {
+		if cap(d) != w.bufSize {
+			continue // grown for a large record
+		}
+		select {
+		case w.free <- d:
+		default:
+		}
+	}
+}
+
+// create creates the file and writes start into it: the header, or on a
+// retry the part of the file that was fsynced before.
+func (w *Writer) create(f *logFile, start []byte) error {
+	name := fmt.Sprintf("%s-%d.log", w.o.Prefix, f.seq)
+	s, path, err := w.o.Storage.Create(name)
+	if err != nil {
+		f.path = name
+		return err
+	}
+	f.sink, f.path, f.size, f.crc, f.unsynced = s, path, int64(len(start)), crc32.Checksum(start, crcTab), int64(len(start))
+	_, err = s.Write(start)
+	return err
+}
+
 // write appends one batch as a chunk, creating the file first.
 func (w *Writer) write(f *logFile, data []byte) error {
 	if f.sink == nil {
-		name := fmt.Sprintf("%s-%d.log", w.o.Prefix, f.seq)
-		s, path, err := w.o.Storage.Create(name)
-		if err != nil {
-			f.path = name
-			return err
-		}
-		hdr := AppendHeader(nil)
-		f.sink, f.path, f.size, f.crc = s, path, HeaderLen, crc32.Checksum(hdr, crcTab)
-		if _, err := s.Write(hdr); err != nil {
+		if err := w.create(f, AppendHeader(nil)); err != nil {
 			return err
 		}
 	}
@@ -353,7 +392,7 @@ func (w *Writer) write(f *logFile, data []byte) error {
 	_, err := f.sink.Write(data)
 	f.size += chunkHeaderLen + int64(len(data))
 	f.unsynced += chunkHeaderLen + int64(len(data))
-	if err == nil && f.unsynced >= syncEvery {
+	if err == nil && f.unsynced >= int64(w.syncEvery) {
 		// Flushed to disk as it goes, on this goroutine: the checkpoint's
 		// fsync at the roll then has only the tail left to wait for.
 		err, f.unsynced = f.sink.Sync(), 0
@@ -361,7 +400,8 @@ func (w *Writer) write(f *logFile, data []byte) error {
 	return err
 }
 
-// syncEvery: a file being written is fsynced after this many bytes.
+// syncEvery: a file being written is fsynced after this many bytes, by
+// default.
 const syncEvery = 2 << 20
 
 // finish puts the file on disk at a roll: fsynced and closed, or, after a
@@ -380,9 +420,11 @@ func (w *Writer) finish(f *logFile) (File, error) {
 			f.sink.Close()
 		}
 		f.sink, f.err = nil, nil
-		for _, d := range f.batches {
-			if err = w.write(f, d); err != nil {
-				break
+		if err = w.rewriteSynced(f); err == nil {
+			for _, d := range f.batches {
+				if err = w.write(f, d); err != nil {
+					break
+				}
 			}
 		}
 		if err == nil {
@@ -400,6 +442,27 @@ func (w *Writer) finish(f *logFile) (File, error) {
 		return File{}, fmt.Errorf("write state changelog %s (%d attempts): %w", f.path, max(1, w.o.MaxAttempts), err)
 	}
 	return File{Seq: f.seq, Path: f.path, Size: f.size, CRC32C: f.crc}, nil
+}
+
+// rewriteSynced starts a retry of a file whose fsynced part is no longer
+// in memory: that part is read back (once; a retry that fails keeps it
+// for the next) and checked against the checksum computed as it was
+// written, then written into the file anew.
+func (w *Writer) rewriteSynced(f *logFile) error {
+	if f.synced == 0 {
+		return nil
+	}
+	if f.prefix == nil {
+		b, err := w.readBack.ReadBack(f.path, f.synced)
+		if err != nil {
+			return fmt.Errorf("read back the written part of %s: %w", f.path, err)
+		}
+		if crc32.Checksum(b, crcTab) != f.syncedCRC {
+			return fmt.Errorf("read back the written part of %s: it is not what was written", f.path)
+		}
+		f.prefix = b
+	}
+	return w.create(f, f.prefix)
 }
 
 // Failed returns the last file that could not be written, 0 if none:

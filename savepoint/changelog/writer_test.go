@@ -738,3 +738,65 @@ func TestWriterProperty(t *testing.T) {
 		}
 	})
 }
+
+// countingReadBack is a file system storage that counts read-backs and
+// may change what it reads back.
+type countingReadBack struct {
+	changelog.FSStorage
+	reads   atomic.Int64
+	corrupt bool
+}
+
+func (s *countingReadBack) ReadBack(path string, n int64) ([]byte, error) {
+	s.reads.Add(1)
+	b, err := s.FSStorage.ReadBack(path, n)
+	if err == nil && s.corrupt && len(b) > 0 {
+		b[len(b)-1] ^= 1
+	}
+	return b, err
+}
+
+// On a storage that reads files back, a file keeps in memory only what it
+// wrote since its last fsync; a write that fails after several fsyncs is
+// retried from what is read back, and the file comes back whole. A read-
+// back that is not what was written fails the file (after every attempt)
+// rather than writing it wrong.
+func TestWriterRetryReadsBackWhatWasFsynced(t *testing.T) {
+	for _, corrupt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("corrupt=%v", corrupt), func(t *testing.T) {
+			dir := fsDir(t)
+			// The 40th write of the file fails: after a dozen fsyncs (one
+			// every 64 bytes, of batches of 64 bytes: two writes each).
+			inj := vfs.FailNth(40, func(o vfs.Op, path string) bool { return o == vfs.OpWrite && strings.HasSuffix(path, "-1.log") })
+			st := &countingReadBack{FSStorage: changelog.FSStorage{FS: vfs.ErrorFS{FS: vfs.Default, Inj: inj}, Dir: dir}, corrupt: corrupt}
+			w := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "rb", HandOff: 64, SyncEvery: 64,
+				MaxAttempts: 3, Declarations: declarations(wDecls)}, 1, time.Unix(0, 0))
+			defer w.Close()
+			recs := fixedRecs(60, 0)
+			for _, x := range recs {
+				write(w, x)
+			}
+			w.Roll()
+			list, err := files(t, w, 1, 1)
+			if st.reads.Load() == 0 {
+				t.Fatal("the retry did not read back the fsynced part: the writer kept the whole file in memory")
+			}
+			if corrupt {
+				if err == nil || !strings.Contains(err.Error(), "not what was written") {
+					t.Fatalf("Files = %v, %v; want the read-back's mismatch", list, err)
+				}
+				if st.reads.Load() != 2 {
+					t.Errorf("%d read-backs; want one for each of the two retries", st.reads.Load())
+				}
+				if w.Failed() != 1 {
+					t.Errorf("Failed() = %d; want the file, 1", w.Failed())
+				}
+				return
+			}
+			if err != nil || len(list) != 1 {
+				t.Fatalf("Files = %v, %v; want the file, rewritten", list, err)
+			}
+			checkFile(t, vfs.Default, list[0], appendDecls(nil, wDecls), recs)
+		})
+	}
+}
