@@ -13,6 +13,7 @@ import (
 
 	"github.com/gflink/gflink/connectors"
 	"github.com/gflink/gflink/engine"
+	"github.com/gflink/gflink/engine/config"
 	"github.com/gflink/gflink/engine/jobs"
 	"github.com/gflink/gflink/internal/api"
 	"github.com/gflink/gflink/internal/testutil"
@@ -476,5 +477,84 @@ func TestFinishedTaskStateInSavepoints(t *testing.T) {
 	// 300 words and their counts: a few KB, the same in both.
 	if len(sizes) != 2 || sizes[0] < 2000 || sizes[0] != sizes[1] {
 		t.Fatalf("the finished counter's state in the two savepoints: %v bytes", sizes)
+	}
+}
+
+// TestFinishedTaskStateAfterItsFinalCheckpoint: with checkpointing on, a
+// branch whose input ended takes one more checkpoint and finishes; the
+// checkpoints and savepoints taken after that, while the rest of the job
+// runs, hold its keyed state whole — on hashmap (kept unencoded as the
+// task exits, its final checkpoint written like any other: with the
+// changelog, the log's tail) as on rocksdb (encoded in that checkpoint).
+func TestFinishedTaskStateAfterItsFinalCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		conf []string
+	}{
+		{"hashmap", []string{"state.backend.type", "hashmap"}},
+		{"hashmap-changelog", []string{"state.backend.type", "hashmap", "state.changelog.enabled", "true",
+			"state.changelog.storage", "filesystem", "state.changelog.periodic-materialize.interval", "20 ms"}},
+		{"rocksdb", []string{"state.backend.type", "rocksdb", "taskmanager.memory.managed.size", "32 mb"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: &syncBuffer{}})
+			done := engine.FromSource[string](env, &connectors.WordGenerator{Lines: 200, Distinct: 300, Seed: 3, WordsPerLine: 10}, "bounded").UID("bounded")
+			words := engine.FlatMap(done, jobs.Tokenize).UID("bounded-tokenizer")
+			engine.Process(engine.KeyBy(words, func(w string) string { return w }), &jobs.Counter{}).UID("bounded-counter").
+				SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("bounded-sink")
+			running := engine.FromSource[string](env, &connectors.WordGenerator{Lines: 0, Distinct: 10, Seed: 4, WordsPerLine: 10, Rate: 100}, "paced").UID("paced")
+			jobs.WordCountPipeline(running).SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("sink")
+			g, err := env.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf := config.New()
+			conf.SetString("execution.checkpointing.interval", "50 ms", "test")
+			conf.SetString("execution.checkpointing.dir", t.TempDir(), "test")
+			conf.SetString("state.backend.rocksdb.localdir", t.TempDir(), "test")
+			conf.SetString("state.changelog.dstl.dfs.base-path", t.TempDir(), "test")
+			for i := 0; i < len(c.conf); i += 2 {
+				conf.SetString(c.conf[i], c.conf[i+1], "test")
+			}
+			j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: conf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { j.Cancel(); j.Wait() }()
+			waitFor(t, func() bool {
+				for _, v := range j.Info().Vertices {
+					if strings.Contains(v.Name, "bounded") && v.Tasks["FINISHED"] != v.Parallelism {
+						return false
+					}
+				}
+				return true
+			})
+			for range 2 {
+				for _, take := range []func() (<-chan engine.SnapshotResult, error){
+					func() (<-chan engine.SnapshotResult, error) { return j.TriggerSavepoint(t.TempDir(), "") },
+					func() (<-chan engine.SnapshotResult, error) { return j.TriggerCheckpoint(false) },
+				} {
+					p, md := snapshotMetadata(t)(take())
+					entries := int64(-1)
+					for _, op := range md.Operators {
+						if op.UID == "bounded-counter" {
+							entries = 0
+							for _, st := range op.States {
+								entries += st.Entries
+							}
+							if !op.Finished {
+								t.Errorf("snapshot %d: the bounded counter is not marked finished", md.CheckpointID)
+							}
+						}
+					}
+					if entries != 300 {
+						t.Fatalf("snapshot %d (%s): the finished counter has %d entries; want its 300 words", md.CheckpointID, md.Kind, entries)
+					}
+					if err := restore.VerifyStateFiles(vfs.Default, p, md); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
