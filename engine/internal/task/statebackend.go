@@ -78,7 +78,7 @@ var (
 	RocksDBRowCacheSize = config.Memory("state.backend.rocksdb.row-cache.size").WithDefault(config.MemorySize(64 << 20)).
 				WithCheck(positiveMemory).
 				WithDescription("gflink: the row cache of each rocksdb subtask's LSM, when state.backend.rocksdb.memory.managed is false: the values of recently used keys, read and written without Pebble (beyond the written ones the write buffer holds).")
-	RocksDBRowCacheRatio = config.Float("state.backend.rocksdb.memory.row-cache-ratio").WithDefault(0.75).
+	RocksDBRowCacheRatio = config.Float("state.backend.rocksdb.memory.row-cache-ratio").WithDefault(0.9).
 				WithCheck(func(f float64) error {
 			if f < 0 || f >= 1 {
 				return fmt.Errorf("must be at least 0 and less than 1")
