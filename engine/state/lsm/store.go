@@ -658,14 +658,15 @@ func (s *Store) put(key []byte, kind opKind, value []byte) error {
 		s.noteDirty(key)
 	}
 	switch {
-	case kind == opMerge && r.kind == opSet, kind == opMerge && r.kind == opMerge && r.dirty:
-		s.account(r, key, s.appendValue(r, value)) // the operand joins the value
+	case kind == opMerge && (r.kind == opSet || r.kind == opMerge):
+		// The operand joins the value. A merge row that was flushed holds
+		// no operands (dropped at the flush, they are in Pebble), so the
+		// new ones go to Pebble on top of those as a merge again.
+		s.account(r, key, s.appendValue(r, value))
 	case kind == opMerge && r.kind == opDelete:
 		r.kind = opSet
 		s.account(r, key, s.setValue(r, value))
-	default:
-		// A set, a delete, or a merge onto a flushed merge (its operands
-		// are in Pebble, under the new ones).
+	default: // a set or a delete
 		r.kind = kind
 		s.account(r, key, s.setValue(r, value))
 	}
