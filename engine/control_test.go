@@ -412,11 +412,11 @@ func TestIncrementalCheckpointAfterAFullOne(t *testing.T) {
 	t.Fatal("every attempt was vacuous")
 }
 
-// TestFinishedTaskStateInSavepoints: with checkpointing off, a branch
-// whose input ended keeps its keyed state (encoded only when a snapshot
-// asks, on hashmap); every savepoint taken while the rest of the job runs
-// holds it, the second as the first.
-func TestFinishedTaskStateInSavepoints(t *testing.T) {
+// boundedBesidePaced is a job of two branches: a word count over 200
+// lines of 300 distinct words that ends (uids bounded…), and one paced at
+// 100 lines a second that runs until cancelled.
+func boundedBesidePaced(t *testing.T) *engine.JobGraph {
+	t.Helper()
 	env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: &syncBuffer{}})
 	done := engine.FromSource[string](env, &connectors.WordGenerator{Lines: 200, Distinct: 300, Seed: 3, WordsPerLine: 10}, "bounded").UID("bounded")
 	words := engine.FlatMap(done, jobs.Tokenize).UID("bounded-tokenizer")
@@ -428,6 +428,15 @@ func TestFinishedTaskStateInSavepoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+// TestFinishedTaskStateInSavepoints: with checkpointing off, a branch
+// whose input ended keeps its keyed state (encoded only when a snapshot
+// asks, on hashmap); every savepoint taken while the rest of the job runs
+// holds it, the second as the first.
+func TestFinishedTaskStateInSavepoints(t *testing.T) {
+	g := boundedBesidePaced(t)
 	j, err := engine.Submit(context.Background(), g, engine.JobOptions{Config: newTestConfig(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -497,17 +506,7 @@ func TestFinishedTaskStateAfterItsFinalCheckpoint(t *testing.T) {
 		{"rocksdb", []string{"state.backend.type", "rocksdb", "taskmanager.memory.managed.size", "32 mb"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := engine.NewEnvironment(engine.EnvironmentOptions{Parallelism: 1, Stdout: &syncBuffer{}})
-			done := engine.FromSource[string](env, &connectors.WordGenerator{Lines: 200, Distinct: 300, Seed: 3, WordsPerLine: 10}, "bounded").UID("bounded")
-			words := engine.FlatMap(done, jobs.Tokenize).UID("bounded-tokenizer")
-			engine.Process(engine.KeyBy(words, func(w string) string { return w }), &jobs.Counter{}).UID("bounded-counter").
-				SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("bounded-sink")
-			running := engine.FromSource[string](env, &connectors.WordGenerator{Lines: 0, Distinct: 10, Seed: 4, WordsPerLine: 10, Rate: 100}, "paced").UID("paced")
-			jobs.WordCountPipeline(running).SinkTo(connectors.DiscardingSink[jobs.WordCountRecord]{}).UID("sink")
-			g, err := env.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := boundedBesidePaced(t)
 			conf := config.New()
 			conf.SetString("execution.checkpointing.interval", "50 ms", "test")
 			conf.SetString("execution.checkpointing.dir", t.TempDir(), "test")

@@ -52,6 +52,13 @@ var (
 	samples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 )
 
+// percent is the collector's GC percent now.
+func percent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
 // userPolicy: the environment sets the collector's policy.
 func userPolicy() bool {
 	_, gogc := os.LookupEnv("GOGC")
@@ -68,8 +75,7 @@ func Acquire() (release func()) {
 	mu.Lock()
 	users++
 	if users == 1 {
-		base = debug.SetGCPercent(100)
-		debug.SetGCPercent(base)
+		base = percent()
 		if !armed {
 			armed = true
 			arm()

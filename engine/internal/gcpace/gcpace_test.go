@@ -2,7 +2,6 @@ package gcpace
 
 import (
 	"runtime"
-	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -34,18 +33,11 @@ func TestPercentStartsTheNextCycleAtATenthAboveTheLiveHeapAndAFloor(t *testing.T
 	}
 }
 
-// gogc is the collector's current percent.
-func gogc() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int(s[0].Value.Uint64())
-}
-
 func TestAJobPacesTheCollectorAndTheLastJobRestoresIt(t *testing.T) {
 	if userPolicy() {
 		t.Skip("GOGC or GOMEMLIMIT is set: gflink leaves the collector alone")
 	}
-	before := gogc()
+	before := percent()
 	releaseA := Acquire()
 	releaseB := Acquire()
 	// 96 MB of live, pointer-free state: the next cycle should start
@@ -55,22 +47,22 @@ func TestAJobPacesTheCollectorAndTheLastJobRestoresIt(t *testing.T) {
 		state[i] = byte(i)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for gogc() >= before {
+	for percent() >= before {
 		if time.Now().After(deadline) {
-			t.Fatalf("the collector's percent stayed at %d with 96 MB live", gogc())
+			t.Fatalf("the collector's percent stayed at %d with 96 MB live", percent())
 		}
 		runtime.GC() // each cycle's end runs the pacer
 	}
-	if p := gogc(); p < 20 || p > 40 {
+	if p := percent(); p < 20 || p > 40 {
 		t.Errorf("percent %d with 96 MB live: want about 26", p)
 	}
 	releaseA()
 	releaseA() // a second release of the same job changes nothing
-	if gogc() >= before {
-		t.Errorf("one job still runs, yet the percent is back at %d", gogc())
+	if percent() >= before {
+		t.Errorf("one job still runs, yet the percent is back at %d", percent())
 	}
 	releaseB()
-	if got := gogc(); got != before {
+	if got := percent(); got != before {
 		t.Errorf("after the last job the percent is %d, want %d as before", got, before)
 	}
 	runtime.KeepAlive(state)
@@ -90,7 +82,7 @@ func TestAJobPacesTheCollectorAndTheLastJobRestoresIt(t *testing.T) {
 		}
 		runtime.GC()
 	}
-	if got := gogc(); got != before {
+	if got := percent(); got != before {
 		t.Errorf("a cycle after the last job set the percent to %d", got)
 	}
 }
