@@ -442,6 +442,9 @@ func TestFinishedTaskStateInSavepoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { j.Cancel(); j.Wait() }()
+	// The bounded branch may finish before every task of the paced one
+	// has started: the job is RUNNING (and takes savepoints) only then.
+	waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
 	waitFor(t, func() bool {
 		for _, v := range j.Info().Vertices {
 			if strings.Contains(v.Name, "bounded") && v.Tasks["FINISHED"] == v.Parallelism {
@@ -520,6 +523,7 @@ func TestFinishedTaskStateAfterItsFinalCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { j.Cancel(); j.Wait() }()
+			waitFor(t, func() bool { return j.Status() == engine.StatusRunning })
 			waitFor(t, func() bool {
 				for _, v := range j.Info().Vertices {
 					if strings.Contains(v.Name, "bounded") && v.Tasks["FINISHED"] != v.Parallelism {
