@@ -160,13 +160,19 @@ func TestEventTimeWindowsExactlyOnce(t *testing.T) {
 			events := outOfOrder(n, 7, 50, 2)
 			dir := t.TempDir()
 			var log testutil.SyncBuffer
+			// Each attempt fails after 8,000 records and one checkpoint of
+			// its own. The input lasts 2 s, so that a restored attempt
+			// still has records to emit after a checkpoint that takes most
+			// of a second (unaligned rocksdb checkpoints took 600 ms on a
+			// loaded CI machine, and the sources finished before the second
+			// failure could come).
 			env, err := stream.NewEnvironment(stream.Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Config: testutil.FailingJob(dir, 2, 8000, 2,
 				"state.backend.type", tc.backend, "execution.checkpointing.unaligned.enabled", tc.unaligned,
-				"pipeline.auto-watermark-interval", "5 ms")})
+				"pipeline.auto-watermark-interval", "5 ms", "fault-injection.after-checkpoints", "1")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := stream.FromSource[string](env, &connectors.Elements[string]{Items: events, Rate: 30000}, "events").UID("source")
+			src := stream.FromSource[string](env, &connectors.Elements[string]{Items: events, Rate: 15000}, "events").UID("source")
 			withTime := src.AssignTimestampsAndWatermarks(stream.ForBoundedOutOfOrderness[string](50 * time.Millisecond).WithTimestampAssigner(eventTime))
 			// A rebalance and a map on the way: timestamps cross a plain
 			// exchange and a chain too.
