@@ -215,8 +215,8 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 		// adapt).
 		rowShare := int64(float64(int64(size)-wbShare) * rowRatio)
 		b.cacheBudget = int64(size) - wbShare
-		b.cache = lsm.NewCache(b.cacheBudget)
 		b.writeBuffer = max(1<<20, wbShare/(3*n)&^(1<<20-1))
+		b.cache = lsm.NewCache(b.cacheBudget, b.writeBuffer, int(n))
 		if b.rowCache = rowShare / n; b.rowCache == 0 {
 			b.rowCache = -1 // none, rather than the store's default
 		}

@@ -190,7 +190,7 @@ func TestRowCacheIsBoundedAndKeepsWhatIsRead(t *testing.T) {
 // few reads (keys read uniformly from many more than they hold) shrink to
 // the write buffer alone, and a hot set that fits grows them again.
 func TestRowCacheGivesItsRoomBack(t *testing.T) {
-	cache := lsm.NewCache(64 << 20)
+	cache := lsm.NewCache(64<<20, 1<<20, 1)
 	defer cache.Unref()
 	st, err := lsm.Open(lsm.Options{Dir: filepath.Join(t.TempDir(), "db"), Cache: cache, WriteBufferSize: 1 << 20, RowCacheSize: 4 << 20})
 	if err != nil {

@@ -33,9 +33,20 @@ import (
 // memory: one budget for every subtask's LSM).
 type Cache struct{ c *pebble.Cache }
 
-// NewCache makes a block cache of size bytes; Unref releases it once the
-// stores using it are closed.
-func NewCache(size int64) *Cache { return &Cache{pebble.NewCache(size)} }
+// NewCache makes a block cache that keeps blocks bytes of blocks for
+// stores stores with write buffers of writeBuffer bytes; Unref releases it
+// once the stores using it are closed.
+func NewCache(blocks, writeBuffer int64, stores int) *Cache {
+	return &Cache{pebble.NewCache(blocks + int64(stores)*memtableRoom(writeBuffer))}
+}
+
+// memtableRoom is what a store's memtables take of its block cache: Pebble
+// charges every memtable it allocates to the cache (Cache.Reserve), so a
+// cache sized for blocks alone kept a third of them at Flink's default
+// write-buffer ratio (42 MB of 128 MB at 256 MB of managed memory, p=1),
+// and a store of its own none (two 64 MB memtables in an 8 MB cache). A
+// store has at most two memtables (MemTableStopWritesThreshold).
+func memtableRoom(writeBuffer int64) int64 { return 2 * writeBuffer }
 
 // Unref releases the caller's reference.
 func (c *Cache) Unref() { c.c.Unref() }
@@ -335,7 +346,7 @@ func Open(o Options) (*Store, error) {
 	if o.Cache != nil {
 		cache = o.Cache.c
 	} else {
-		cache = pebble.NewCache(o.BlockCacheSize)
+		cache = pebble.NewCache(o.BlockCacheSize + memtableRoom(o.WriteBufferSize))
 		own = cache
 	}
 	h := newHealth(o.Dir, o.Restored)
