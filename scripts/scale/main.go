@@ -708,7 +708,7 @@ func report(name string, xs []float64) {
 // the first, a full one (each timed from the trigger until every file is
 // copied and fsynced). The "full" size printed is the third's.
 func incrementalRatio(scratch string) {
-	var r6, rinc []float64
+	var r6, r63, rinc []float64
 	for r := range *rounds {
 		dir := filepath.Join(scratch, fmt.Sprintf("inc-%d", r))
 		os.RemoveAll(dir)
@@ -758,6 +758,20 @@ func incrementalRatio(scratch string) {
 		}
 		first, tFull := snap(1)
 		upFull := upload(first, nil, filepath.Join(dir, "chk-1"))
+		// A job that has run a while has changed keys at every
+		// checkpoint, not only loaded them: 5 + round checkpoints a
+		// second apart, each after another 1% of the keys changed, so
+		// that what lies in Pebble's L0 and upper levels is the leftover
+		// of ordinary checkpoints rather than of one bulk load, and the
+		// rounds meet the compactions at different points of their cycle.
+		for c := range 5 + r {
+			for i := 1 + c; i < *keys; i += 100 {
+				b.SetCurrentKey(connectors.Word(i))
+				v.Update(-1)
+			}
+			snap(int64(100 + c))
+			time.Sleep(*interval)
+		}
 		// The first snapshot flushed the loaded keys into Pebble, whose
 		// compactions then rewrite them for a while: an incremental
 		// snapshot taken meanwhile uploads their output, changed keys or
@@ -786,17 +800,32 @@ func incrementalRatio(scratch string) {
 		}
 		third, tInc := snap(3)
 		upInc := upload(third, settled, filepath.Join(dir, "chk-3"))
-		var total, added int64
-		for name, size := range third {
-			total += size
-			if _, ok := settled[name]; !ok || !strings.HasSuffix(name, ".sst") {
-				added += size
+		// added is what a snapshot uploads beyond the one before it.
+		added := func(prev, next map[string]int64) (total, added int64) {
+			for name, size := range next {
+				total += size
+				if _, ok := prev[name]; !ok || !strings.HasSuffix(name, ".sst") {
+					added += size
+				}
 			}
+			return total, added
 		}
-		r6 = append(r6, float64(added)/float64(total))
+		total, add3 := added(settled, third)
+		// Two more snapshots a checkpoint interval apart, no key changed:
+		// what the compactions the change set off rewrote is uploaded
+		// there (R6_3 sums the three).
+		sum, prev := add3, third
+		for id := int64(4); id <= 5; id++ {
+			time.Sleep(*interval)
+			next, _ := snap(id)
+			_, a := added(prev, next)
+			sum, prev = sum+a, next
+		}
+		r6 = append(r6, float64(add3)/float64(total))
+		r63 = append(r63, float64(sum)/float64(total))
 		rinc = append(rinc, (tInc+upInc).Seconds()/(tFull+upFull).Seconds())
-		fmt.Printf("# round %d: full %d MB in %v (+ upload %v); after 1%% of keys updated: %d of %d KB added, in %v (+ upload %v)\n",
-			r+1, total>>20, tFull.Round(time.Millisecond), upFull.Round(time.Millisecond), added>>10, total>>10, tInc.Round(time.Millisecond), upInc.Round(time.Millisecond))
+		fmt.Printf("# round %d: full %d MB in %v (+ upload %v); after 1%% of keys updated: %d of %d KB added, in %v (+ upload %v); %d KB over the three snapshots from then\n",
+			r+1, total>>20, tFull.Round(time.Millisecond), upFull.Round(time.Millisecond), add3>>10, total>>10, tInc.Round(time.Millisecond), upInc.Round(time.Millisecond), sum>>10)
 		// The store closes once its snapshots are released, and only then
 		// may its directory go (Pebble still compacts until it is closed).
 		for _, n := range snaps {
@@ -806,6 +835,7 @@ func incrementalRatio(scratch string) {
 		os.RemoveAll(dir)
 	}
 	report("R6", r6)
+	report("R6_3", r63)
 	report("RINC", rinc)
 }
 

@@ -52,7 +52,7 @@ var (
 func EngineOptions() []config.AnyOption {
 	return []config.AnyOption{Parallelism, MaxParallelism, PipelineName, AutoWatermarkInterval, task.StateBackend,
 		task.RocksDBLocalDir, task.IOTmpDirs, task.RocksDBBlockCacheSize, task.RocksDBWriteBufferSize, task.RocksDBTimerService, task.Incremental,
-		task.RocksDBManagedMemory, task.ManagedMemorySize, task.RocksDBWriteBufferRatio, task.RocksDBRowCacheSize, task.RocksDBRowCacheRatio,
+		task.RocksDBManagedMemory, task.ManagedMemorySize, task.RocksDBWriteBufferRatio, task.RocksDBRowCacheSize, task.RocksDBRowCacheRatio, task.RocksDBMaxSizeLevelBase,
 		FaultFailAfterRecords, FaultMaxFailures, FaultAfterCheckpoints}
 }
 

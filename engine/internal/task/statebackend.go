@@ -99,6 +99,9 @@ var (
 			return nil
 		}).WithAccepted("a number between 0 and 1, exclusive").
 		WithDescription("The share of the managed memory the write buffers (memtables) take; the block cache has the rest.")
+	RocksDBMaxSizeLevelBase = config.Memory("state.backend.rocksdb.compaction.level.max-size-level-base").WithDefault(config.MemorySize(lsm.DefaultLBaseMaxBytes)).
+				WithCheck(positiveMemory).
+				WithDescription("The most data the LSM's base level (the first below L0) holds; each level below holds ten times the one above. gflink's default is small (Flink's is 256 mb): keys are updated uniformly, so a compaction from L0 rewrites the whole base level, and an incremental checkpoint uploads it; with a state smaller than the base level, that is the whole state.")
 	RocksDBTimerService = config.Enum("state.backend.rocksdb.timer-service.factory", "PriorityQueueStateType", "ROCKSDB", "HEAP").
 				WithDefault("ROCKSDB").
 				WithDescription("Where the rocksdb backend keeps timers. gflink keeps them in the LSM, with their order in a heap in memory, in both modes.")
@@ -123,6 +126,7 @@ type StateBackends struct {
 	cacheSize   int64
 	writeBuffer int64
 	rowCache    int64 // per subtask
+	levelBase   int64 // state.backend.rocksdb.compaction.level.max-size-level-base
 	// cache is the block cache all the job's LSMs share (managed memory),
 	// nil when each has its own.
 	cache       *lsm.Cache
@@ -185,7 +189,11 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 	if err != nil {
 		return nil, err
 	}
-	b.cacheSize, b.writeBuffer, b.rowCache = int64(cache), int64(wb), int64(rc)
+	levelBase, err := RocksDBMaxSizeLevelBase.Get(c)
+	if err != nil {
+		return nil, err
+	}
+	b.cacheSize, b.writeBuffer, b.rowCache, b.levelBase = int64(cache), int64(wb), int64(rc), int64(levelBase)
 	managed, err := RocksDBManagedMemory.Get(c)
 	if err != nil {
 		return nil, err
@@ -217,7 +225,7 @@ func NewStateBackends(c *config.Configuration, o BackendsOptions) (*StateBackend
 		b.cacheBudget = int64(size) - wbShare
 		b.writeBuffer = max(1<<20, wbShare/(3*n)&^(1<<20-1))
 		b.cache = lsm.NewCache(b.cacheBudget, b.writeBuffer, int(n))
-		if b.rowCache = rowShare / n; b.rowCache == 0 {
+		if b.rowCache = rowShare / n &^ (1<<20 - 1); b.rowCache == 0 {
 			b.rowCache = -1 // none, rather than the store's default
 		}
 	}
@@ -338,7 +346,7 @@ func newKeyedBackend[K comparable](b *StateBackends, keySer state.KeySerializer[
 	// restored names the files of a restored snapshot where they came
 	// from, for errors about a corrupt one.
 	open := func(dir string, restored map[string]string) (*lsm.Store, error) {
-		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer, RowCacheSize: b.rowCache, Restored: restored})
+		store, err := lsm.Open(lsm.Options{Dir: dir, Cache: b.cache, BlockCacheSize: b.cacheSize, WriteBufferSize: b.writeBuffer, RowCacheSize: b.rowCache, LBaseMaxBytes: b.levelBase, Restored: restored})
 		if err != nil {
 			return nil, fmt.Errorf("open the LSM state backend of %s (subtask %d): %w", uid, subtask, err)
 		}

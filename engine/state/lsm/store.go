@@ -68,6 +68,9 @@ type Options struct {
 	// size none. With a shared Cache, the rows' room is reserved in that
 	// block cache, and it adapts (see adapt).
 	RowCacheSize int64
+	// LBaseMaxBytes is the most the base level holds (see
+	// DefaultLBaseMaxBytes); 0 means the default.
+	LBaseMaxBytes int64
 	// Restored names, by file name in Dir, where the files of a restored
 	// snapshot came from, so that an error about a corrupt file names the
 	// snapshot's file rather than the working copy.
@@ -78,10 +81,24 @@ type Options struct {
 // buffers.
 // The row cache has no counterpart in Flink's options; 64 MB holds about
 // half a million rows.
+//
+// DefaultLBaseMaxBytes is far below Flink's 256 MB (and Pebble's 64 MB) for
+// incremental checkpoints: keyed state is updated at keys spread over the
+// whole key space, so every L0 file overlaps every file of the base level,
+// and each compaction out of L0 rewrites all of it. With a state smaller
+// than the base level's bound, that is the whole state, uploaded again by
+// the next incremental checkpoint: after 1 % of 5 M keys changed, the three
+// checkpoints that followed uploaded 0.99 of the state (a 56 MB state in
+// one level). With a 4 MB base level, L0 compacts into a level of a few
+// megabytes, and only a level spilling over rewrites a slice of the next:
+// 0.010 (median; at most 0.046 over five rounds). Throughput did not
+// suffer: the compactions write less in all (write amplification 5.5
+// against 7.4 at 10 M keys).
 const (
 	DefaultBlockCacheSize  = 8 << 20
 	DefaultWriteBufferSize = 64 << 20
 	DefaultRowCacheSize    = 64 << 20
+	DefaultLBaseMaxBytes   = 4 << 20
 )
 
 // # The row cache
@@ -333,6 +350,9 @@ func Open(o Options) (*Store, error) {
 	if o.WriteBufferSize <= 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
 	}
+	if o.LBaseMaxBytes <= 0 {
+		o.LBaseMaxBytes = DefaultLBaseMaxBytes
+	}
 	switch {
 	case o.RowCacheSize == 0:
 		o.RowCacheSize = DefaultRowCacheSize
@@ -356,6 +376,7 @@ func Open(o Options) (*Store, error) {
 		// Two memtables, one of them being flushed: memory stays at about
 		// twice the write buffer plus the block cache.
 		MemTableStopWritesThreshold: 2,
+		LBaseMaxBytes:               o.LBaseMaxBytes,
 		// State is made durable by checkpoints, never by the LSM's own log:
 		// a failed task restores from its last checkpoint, and a working
 		// directory is never reopened after a crash.
