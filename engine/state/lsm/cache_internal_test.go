@@ -62,3 +62,34 @@ func TestBlockCacheKeepsBlocksBesideMemtables(t *testing.T) {
 		})
 	}
 }
+
+// TestDirtyRowsTakeHalfTheRowsBudget: dirty rows are flushed once they
+// fill half of all the rows' budget, not the (smaller) write buffer, and
+// no later.
+func TestDirtyRowsTakeHalfTheRowsBudget(t *testing.T) {
+	st, err := Open(Options{Dir: filepath.Join(t.TempDir(), "db"), WriteBufferSize: 1 << 20, RowCacheSize: 7 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	half := st.rowLimit / 2 // 4 MB
+	i := 0
+	for st.dirtyBytes < half-(64<<10) && st.gen == 0 {
+		if err := st.Set(fmt.Appendf(nil, "key-%08d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	if st.gen != 0 {
+		t.Fatalf("flushed with %d bytes of dirty rows, a write buffer of %d and %d for all rows", st.dirtyBytes, st.limit, st.rowLimit)
+	}
+	for range 2048 {
+		if err := st.Set(fmt.Appendf(nil, "key-%08d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	if st.gen == 0 || st.dirtyBytes >= half {
+		t.Fatalf("not flushed: %d bytes of dirty rows, half the rows' budget %d", st.dirtyBytes, half)
+	}
+}
