@@ -276,6 +276,38 @@ func (m *strMap[E]) grow() {
 	}
 }
 
+// shrink moves the entries into as few slots as a table made for them has
+// (at most three quarters full), if the table has at least four times
+// that many: a table that held many entries once (the LSM store's rows,
+// before their room shrank) gives the memory back. The arena drops the
+// bytes of deleted keys on the way.
+func (m *strMap[E]) shrink() {
+	size := 8
+	for size*3/4 < m.n {
+		size <<= 1
+	}
+	if len(m.slots) < 4*size {
+		return
+	}
+	m.ord.forget()
+	old := m.slots
+	m.slots = make([]strSlot[E], size)
+	mask := uint32(size - 1)
+	for j := range old {
+		s := &old[j]
+		if s.h == 0 {
+			continue
+		}
+		i := s.h & mask
+		for m.slots[i].h != 0 {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = *s
+	}
+	m.last = 0
+	m.compactArena()
+}
+
 func (m *strMap[E]) del(k string) {
 	i, ok := m.find(k, strHash(k))
 	if !ok {
@@ -691,6 +723,16 @@ func (s *StringMap[E]) Put(key []byte, e E) { s.m.put(bytesAsString(key), e) }
 
 // Len is the number of entries.
 func (s *StringMap[E]) Len() int { return s.m.n }
+
+// Shrink gives back the memory of a table that holds far fewer entries
+// than it once did (see strMap.shrink); it costs a pass over the table.
+func (s *StringMap[E]) Shrink() { s.m.shrink() }
+
+// Bytes is the memory the table takes: its slots and its arena.
+func (s *StringMap[E]) Bytes() int {
+	var slot strSlot[E]
+	return len(s.m.slots)*int(unsafe.Sizeof(slot)) + cap(s.m.arena)
+}
 
 // All yields every entry. A key shares the table's memory: it is valid
 // until the table is next written.

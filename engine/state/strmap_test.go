@@ -197,3 +197,48 @@ func TestOrderedEncodeOfTwoSnapshotsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestStringMapShrinkGivesMemoryBack: a table that held many entries and
+// now holds few shrinks to the size a table made for them has, arena and
+// all, and still finds every entry, short keys and long; a table that is
+// not four times too large stays as it is.
+func TestStringMapShrinkGivesMemoryBack(t *testing.T) {
+	m := NewStringMap[int](0)
+	key := func(i int) []byte {
+		if i%2 == 0 {
+			return fmt.Appendf(nil, "k%d", i) // inline
+		}
+		return fmt.Appendf(nil, "a-long-key-in-the-arena-%d", i)
+	}
+	const n, kept = 100_000, 1000
+	for i := range n {
+		m.Put(key(i), i)
+	}
+	full := m.Bytes()
+	m.Sweep(0, func(_ []byte, e *int) bool { return *e >= kept }, func() bool { return m.Len() == kept })
+	m.Shrink()
+	if got := m.Bytes(); got*16 > full {
+		t.Fatalf("%d bytes after shrinking to %d entries, %d with %d", got, kept, full, n)
+	}
+	for i := range kept {
+		if e, ok := m.Get(key(i)); !ok || e != i {
+			t.Fatalf("entry %d after the shrink: %d, %v", i, e, ok)
+		}
+	}
+	if _, ok := m.Get(key(kept)); ok {
+		t.Fatal("a deleted entry is found after the shrink")
+	}
+	before := m.Bytes()
+	m.Shrink()
+	if m.Bytes() != before {
+		t.Fatalf("a table of the right size changed on Shrink: %d -> %d bytes", before, m.Bytes())
+	}
+	for i := kept; i < 2*kept; i++ { // and it grows again as it should
+		m.Put(key(i), i)
+	}
+	for i := range 2 * kept {
+		if e, ok := m.Get(key(i)); !ok || e != i {
+			t.Fatalf("entry %d after growing again: %d, %v", i, e, ok)
+		}
+	}
+}

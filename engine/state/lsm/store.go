@@ -589,6 +589,10 @@ func (s *Store) evict() {
 			return true
 		}, func() bool { return s.rowBytes <= target })
 		if s.rowBytes <= target {
+			// Rows that once had more room (adapt shrank it) give the
+			// table's memory back: at 20 M keys the table grown for 3 M
+			// rows outlived their room, 300 MB of a 980 MB peak.
+			s.rows.Shrink()
 			return
 		}
 	}
