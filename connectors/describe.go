@@ -27,7 +27,7 @@ func snapshotInput(splits [][]byte) string {
 			if s.legacy {
 				return "generated words (a split of an older gflink, which does not record how many)"
 			}
-			return "generated " + describeText(s.text.Words, int(s.text.Distinct), s.text.Seed, int(s.text.PerLine))
+			return "generated " + describeText(s.text)
 		}
 		if _, _, total, ok := decodeElementsSplit(b); ok {
 			if total == legacyTotal {

@@ -3,6 +3,7 @@ package connectors
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gflink/gflink/stream"
@@ -24,6 +25,10 @@ type WordGenerator struct {
 	// Rate throttles the whole source to this many words per second (0:
 	// as fast as possible).
 	Rate float64
+	// Skew, if > 1, draws words by a Zipf law of that exponent (word k,
+	// the k-th most frequent, about (k+1)^-Skew as often as the most
+	// frequent) rather than uniformly: hot keys, as in most real streams.
+	Skew float64
 }
 
 // Word returns the k-th distinct word: k written in base 26 with letters.
@@ -43,13 +48,28 @@ func Word(k int) string {
 
 // wordIndex is the index (in [0, distinct)) of the n-th word of the text.
 func wordIndex(seed uint64, n int64, distinct int) int {
-	x := uint64(n) + seed*0x9E3779B97F4A7C15
+	return int(mix(uint64(n)+seed*0x9E3779B97F4A7C15) % uint64(distinct))
+}
+
+// mix is SplitMix64's finalizer: consecutive numbers in, unrelated bits out.
+func mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xBF58476D1CE4E5B9
 	x ^= x >> 27
 	x *= 0x94D049BB133111EB
 	x ^= x >> 31
-	return int(x % uint64(distinct))
+	return x
+}
+
+// zipfRank is the rank (in [0, distinct)) of the n-th word of a text
+// whose words follow a Zipf law of exponent s > 1, by the inverse of the
+// law's continuous approximation, P(rank < k) = (1 - (k+1)^(1-s)) / (1 -
+// (distinct+1)^(1-s)), at a uniform point derived from n.
+func zipfRank(seed uint64, n int64, distinct int, s float64) int {
+	u := float64(mix(uint64(n)+seed*0x9E3779B97F4A7C15)>>11) / (1 << 53)
+	tail := 1 - math.Pow(float64(distinct)+1, 1-s)
+	k := int(math.Pow(1-u*tail, 1/(1-s))) - 1
+	return min(max(k, 0), distinct-1)
 }
 
 // Line returns line i of the generated text.
@@ -64,7 +84,11 @@ func (g *WordGenerator) Line(i int64, buf []byte) []byte {
 		if w > 0 {
 			buf = append(buf, ' ')
 		}
-		buf = append(buf, Word(wordIndex(g.Seed, n, g.distinct()))...)
+		k := wordIndex(g.Seed, n, g.distinct())
+		if g.Skew > 1 {
+			k = zipfRank(g.Seed, n, g.distinct(), g.Skew)
+		}
+		buf = append(buf, Word(k)...)
 	}
 	return buf
 }
@@ -94,15 +118,19 @@ func (g *WordGenerator) words() int64 {
 
 // describe names the text in messages.
 func (g *WordGenerator) describe() string {
-	return describeText(g.words(), g.distinct(), g.Seed, g.wordsPerLine())
+	return describeText(g.text())
 }
 
-func describeText(words int64, distinct int, seed uint64, wpl int) string {
+func describeText(t genText) string {
 	size := "an unbounded stream of words"
-	if words >= 0 {
-		size = fmt.Sprintf("%d words", words)
+	if t.Words >= 0 {
+		size = fmt.Sprintf("%d words", t.Words)
 	}
-	return fmt.Sprintf("%s (%d distinct, seed %d, %d per line)", size, distinct, seed, wpl)
+	skew := ""
+	if t.Skew != 0 {
+		skew = fmt.Sprintf(", Zipf s=%g", t.Skew)
+	}
+	return fmt.Sprintf("%s (%d distinct%s, seed %d, %d per line)", size, t.Distinct, skew, t.Seed, t.PerLine)
 }
 
 func (g *WordGenerator) wordsPerLine() int {
@@ -138,13 +166,18 @@ type genText struct {
 	Distinct int64
 	Seed     uint64
 	PerLine  int64
+	Skew     float64 // 0: uniform
 }
 
 // genSplitTag starts every encoded generator split.
 const genSplitTag = 'G'
 
 func (g *WordGenerator) text() genText {
-	return genText{Words: g.words(), Distinct: int64(g.distinct()), Seed: g.Seed, PerLine: int64(g.wordsPerLine())}
+	t := genText{Words: g.words(), Distinct: int64(g.distinct()), Seed: g.Seed, PerLine: int64(g.wordsPerLine())}
+	if g.Skew > 1 {
+		t.Skew = g.Skew
+	}
+	return t
 }
 
 func (s genSplit) encode() []byte {
@@ -152,7 +185,11 @@ func (s genSplit) encode() []byte {
 	for _, v := range []int64{s.Next, s.End, s.Step, s.text.Words, s.text.Distinct, s.text.PerLine} {
 		b = binary.AppendVarint(b, v)
 	}
-	return binary.AppendUvarint(b, s.text.Seed)
+	b = binary.AppendUvarint(b, s.text.Seed)
+	if s.text.Skew != 0 { // after the seed, so that a uniform text's split reads as before
+		b = binary.AppendUvarint(b, math.Float64bits(s.text.Skew))
+	}
+	return b
 }
 
 var errNotGenSplit = fmt.Errorf("not a word generator's split")
@@ -188,10 +225,17 @@ func decodeGenSplit(b []byte) (genSplit, error) {
 		*p, b = v, b[n:]
 	}
 	seed, n := binary.Uvarint(b)
-	if n <= 0 || n != len(b) || s.Step <= 0 || s.Next < 0 {
+	if n <= 0 || s.Step <= 0 || s.Next < 0 {
 		return s, errNotGenSplit
 	}
-	s.text.Seed = seed
+	s.text.Seed, b = seed, b[n:]
+	if len(b) > 0 {
+		skew, n := binary.Uvarint(b)
+		if n != len(b) {
+			return s, errNotGenSplit
+		}
+		s.text.Skew = math.Float64frombits(skew)
+	}
 	return s, nil
 }
 
@@ -215,7 +259,7 @@ func (g *WordGenerator) CheckRestoredSplits(splits [][]byte) error {
 		}
 		if !s.legacy && s.text != want {
 			return fmt.Errorf("the snapshot's source generated %s; this job's generates %s",
-				describeText(s.text.Words, int(s.text.Distinct), s.text.Seed, int(s.text.PerLine)), g.describe())
+				describeText(s.text), g.describe())
 		}
 	}
 	return nil

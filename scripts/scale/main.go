@@ -73,6 +73,7 @@ var (
 	cacheMB  = flag.Int("cache-mb", 0, "state.backend.rocksdb.block.cache-size in MB (0: the default)")
 	dynamic  dynamicFlags // -D key=value, repeatable: any configuration key of every run
 	backend  = flag.String("backend", "hashmap", "state.backend.type: hashmap or rocksdb")
+	zipf     = flag.Float64("zipf", 0, "draw words by a Zipf law of this exponent (> 1) rather than uniformly")
 	traceOut = flag.String("trace", "", "write a runtime execution trace of a single checkpointed run (-mode trace) to this file")
 	matEvery = flag.Duration("materialize", 10*time.Second, "-mode changelog: state.changelog.periodic-materialize.interval")
 	recProf  = flag.String("recovery-profile", "", "-mode changelog: write a CPU profile of one recovery with the changelog to this file")
@@ -179,13 +180,13 @@ func check(err error) {
 }
 
 func generator() *connectors.WordGenerator {
-	return &connectors.WordGenerator{Words: *words, Distinct: *keys, Seed: 7, WordsPerLine: 10, Rate: *rate}
+	return &connectors.WordGenerator{Words: *words, Distinct: *keys, Seed: 7, WordsPerLine: 10, Rate: *rate, Skew: *zipf}
 }
 
 // unbounded is the same text without an end, for the restore measurement:
 // its job runs until cancelled, and the restored job reads on.
 func unbounded() *connectors.WordGenerator {
-	return &connectors.WordGenerator{Distinct: *keys, Seed: 7, WordsPerLine: 10, Rate: *rate}
+	return &connectors.WordGenerator{Distinct: *keys, Seed: 7, WordsPerLine: 10, Rate: *rate, Skew: *zipf}
 }
 
 // gapSink discards records and notes every span longer than a millisecond
