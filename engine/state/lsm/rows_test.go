@@ -14,6 +14,7 @@ import (
 
 	"github.com/gflink/gflink/engine/state"
 	"github.com/gflink/gflink/engine/state/lsm"
+	"github.com/gflink/gflink/internal/testutil"
 )
 
 // readAll reads [nil, nil) of an iterator source into a map.
@@ -190,6 +191,10 @@ func TestRowCacheIsBoundedAndKeepsWhatIsRead(t *testing.T) {
 // few reads (keys read uniformly from many more than they hold) shrink to
 // the write buffer alone, and a hot set that fits grows them again.
 func TestRowCacheGivesItsRoomBack(t *testing.T) {
+	if testutil.RaceEnabled() {
+		// One goroutine and 800 K reads: 44 s under the race detector.
+		t.Skip("go test ./... runs it")
+	}
 	cache := lsm.NewCache(64<<20, 1<<20, 1)
 	defer cache.Unref()
 	st, err := lsm.Open(lsm.Options{Dir: filepath.Join(t.TempDir(), "db"), Cache: cache, WriteBufferSize: 1 << 20, RowCacheSize: 4 << 20})
