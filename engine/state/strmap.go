@@ -66,11 +66,17 @@ type strMap[E any] struct {
 }
 
 func newStrMap[E any](n int) *strMap[E] {
+	return &strMap[E]{slots: make([]strSlot[E], tableSize(n))}
+}
+
+// tableSize is the slots a table of n entries starts with: a power of two
+// at most three quarters full.
+func tableSize(n int) int {
 	size := 8
 	for size*3/4 < n {
 		size <<= 1
 	}
-	return &strMap[E]{slots: make([]strSlot[E], size)}
+	return size
 }
 
 // strHash is the upper half of the key's key-group hash (the string
@@ -242,12 +248,27 @@ func (m *strMap[E]) putHashed(k string, h uint32, e E) {
 	m.n++
 }
 
-// grow doubles the slots; entries move by their stored hash, without
+// grow doubles the slots.
+func (m *strMap[E]) grow() { m.rehash(2 * len(m.slots)) }
+
+// shrink moves the entries into as few slots as a table made for them has,
+// if the table has at least four times that many: a table that held many
+// entries once (the LSM store's rows, before their room shrank) gives the
+// memory back. The arena drops the bytes of deleted keys on the way.
+func (m *strMap[E]) shrink() {
+	if size := tableSize(m.n); len(m.slots) >= 4*size {
+		m.rehash(size)
+		m.last = 0
+		m.compactArena()
+	}
+}
+
+// rehash moves the entries into size slots by their stored hash, without
 // reading their keys. The kept snapshot order follows them.
-func (m *strMap[E]) grow() {
+func (m *strMap[E]) rehash(size int) {
 	old := m.slots
-	m.slots = make([]strSlot[E], 2*len(old))
-	mask := uint32(len(m.slots) - 1)
+	m.slots = make([]strSlot[E], size)
+	mask := uint32(size - 1)
 	var moved []uint32 // old slot -> new slot, for the kept order
 	if m.ord.valid {
 		moved = make([]uint32, len(old))
@@ -274,38 +295,6 @@ func (m *strMap[E]) grow() {
 			m.ord.added[k] = moved[j]
 		}
 	}
-}
-
-// shrink moves the entries into as few slots as a table made for them has
-// (at most three quarters full), if the table has at least four times
-// that many: a table that held many entries once (the LSM store's rows,
-// before their room shrank) gives the memory back. The arena drops the
-// bytes of deleted keys on the way.
-func (m *strMap[E]) shrink() {
-	size := 8
-	for size*3/4 < m.n {
-		size <<= 1
-	}
-	if len(m.slots) < 4*size {
-		return
-	}
-	m.ord.forget()
-	old := m.slots
-	m.slots = make([]strSlot[E], size)
-	mask := uint32(size - 1)
-	for j := range old {
-		s := &old[j]
-		if s.h == 0 {
-			continue
-		}
-		i := s.h & mask
-		for m.slots[i].h != 0 {
-			i = (i + 1) & mask
-		}
-		m.slots[i] = *s
-	}
-	m.last = 0
-	m.compactArena()
 }
 
 func (m *strMap[E]) del(k string) {

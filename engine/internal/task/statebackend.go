@@ -98,7 +98,7 @@ var (
 			}
 			return nil
 		}).WithAccepted("a number between 0 and 1, exclusive").
-		WithDescription("The share of the managed memory the write buffers take (each subtask's dirty rows and two memtables); the block cache has the rest, of which the row caches may take up to state.backend.rocksdb.memory.row-cache-ratio. gflink's default is half Flink's 0.5: the dirty rows, not the memtables, absorb the updates between checkpoints, and what the memtables gave up serves reads (word count over 3 M keys on 256 mb: 9.8 s against 24.6 s, every key cached; over 10 M keys 28.7 s against 32-40 s; 1 M keys alike).")
+		WithDescription("The share of the managed memory the write buffers take (each subtask's dirty rows and two memtables); the block cache has the rest, of which the row caches may take up to state.backend.rocksdb.memory.row-cache-ratio. gflink's default is half Flink's 0.5: the dirty rows, not the memtables, absorb the updates between checkpoints, and what the memtables give up serves reads (docs/performance.md).")
 	RocksDBMaxSizeLevelBase = config.Memory("state.backend.rocksdb.compaction.level.max-size-level-base").WithDefault(config.MemorySize(lsm.DefaultLBaseMaxBytes)).
 				WithCheck(positiveMemory).
 				WithDescription("The most data the LSM's base level (the first below L0) holds; each level below holds ten times the one above. gflink's default is small (Flink's is 256 mb): keys are updated uniformly, so a compaction from L0 rewrites the whole base level, and an incremental checkpoint uploads it; with a state smaller than the base level, that is the whole state.")
